@@ -1,0 +1,122 @@
+# torchtpu build: the C core (libtorchtpu_core.so), the C++ shim against
+# PyTorch (libtorchtpu_shim.so), and the core's C tests (plain and ASan+UBSan).
+#
+#   make          core + shim
+#   make core     core only (no PyTorch needed)
+#   make ctest    build and run every core/tests/test_*.c, plain and sanitized
+#   make clean
+#
+# Objects live under build/ (build/asan/ for sanitized ones); the libraries
+# land in torchtpu/lib/ beside the Python package that loads them.
+
+PYTHON ?= .venv/bin/python
+CC ?= gcc
+CXX ?= g++
+
+LIBDIR := torchtpu/lib
+CORE_LIB := $(LIBDIR)/libtorchtpu_core.so
+SHIM_LIB := $(LIBDIR)/libtorchtpu_shim.so
+
+# --- core (C11) ----------------------------------------------------------------
+
+CORE_SRCS := $(shell find core/src -name '*.c' | sort)
+CORE_OBJS := $(CORE_SRCS:%.c=build/obj/%.o)
+CORE_CFLAGS := -std=c11 -O2 -g -fPIC -fvisibility=hidden -D_GNU_SOURCE \
+  -Wall -Wextra -Werror -Icore/include -Icore/src -MMD -MP
+CORE_LDLIBS := -ldl -lpthread -lm
+
+SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer
+ASAN_OBJS := $(CORE_SRCS:%.c=build/asan/obj/%.o)
+
+TEST_SRCS := $(sort $(wildcard core/tests/test_*.c))
+TESTS := $(TEST_SRCS:core/tests/%.c=build/tests/%)
+ASAN_TESTS := $(TEST_SRCS:core/tests/%.c=build/asan/tests/%)
+
+# --- shim (C++17 against PyTorch) ------------------------------------------------
+#
+# Torch's location and C++ ABI come from the venv's python, asked only when
+# the shim is built (`make core` / `make ctest` never import torch).
+
+torch_query = $(shell $(PYTHON) -c "import torch, os; print($(1))")
+TORCH_DIR = $(eval TORCH_DIR := $(call torch_query,os.path.dirname(torch.__file__)))$(TORCH_DIR)
+TORCH_ABI = $(eval TORCH_ABI := $(call torch_query,int(torch._C._GLIBCXX_USE_CXX11_ABI)))$(TORCH_ABI)
+
+SHIM_SRCS := $(sort $(wildcard shim/*.cpp))
+SHIM_OBJS := $(SHIM_SRCS:%.cpp=build/obj/%.o)
+SHIM_CXXFLAGS = -std=c++17 -O2 -g -fPIC -fvisibility=hidden \
+  -D_GLIBCXX_USE_CXX11_ABI=$(TORCH_ABI) -Wall -Wextra \
+  -Icore/include -isystem $(TORCH_DIR)/include -MMD -MP
+SHIM_LDFLAGS = -shared -Wl,-z,defs -L$(LIBDIR) -L$(TORCH_DIR)/lib \
+  -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,$(TORCH_DIR)/lib
+SHIM_LDLIBS := -ltorchtpu_core -ltorch_cpu -lc10
+
+# --- targets -------------------------------------------------------------------
+
+.PHONY: all core shim ctest ctest-plain ctest-asan clean
+all: core shim
+core: $(CORE_LIB)
+shim: $(SHIM_LIB)
+
+$(CORE_LIB): $(CORE_OBJS)
+	@mkdir -p $(@D)
+	$(CC) -shared -Wl,-z,defs -o $@ $^ $(CORE_LDLIBS)
+
+build/obj/core/%.o: core/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CORE_CFLAGS) -c $< -o $@
+
+build/asan/obj/core/%.o: core/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CORE_CFLAGS) $(SAN_FLAGS) -c $< -o $@
+
+$(SHIM_LIB): $(SHIM_OBJS) $(CORE_LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(SHIM_LDFLAGS) -o $@ $(SHIM_OBJS) $(SHIM_LDLIBS)
+
+build/obj/shim/%.o: shim/%.cpp
+	@mkdir -p $(@D)
+	$(CXX) $(SHIM_CXXFLAGS) -c $< -o $@
+
+# --- C tests -------------------------------------------------------------------
+#
+# Tests link the core's objects directly, so they can reach hidden (internal)
+# functions as well as the public API.
+
+build/tests/%: core/tests/%.c $(CORE_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(CORE_CFLAGS) -o $@ $< $(CORE_OBJS) $(CORE_LDLIBS)
+
+build/asan/tests/%: core/tests/%.c $(ASAN_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(CORE_CFLAGS) $(SAN_FLAGS) -o $@ $< $(ASAN_OBJS) $(CORE_LDLIBS)
+
+# Where the core looks for the CPU PJRT plugin's package when no plugin path
+# is given (the Python package sets the same variable at import).
+SITE_PACKAGES = $(shell $(PYTHON) -c "import site; print(':'.join(site.getsitepackages()))")
+
+ctest: ctest-plain ctest-asan
+
+ctest-plain: $(TESTS)
+	@export TORCHTPU_SITE_PACKAGES="$${TORCHTPU_SITE_PACKAGES:-$(SITE_PACKAGES)}"; \
+	failed=0; \
+	for t in $(TESTS); do \
+	  echo "== $$t"; \
+	  $$t || { echo "FAILED: $$t"; failed=$$((failed + 1)); }; \
+	done; \
+	test $$failed -eq 0 || { echo "$$failed C test(s) failed"; exit 1; }
+
+ctest-asan: $(ASAN_TESTS)
+	@export TORCHTPU_SITE_PACKAGES="$${TORCHTPU_SITE_PACKAGES:-$(SITE_PACKAGES)}"; \
+	export ASAN_OPTIONS="$${ASAN_OPTIONS:-detect_leaks=0}"; \
+	export UBSAN_OPTIONS="$${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"; \
+	failed=0; \
+	for t in $(ASAN_TESTS); do \
+	  echo "== $$t"; \
+	  $$t || { echo "FAILED: $$t"; failed=$$((failed + 1)); }; \
+	done; \
+	test $$failed -eq 0 || { echo "$$failed sanitized C test(s) failed"; exit 1; }
+
+clean:
+	rm -rf build $(CORE_LIB) $(SHIM_LIB)
+
+-include $(CORE_OBJS:.o=.d) $(ASAN_OBJS:.o=.d) $(SHIM_OBJS:.o=.d)

@@ -1,0 +1,283 @@
+// torchtpu.h — the public C API of the torchtpu core.
+//
+// This is the only header the C++ shim (and Python, through ctypes) uses. The
+// core knows nothing of PyTorch: the shim describes each ATen call as a
+// tt_op_call (op id, argument values, where each result goes) and the core
+// lowers it to StableHLO, compiles it once per signature, and runs it through
+// a PJRT plugin.
+//
+// Ownership, stated once:
+//  - `_create` returns an owned object, freed by the matching `_destroy`
+//    (NULL-safe). Other pointers returned by accessors are borrowed and live as
+//    long as the object they came from, unless the comment says otherwise.
+//  - Every fallible function returns tt_status: NULL is OK; otherwise an owned
+//    error the caller must free with tt_status_free (or pass on).
+//  - Pointers in argument structs are borrowed for the duration of the call.
+#ifndef TORCHTPU_H
+#define TORCHTPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TT_API __attribute__((visibility("default")))
+#define TT_MAX_RANK 8
+
+// --- status ------------------------------------------------------------------
+
+typedef enum tt_code {
+  TT_OK = 0,
+  TT_INVALID_ARGUMENT = 1,  // bad user input: shapes, dtypes, devices
+  TT_UNIMPLEMENTED = 2,     // no lowering for this op/dtype: shim falls back
+  TT_NOT_FOUND = 3,         // plugin or file missing
+  TT_FAILED_PRECONDITION = 4,  // e.g. plugin API version incompatible
+  TT_INTERNAL = 5,          // a bug in torchtpu or the plugin
+  TT_RESOURCE_EXHAUSTED = 6,   // out of memory
+  TT_OUT_OF_RANGE = 7,      // index out of range (IndexError in Python)
+  TT_OUT_RESIZE = 8,        // an out= tensor has the wrong shape: resize, retry
+} tt_code;
+
+typedef struct tt_status_s *tt_status;  // NULL == OK
+
+TT_API tt_code tt_status_code(tt_status s);
+TT_API const char *tt_status_message(tt_status s);  // borrowed from s
+TT_API void tt_status_free(tt_status s);
+
+// --- dtypes ------------------------------------------------------------------
+
+typedef enum tt_dtype {
+  TT_BOOL = 0,
+  TT_U8,
+  TT_I8,
+  TT_I16,
+  TT_I32,
+  TT_I64,
+  TT_F16,
+  TT_BF16,
+  TT_F32,
+  TT_F64,
+  TT_U16,  // the wide unsigned types exist for random bits and bit tricks
+  TT_U32,
+  TT_U64,
+  TT_DTYPE_COUNT,
+  TT_DTYPE_NONE = -1,  // "not given" in optional dtype arguments
+} tt_dtype;
+
+TT_API const char *tt_dtype_name(tt_dtype d);  // "float32", static
+TT_API int64_t tt_dtype_size(tt_dtype d);      // bytes per element
+
+// --- runtime -----------------------------------------------------------------
+
+typedef struct tt_runtime tt_runtime;
+typedef struct tt_storage tt_storage;
+
+typedef struct tt_runtime_options {
+  const char *plugin_path;  // NULL: discover (env TORCHTPU_PLUGIN_PATH first)
+  int cpu_device_count;     // devices the CPU plugin creates; <=0 means 1
+} tt_runtime_options;
+
+TT_API tt_status tt_runtime_create(const tt_runtime_options *opts,
+                                   tt_runtime **out_rt);
+TT_API void tt_runtime_destroy(tt_runtime *rt);
+
+// The process-wide runtime used by the shim and Python. Created on first use
+// from the environment (TORCHTPU_PLUGIN_PATH, TORCHTPU_CPU_DEVICES); a failed
+// creation is remembered and returned again (with its message) on every call.
+TT_API tt_status tt_runtime_get(tt_runtime **out_rt);
+
+typedef struct tt_runtime_info {
+  const char *platform;          // "cpu", "tpu", "cuda"
+  const char *platform_version;  // plugin / XLA version string
+  const char *plugin_path;
+  int api_major, api_minor;      // PJRT C API version of the plugin
+  int device_count;
+  const char *device_kind;       // kind of device 0
+  bool supports_f64;
+} tt_runtime_info;
+
+// Fills `out` with borrowed strings that live as long as `rt`.
+TT_API void tt_runtime_info_get(tt_runtime *rt, tt_runtime_info *out);
+
+// --- execution mode and counters ---------------------------------------------
+
+typedef enum tt_exec_mode {
+  TT_MODE_STRICT = 0,  // asynchronous, one program per op (default)
+  TT_MODE_DEBUG = 1,   // synchronous after each op
+} tt_exec_mode;
+
+TT_API void tt_runtime_set_mode(tt_runtime *rt, tt_exec_mode mode);
+TT_API tt_exec_mode tt_runtime_mode(tt_runtime *rt);
+
+// Waits for every program launched so far; returns the first async error.
+TT_API tt_status tt_runtime_synchronize(tt_runtime *rt);
+
+typedef struct tt_stats {
+  int64_t op_calls;         // native op executions
+  int64_t sig_hits;         // op signature cache hits (no lowering at all)
+  int64_t compiles;         // programs compiled
+  int64_t cache_requests;   // lookups of a lowered program
+  int64_t cache_hits;
+  double compile_seconds;
+  int64_t fallback_calls;   // ops run through the CPU fallback
+  int64_t bytes_in_use;     // device bytes held by live storages
+  int64_t peak_bytes_in_use;
+  int64_t buffers_in_use;   // live device buffers
+  int64_t host_to_device_bytes;
+  int64_t device_to_host_bytes;
+} tt_stats;
+
+TT_API void tt_runtime_stats(tt_runtime *rt, tt_stats *out);
+TT_API void tt_runtime_reset_peak(tt_runtime *rt);
+
+// Records one CPU-fallback call of `op_name`. Returns true the first time the
+// op is seen (the shim warns once per op).
+TT_API bool tt_runtime_note_fallback(tt_runtime *rt, const char *op_name);
+// Per-op fallback counts: fills up to `cap` entries, returns the total count
+// of distinct ops. Names are borrowed from rt.
+TT_API int tt_runtime_fallback_counts(tt_runtime *rt, const char **names,
+                                      int64_t *counts, int cap);
+
+// --- storages ----------------------------------------------------------------
+//
+// A storage is the device side of one PyTorch StorageImpl: `nbytes` of device
+// memory on one device, held as a flat PJRT buffer (of whatever dtype last
+// wrote it) or not yet materialised. PJRT buffers are immutable, so a write
+// replaces the buffer; every view of the storage sees the new value.
+
+TT_API tt_status tt_storage_create(tt_runtime *rt, int device, int64_t nbytes,
+                                   tt_storage **out_storage);
+TT_API void tt_storage_destroy(tt_storage *s);
+TT_API int64_t tt_storage_nbytes(const tt_storage *s);
+TT_API int tt_storage_device(const tt_storage *s);
+
+// Grows or shrinks the storage to `nbytes`, keeping the common prefix.
+TT_API tt_status tt_storage_resize(tt_storage *s, int64_t nbytes);
+
+// A tensor: a strided view over a storage.
+typedef struct tt_tensor {
+  tt_storage *storage;     // borrowed; NULL for an undefined optional tensor
+  tt_dtype dtype;
+  int32_t ndim;
+  const int64_t *sizes;    // elements
+  const int64_t *strides;  // elements
+  int64_t offset;          // elements
+} tt_tensor;
+
+// Host <-> device copies of a view. `host` holds the view's elements densely
+// in row-major order, in the view's dtype.
+TT_API tt_status tt_tensor_upload(tt_runtime *rt, const tt_tensor *dst,
+                                  const void *host);
+TT_API tt_status tt_tensor_download(tt_runtime *rt, const tt_tensor *src,
+                                    void *host);
+
+// --- generators ----------------------------------------------------------------
+//
+// Counter-based random state: programs receive (seed, offset) as a runtime
+// argument, so a new step never recompiles.
+
+typedef struct tt_generator tt_generator;
+TT_API tt_status tt_generator_create(tt_runtime *rt, uint64_t seed,
+                                     tt_generator **out_gen);
+TT_API void tt_generator_destroy(tt_generator *g);
+TT_API void tt_generator_set_state(tt_generator *g, uint64_t seed,
+                                   uint64_t offset);
+TT_API void tt_generator_get_state(const tt_generator *g, uint64_t *seed,
+                                   uint64_t *offset);
+// The default generator of device `device` (owned by rt).
+TT_API tt_generator *tt_runtime_default_generator(tt_runtime *rt, int device);
+
+// --- op calls ----------------------------------------------------------------
+
+typedef enum tt_value_kind {
+  TT_VALUE_NONE = 0,   // None / undefined optional; ignored args too
+  TT_VALUE_TENSOR,     // a device tensor
+  TT_VALUE_SCALAR,     // Scalar, float, or a 0-dim CPU tensor: runtime value
+  TT_VALUE_INT,        // int / SymInt: structural
+  TT_VALUE_BOOL,       // structural
+  TT_VALUE_INTS,       // int[] / SymInt[]: structural
+  TT_VALUE_STRING,     // structural ("tanh", "mean", ...)
+  TT_VALUE_DTYPE,      // ScalarType
+  TT_VALUE_LIST,       // Tensor[] / Tensor?[] (items are TENSOR or NONE)
+  TT_VALUE_GENERATOR,
+} tt_value_kind;
+
+typedef struct tt_scalar {
+  tt_dtype dtype;  // TT_F64 for Python floats, TT_I64 ints, TT_BOOL bools
+  bool wrapped;    // a Python number (lowest promotion priority), not a tensor
+  double f;        // value when dtype is floating
+  int64_t i;       // value when dtype is integral or bool
+} tt_scalar;
+
+typedef struct tt_value tt_value;
+struct tt_value {
+  tt_value_kind kind;
+  union {
+    tt_tensor tensor;
+    tt_scalar scalar;
+    int64_t i;
+    bool b;
+    struct { const int64_t *data; int32_t n; } ints;
+    const char *str;
+    tt_dtype dtype;
+    struct { const tt_value *items; int32_t n; } list;
+    tt_generator *gen;
+  } u;
+};
+
+// Where one result of the op goes.
+typedef struct tt_dest {
+  int32_t arg;   // -1: a fresh tensor; else the index of the written argument
+  int32_t item;  // list item when that argument is a list, else -1
+} tt_dest;
+
+typedef struct tt_op_call {
+  int32_t op;               // id from tt_op_lookup
+  int32_t device;           // device index the op runs on
+  tt_dtype default_dtype;   // torch.get_default_dtype()
+  const tt_value *args;
+  int32_t nargs;
+  // Where the rule's results go, in order. A fresh result is returned in
+  // `tt_op_result`; fewer fresh results than declared is fine for ops that
+  // return a list of varying length (then `ndests` is an upper bound).
+  const tt_dest *dests;
+  int32_t ndests;
+} tt_op_call;
+
+// A fresh result: an owned storage holding a dense row-major tensor.
+typedef struct tt_op_result {
+  tt_storage *storage;  // owned by the receiver (wrap it into a StorageImpl)
+  tt_dtype dtype;
+  int32_t ndim;
+  int64_t sizes[TT_MAX_RANK];
+} tt_op_result;
+
+// The id of a lowering rule by full ATen name ("aten::add.Tensor",
+// "aten::relu" for the default overload), or -1 when no rule exists.
+TT_API int32_t tt_op_lookup(const char *name);
+TT_API const char *tt_op_name(int32_t op);  // static
+TT_API int32_t tt_op_count(void);
+
+// Runs `call`. Fresh results are written to `results` (capacity `cap`); the
+// number written goes to `out_nresults`. On TT_UNIMPLEMENTED nothing ran and
+// the caller may fall back. On TT_OUT_RESIZE the message is irrelevant: the
+// caller resizes the out= tensors to the shapes tt_op_infer reports and calls
+// again.
+TT_API tt_status tt_op_run(tt_runtime *rt, const tt_op_call *call,
+                           tt_op_result *results, int32_t cap,
+                           int32_t *out_nresults);
+
+// Computes the dtypes and shapes of ALL results (fresh and in-place/out=, in
+// dest order) without running anything; used to resize out= tensors after
+// TT_OUT_RESIZE. Storages in `results` are NULL.
+TT_API tt_status tt_op_infer(tt_runtime *rt, const tt_op_call *call,
+                             tt_op_result *results, int32_t cap,
+                             int32_t *out_nresults);
+
+#ifdef __cplusplus
+}
+#endif
+#endif  // TORCHTPU_H

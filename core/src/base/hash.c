@@ -1,0 +1,12 @@
+// 64-bit FNV-1a. See hash.h.
+#include "base/hash.h"
+
+uint64_t tt_hash64(const void *data, size_t len) {
+  const unsigned char *p = data;
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < len; i++) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}

@@ -1,0 +1,183 @@
+// hlo.h — a builder that emits one StableHLO module as MLIR text.
+//
+// A program is one public function @main. Values are SSA ids (tt_hv) whose
+// types (dtype + static shape) the builder tracks, so every emitted op carries
+// explicit types and rules can ask a value's type. Ops are emitted in MLIR's
+// generic form ("stablehlo.add"(...) : (types) -> type), which is uniform for
+// ops with and without regions.
+//
+// Errors are sticky: the first failing call records a status (code + message)
+// and returns TT_HV_INVALID; later calls with invalid operands return
+// TT_HV_INVALID without overwriting it. Rules therefore chain calls and check
+// tt_hlo_status once. Type errors here are bugs in a rule (TT_INTERNAL); user
+// errors (shapes that don't broadcast) are caught by rules with better
+// messages before they reach the builder.
+#ifndef TT_HLO_HLO_H
+#define TT_HLO_HLO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "torchtpu.h"
+
+typedef int32_t tt_hv;
+#define TT_HV_INVALID (-1)
+
+typedef struct tt_hlo_type {
+  tt_dtype dtype;
+  int32_t rank;
+  int64_t dims[TT_MAX_RANK];
+} tt_hlo_type;
+
+typedef struct tt_hlo tt_hlo;
+
+tt_status tt_hlo_create(tt_hlo **out);
+void tt_hlo_destroy(tt_hlo *b);
+// Clears the program (keeps allocated memory) so the builder can be reused.
+void tt_hlo_reset(tt_hlo *b);
+
+// The first error, or NULL. Borrowed: stays owned by the builder until reset.
+tt_status tt_hlo_status(const tt_hlo *b);
+// Takes ownership of the first error (the builder forgets it).
+tt_status tt_hlo_take_status(tt_hlo *b);
+// Records `s` as the builder's error if none is recorded yet (else frees s).
+void tt_hlo_fail(tt_hlo *b, tt_status s);
+
+// Type of a value (NULL for TT_HV_INVALID). Borrowed until reset.
+const tt_hlo_type *tt_hlo_type_of(const tt_hlo *b, tt_hv v);
+int64_t tt_hlo_numel(const tt_hlo_type *t);
+// `dims` may be NULL (all zero), e.g. for rank 0.
+tt_hlo_type tt_hlo_make_type(tt_dtype d, int rank, const int64_t *dims);
+bool tt_hlo_same_type(const tt_hlo_type *x, const tt_hlo_type *y);
+
+// --- function signature ------------------------------------------------------
+
+// Appends a parameter of @main and returns its value.
+tt_hv tt_hlo_param(tt_hlo *b, const tt_hlo_type *t);
+// Finishes the module returning `results`; the text stays valid until reset.
+tt_status tt_hlo_finish(tt_hlo *b, const tt_hv *results, int n,
+                        const char **out_text, size_t *out_len);
+
+// --- constants -----------------------------------------------------------------
+
+// A tensor of type `t` with every element `v` (converted to t->dtype).
+tt_hv tt_hlo_splat(tt_hlo *b, const tt_hlo_type *t, double v);
+tt_hv tt_hlo_splat_i(tt_hlo *b, const tt_hlo_type *t, int64_t v);
+// 0-d constants.
+tt_hv tt_hlo_const(tt_hlo *b, tt_dtype d, double v);
+tt_hv tt_hlo_const_i(tt_hlo *b, tt_dtype d, int64_t v);
+
+// --- elementwise -----------------------------------------------------------------
+
+typedef enum tt_hlo_unop {
+  TT_HLO_ABS, TT_HLO_NEG, TT_HLO_EXP, TT_HLO_EXPM1, TT_HLO_LOG, TT_HLO_LOG1P,
+  TT_HLO_SQRT, TT_HLO_RSQRT, TT_HLO_TANH, TT_HLO_LOGISTIC, TT_HLO_SIN,
+  TT_HLO_COS, TT_HLO_TAN, TT_HLO_FLOOR, TT_HLO_CEIL, TT_HLO_ROUND_EVEN,
+  TT_HLO_SIGN, TT_HLO_NOT, TT_HLO_IS_FINITE, TT_HLO_CBRT, TT_HLO_POPCNT,
+  TT_HLO_UNOP_COUNT,
+} tt_hlo_unop;
+
+typedef enum tt_hlo_binop {
+  TT_HLO_ADD, TT_HLO_SUB, TT_HLO_MUL, TT_HLO_DIV, TT_HLO_REM, TT_HLO_POW,
+  TT_HLO_MAX, TT_HLO_MIN, TT_HLO_AND, TT_HLO_OR, TT_HLO_XOR, TT_HLO_ATAN2,
+  TT_HLO_SHL, TT_HLO_SHR_A, TT_HLO_SHR_L,
+  TT_HLO_BINOP_COUNT,
+} tt_hlo_binop;
+
+typedef enum tt_hlo_cmp {
+  TT_HLO_EQ, TT_HLO_NE, TT_HLO_LT, TT_HLO_LE, TT_HLO_GT, TT_HLO_GE,
+} tt_hlo_cmp;
+
+// Operands must have identical types (rules broadcast and convert first).
+tt_hv tt_hlo_unary(tt_hlo *b, tt_hlo_unop op, tt_hv x);
+tt_hv tt_hlo_binary(tt_hlo *b, tt_hlo_binop op, tt_hv x, tt_hv y);
+// erf of a float value (chlo.erf: StableHLO has no erf; the PJRT plugins
+// legalise CHLO when they parse the module).
+tt_hv tt_hlo_erf(tt_hlo *b, tt_hv x);
+// Result is bool of the same shape; the comparison type follows the dtype.
+tt_hv tt_hlo_compare(tt_hlo *b, tt_hlo_cmp cmp, tt_hv x, tt_hv y);
+tt_hv tt_hlo_select(tt_hlo *b, tt_hv pred, tt_hv on_true, tt_hv on_false);
+tt_hv tt_hlo_clamp(tt_hlo *b, tt_hv lo, tt_hv x, tt_hv hi);
+tt_hv tt_hlo_convert(tt_hlo *b, tt_hv x, tt_dtype d);  // no-op when same
+// Reinterprets bits; element sizes must match.
+tt_hv tt_hlo_bitcast(tt_hlo *b, tt_hv x, tt_dtype d);
+
+// --- shapes ----------------------------------------------------------------------
+
+tt_hv tt_hlo_reshape(tt_hlo *b, tt_hv x, int rank, const int64_t *dims);
+// Broadcasts x to `rank`/`dims`; operand dim i maps to result dim bdims[i].
+tt_hv tt_hlo_broadcast_in_dim(tt_hlo *b, tt_hv x, int rank,
+                              const int64_t *dims, const int64_t *bdims);
+tt_hv tt_hlo_transpose(tt_hlo *b, tt_hv x, const int64_t *perm);
+tt_hv tt_hlo_slice(tt_hlo *b, tt_hv x, const int64_t *start,
+                   const int64_t *limit, const int64_t *stride);
+// Start indices are 0-d integer values, one per dim.
+tt_hv tt_hlo_dynamic_slice(tt_hlo *b, tt_hv x, const tt_hv *starts,
+                           const int64_t *sizes);
+tt_hv tt_hlo_dynamic_update_slice(tt_hlo *b, tt_hv x, tt_hv update,
+                                  const tt_hv *starts);
+tt_hv tt_hlo_concatenate(tt_hlo *b, const tt_hv *xs, int n, int64_t dim);
+tt_hv tt_hlo_pad(tt_hlo *b, tt_hv x, tt_hv pad_value, const int64_t *lo,
+                 const int64_t *hi, const int64_t *interior);
+tt_hv tt_hlo_reverse(tt_hlo *b, tt_hv x, const int64_t *dims, int n);
+tt_hv tt_hlo_iota(tt_hlo *b, const tt_hlo_type *t, int64_t dim);
+
+// --- linear algebra ----------------------------------------------------------------
+
+tt_hv tt_hlo_dot_general(tt_hlo *b, tt_hv x, tt_hv y,
+                         const int64_t *batch_x, const int64_t *batch_y,
+                         int nbatch, const int64_t *contract_x,
+                         const int64_t *contract_y, int ncontract,
+                         tt_dtype out_dtype);
+
+// --- reductions ----------------------------------------------------------------------
+
+typedef enum tt_hlo_reduce_kind {
+  TT_HLO_REDUCE_ADD, TT_HLO_REDUCE_MUL, TT_HLO_REDUCE_MAX, TT_HLO_REDUCE_MIN,
+  TT_HLO_REDUCE_AND, TT_HLO_REDUCE_OR,
+} tt_hlo_reduce_kind;
+
+// Reduces `dims` of x with `init` (0-d, x's dtype); reduced dims are removed.
+tt_hv tt_hlo_reduce(tt_hlo *b, tt_hv x, tt_hv init, const int64_t *dims,
+                    int ndims, tt_hlo_reduce_kind kind);
+// Index of the max (or min) along `dim`, first occurrence wins, NaN counts as
+// the max like PyTorch. Writes both the values and the indices (idx_dtype).
+void tt_hlo_argreduce(tt_hlo *b, tt_hv x, int64_t dim, bool is_max,
+                      tt_dtype idx_dtype, tt_hv *out_values, tt_hv *out_idx);
+
+// --- indexing --------------------------------------------------------------------------
+
+// Generic stablehlo.gather / scatter. `update_kind` for scatter: the
+// combiner (TT_HLO_REDUCE_ADD etc.), or -1 to overwrite.
+typedef struct tt_hlo_gather_dims {
+  const int64_t *offset_dims; int n_offset_dims;
+  const int64_t *collapsed_slice_dims; int n_collapsed;
+  const int64_t *start_index_map; int n_start_index_map;
+  const int64_t *operand_batching_dims; int n_operand_batching;
+  const int64_t *start_indices_batching_dims; int n_indices_batching;
+  int64_t index_vector_dim;
+} tt_hlo_gather_dims;
+// The gather's result type is computed from the dimension numbers;
+// `out_type`, when not NULL, is checked against it.
+tt_hv tt_hlo_gather(tt_hlo *b, tt_hv x, tt_hv indices,
+                    const tt_hlo_gather_dims *dims,
+                    const int64_t *slice_sizes, const tt_hlo_type *out_type);
+
+typedef struct tt_hlo_scatter_dims {
+  const int64_t *update_window_dims; int n_update_window;
+  const int64_t *inserted_window_dims; int n_inserted;
+  const int64_t *input_batching_dims; int n_input_batching;
+  const int64_t *scatter_indices_batching_dims; int n_indices_batching;
+  const int64_t *scatter_dims_to_operand_dims; int n_scatter_to_operand;
+  int64_t index_vector_dim;
+} tt_hlo_scatter_dims;
+tt_hv tt_hlo_scatter(tt_hlo *b, tt_hv x, tt_hv indices, tt_hv updates,
+                     const tt_hlo_scatter_dims *dims, int update_kind);
+
+// --- random ----------------------------------------------------------------------------
+
+// stablehlo.rng_bit_generator (THREE_FRY) from a ui64[2] state (key,
+// counter): returns random bits of type `t` (TT_U32 or TT_U64).
+tt_hv tt_hlo_rng_bits(tt_hlo *b, tt_hv state, const tt_hlo_type *t);
+
+#endif

@@ -1,0 +1,291 @@
+// common.c — helpers shared by the lowering rules: PyTorch's type promotion
+// (result_type, promote_types, can_cast), numpy broadcasting, dim wrapping,
+// shape strings for messages, and small value builders used by several
+// families (zeros, scalar splats, keepdim reshapes).
+//
+// Leaves out: complex dtypes (the core has none).
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lower/lower.h"
+
+// --- dtypes ---------------------------------------------------------------------------
+
+bool tt_dtype_is_float(tt_dtype d) {
+  return d == TT_F16 || d == TT_BF16 || d == TT_F32 || d == TT_F64;
+}
+
+bool tt_dtype_is_int(tt_dtype d) {
+  return d == TT_U8 || d == TT_I8 || d == TT_I16 || d == TT_I32 || d == TT_I64 ||
+         d == TT_U16 || d == TT_U32 || d == TT_U64;
+}
+
+// torch.promote_types over bool..float64 (enum order), from PyTorch's table.
+#define B TT_BOOL
+#define U8 TT_U8
+#define I8 TT_I8
+#define I16 TT_I16
+#define I32 TT_I32
+#define I64 TT_I64
+#define H TT_F16
+#define BF TT_BF16
+#define F TT_F32
+#define D TT_F64
+static const tt_dtype kPromote[10][10] = {
+    /* bool */ {B, U8, I8, I16, I32, I64, H, BF, F, D},
+    /* u8   */ {U8, U8, I16, I16, I32, I64, H, BF, F, D},
+    /* i8   */ {I8, I16, I8, I16, I32, I64, H, BF, F, D},
+    /* i16  */ {I16, I16, I16, I16, I32, I64, H, BF, F, D},
+    /* i32  */ {I32, I32, I32, I32, I32, I64, H, BF, F, D},
+    /* i64  */ {I64, I64, I64, I64, I64, I64, H, BF, F, D},
+    /* f16  */ {H, H, H, H, H, H, H, F, F, D},
+    /* bf16 */ {BF, BF, BF, BF, BF, BF, F, BF, F, D},
+    /* f32  */ {F, F, F, F, F, F, F, F, F, D},
+    /* f64  */ {D, D, D, D, D, D, D, D, D, D},
+};
+#undef B
+#undef U8
+#undef I8
+#undef I16
+#undef I32
+#undef I64
+#undef H
+#undef BF
+#undef F
+#undef D
+
+tt_dtype tt_promote_types(tt_dtype a, tt_dtype b) {
+  if (a == TT_DTYPE_NONE) return b;
+  if (b == TT_DTYPE_NONE || a == b) return a;
+  // uint16/32/64 promote only with themselves and with floats, as in PyTorch.
+  bool wide_a = a >= TT_U16, wide_b = b >= TT_U16;
+  if (wide_a || wide_b) {
+    if (wide_a && tt_dtype_is_float(b)) return b;
+    if (wide_b && tt_dtype_is_float(a)) return a;
+    return TT_DTYPE_NONE;
+  }
+  return kPromote[a][b];
+}
+
+// 0 bool, 1 integer, 2 floating: the categories of type promotion.
+static int category(tt_dtype d) {
+  return d == TT_BOOL ? 0 : tt_dtype_is_float(d) ? 2 : 1;
+}
+
+bool tt_can_cast(tt_dtype from, tt_dtype to) {
+  return category(from) <= category(to);
+}
+
+// --- result_type ------------------------------------------------------------------------
+
+// PyTorch's combine_categories: the higher-priority class wins unless the
+// lower one is of a higher category (bool < int < float).
+static tt_dtype combine(tt_dtype higher, tt_dtype lower) {
+  if (higher == TT_DTYPE_NONE) return lower;
+  if (lower == TT_DTYPE_NONE || tt_dtype_is_float(higher)) return higher;
+  if (higher == TT_BOOL || tt_dtype_is_float(lower)) return tt_promote_types(higher, lower);
+  return higher;
+}
+
+tt_dtype tt_lower_result_type(const tt_lower_ctx *c, const int *idx, int n) {
+  tt_dtype dim = TT_DTYPE_NONE, zero = TT_DTYPE_NONE, wrapped = TT_DTYPE_NONE;
+  for (int k = 0; k < n; k++) {
+    const tt_value *v = tt_lower_arg(c, idx[k]);
+    if (v->kind == TT_VALUE_TENSOR && v->u.tensor.storage) {
+      tt_dtype *slot = v->u.tensor.ndim > 0 ? &dim : &zero;
+      *slot = tt_promote_types(*slot, v->u.tensor.dtype);
+    } else if (v->kind == TT_VALUE_SCALAR) {
+      tt_dtype d = v->u.scalar.dtype;
+      if (!v->u.scalar.wrapped) {
+        zero = tt_promote_types(zero, d);
+        continue;
+      }
+      // A Python float takes the default dtype; ints stay int64.
+      if (tt_dtype_is_float(d)) d = tt_lower_default_dtype(c);
+      wrapped = tt_promote_types(wrapped, d);
+    } else if (v->kind == TT_VALUE_INT) {
+      wrapped = tt_promote_types(wrapped, TT_I64);
+    } else if (v->kind == TT_VALUE_BOOL) {
+      wrapped = tt_promote_types(wrapped, TT_BOOL);
+    }
+  }
+  return combine(dim, combine(zero, wrapped));
+}
+
+// --- shapes ------------------------------------------------------------------------------
+
+const char *tt_shape_str(const tt_hlo_type *t, char *buf, size_t cap) {
+  size_t n = 0;
+  if (cap == 0) return buf;
+  buf[0] = '\0';
+  n += (size_t)snprintf(buf, cap, "[");
+  for (int i = 0; i < t->rank && n < cap; i++)
+    n += (size_t)snprintf(buf + n, cap - n, "%s%" PRId64, i ? ", " : "", t->dims[i]);
+  if (n < cap) snprintf(buf + n, cap - n, "]");
+  return buf;
+}
+
+// The broadcast shape of a and b into out; false (with the offending dim in
+// *bad) when they don't broadcast.
+static bool broadcast_shape(const tt_hlo_type *a, const tt_hlo_type *b,
+                            tt_hlo_type *out, int *bad) {
+  int r = a->rank > b->rank ? a->rank : b->rank;
+  out->rank = r;
+  for (int i = 0; i < r; i++) {
+    int ia = i - (r - a->rank), ib = i - (r - b->rank);
+    int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+    if (da != db && da != 1 && db != 1) {
+      *bad = i;
+      return false;
+    }
+    out->dims[i] = da == 1 ? db : da;
+  }
+  return true;
+}
+
+tt_hv tt_lower_broadcast_to(tt_lower_ctx *c, tt_hv v, int rank,
+                            const int64_t *dims) {
+  tt_hlo *b = tt_lower_hlo(c);
+  const tt_hlo_type *t = tt_hlo_type_of(b, v);
+  if (!t) return TT_HV_INVALID;
+  tt_hlo_type want = tt_hlo_make_type(t->dtype, rank, dims);
+  if (tt_hlo_same_type(t, &want)) return v;
+  int64_t bdims[TT_MAX_RANK];
+  bool ok = t->rank <= rank;
+  for (int i = 0; ok && i < t->rank; i++) {
+    bdims[i] = rank - t->rank + i;
+    ok = t->dims[i] == 1 || t->dims[i] == dims[bdims[i]];
+  }
+  if (!ok) {
+    char s1[96], s2[96];
+    tt_hlo_fail(b, tt_lower_fail(c, TT_INVALID_ARGUMENT,
+                                 "can't broadcast shape %s to %s",
+                                 tt_shape_str(t, s1, sizeof s1),
+                                 tt_shape_str(&want, s2, sizeof s2)));
+    return TT_HV_INVALID;
+  }
+  return tt_hlo_broadcast_in_dim(b, v, rank, dims, bdims);
+}
+
+tt_status tt_lower_broadcast(tt_lower_ctx *c, tt_hv *vals, int n) {
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hlo_type shape = tt_hlo_make_type(TT_F32, 0, NULL);
+  for (int i = 0; i < n; i++) {
+    const tt_hlo_type *t = tt_hlo_type_of(b, vals[i]);
+    if (!t) return NULL;  // the builder holds the error
+    int bad = 0;
+    tt_hlo_type next = shape;
+    if (!broadcast_shape(&shape, t, &next, &bad)) {
+      char s1[96], s2[96];
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT,
+                           "shapes %s and %s don't broadcast (dimension %d)",
+                           tt_shape_str(&shape, s1, sizeof s1),
+                           tt_shape_str(t, s2, sizeof s2), bad);
+    }
+    shape = next;
+  }
+  for (int i = 0; i < n; i++)
+    vals[i] = tt_lower_broadcast_to(c, vals[i], shape.rank, shape.dims);
+  return NULL;
+}
+
+tt_status tt_lower_dim(const tt_lower_ctx *c, int64_t dim, int rank,
+                       int64_t *out) {
+  int64_t r = rank > 0 ? rank : 1;  // a 0-d tensor accepts dims 0 and -1
+  if (dim < -r || dim >= r)
+    return tt_lower_fail(c, TT_OUT_OF_RANGE,
+                         "Dimension out of range (expected to be in range of "
+                         "[%" PRId64 ", %" PRId64 "], but got %" PRId64 ")",
+                         -r, r - 1, dim);
+  *out = dim < 0 ? dim + r : dim;
+  return NULL;
+}
+
+// --- operands ------------------------------------------------------------------------------
+
+tt_dtype tt_lower_float_dtype(const tt_lower_ctx *c, tt_dtype d) {
+  return tt_dtype_is_float(d) ? d : tt_lower_default_dtype(c);
+}
+
+tt_hv tt_lower_operand(tt_lower_ctx *c, int i, tt_dtype d) {
+  const tt_value *v = tt_lower_arg(c, i);
+  if (v->kind == TT_VALUE_TENSOR && v->u.tensor.storage)
+    return tt_hlo_convert(tt_lower_hlo(c), tt_lower_tensor(c, i), d);
+  return tt_lower_scalar(c, i, d);
+}
+
+tt_status tt_lower_operands(tt_lower_ctx *c, const int *idx, int n, tt_dtype d,
+                            tt_hv *out) {
+  for (int k = 0; k < n; k++) out[k] = tt_lower_operand(c, idx[k], d);
+  return tt_lower_broadcast(c, out, n);
+}
+
+tt_hv tt_lower_splat_like(tt_lower_ctx *c, tt_hv v, double x) {
+  const tt_hlo_type *t = tt_hlo_type_of(tt_lower_hlo(c), v);
+  if (!t) return TT_HV_INVALID;
+  tt_hlo_type copy = *t;
+  return tt_hlo_splat(tt_lower_hlo(c), &copy, x);
+}
+
+// --- reductions ------------------------------------------------------------------------------
+
+tt_status tt_lower_dim_mask(const tt_lower_ctx *c, int i, int rank,
+                            bool empty_is_all, bool *mask) {
+  const tt_value *v = tt_lower_arg(c, i);
+  for (int d = 0; d < TT_MAX_RANK; d++) mask[d] = false;
+  bool all = v->kind == TT_VALUE_NONE ||
+             (v->kind == TT_VALUE_INTS && v->u.ints.n == 0 && empty_is_all);
+  if (all) {
+    for (int d = 0; d < rank; d++) mask[d] = true;
+    return NULL;
+  }
+  int n = v->kind == TT_VALUE_INTS ? v->u.ints.n : 1;
+  for (int k = 0; k < n; k++) {
+    int64_t dim = v->kind == TT_VALUE_INTS ? v->u.ints.data[k] : tt_lower_int(c, i);
+    int64_t w = 0;
+    TT_RETURN_IF_ERROR(tt_lower_dim(c, dim, rank, &w));
+    if (rank == 0) continue;  // a 0-d tensor "reduces" dim 0 to itself
+    if (mask[w])
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT,
+                           "dim %" PRId64 " appears multiple times in the list of dims", w);
+    mask[w] = true;
+  }
+  return NULL;
+}
+
+tt_hv tt_lower_reduce_init(tt_lower_ctx *c, tt_dtype d, tt_hlo_reduce_kind kind) {
+  tt_hlo *b = tt_lower_hlo(c);
+  bool fl = tt_dtype_is_float(d);
+  int bits = (int)tt_dtype_size(d) * 8;
+  bool uns = d == TT_U8 || d >= TT_U16;
+  int64_t hi = d == TT_BOOL ? 1 : uns ? (bits == 64 ? -1 : (INT64_C(1) << bits) - 1)
+                                      : (bits == 64 ? INT64_MAX : (INT64_C(1) << (bits - 1)) - 1);
+  int64_t lo = (d == TT_BOOL || uns) ? 0 : -hi - 1;
+  switch (kind) {
+    case TT_HLO_REDUCE_ADD: return tt_hlo_const_i(b, d, 0);
+    case TT_HLO_REDUCE_MUL: return tt_hlo_const_i(b, d, 1);
+    case TT_HLO_REDUCE_MAX: return fl ? tt_hlo_const(b, d, -INFINITY) : tt_hlo_const_i(b, d, lo);
+    case TT_HLO_REDUCE_MIN: return fl ? tt_hlo_const(b, d, INFINITY) : tt_hlo_const_i(b, d, hi);
+    case TT_HLO_REDUCE_AND: return tt_hlo_const_i(b, d, 1);
+    case TT_HLO_REDUCE_OR: return tt_hlo_const_i(b, d, 0);
+  }
+  return TT_HV_INVALID;
+}
+
+tt_hv tt_lower_reduce(tt_lower_ctx *c, tt_hv v, const bool *mask, bool keepdim,
+                      tt_hlo_reduce_kind kind) {
+  tt_hlo *b = tt_lower_hlo(c);
+  const tt_hlo_type *tp = tt_hlo_type_of(b, v);
+  if (!tp) return TT_HV_INVALID;
+  tt_hlo_type t = *tp;
+  int64_t dims[TT_MAX_RANK], kept[TT_MAX_RANK];
+  int n = 0;
+  for (int d = 0; d < t.rank; d++) {
+    if (mask[d]) dims[n++] = d;
+    kept[d] = mask[d] ? 1 : t.dims[d];
+  }
+  tt_hv r = tt_hlo_reduce(b, v, tt_lower_reduce_init(c, t.dtype, kind), dims, n, kind);
+  return keepdim ? tt_hlo_reshape(b, r, t.rank, kept) : r;
+}

@@ -1,0 +1,610 @@
+// The lowering context: turns storages + views into program parameters and
+// values for rules, and rule results into fresh tensors or writes through
+// views. See lower.h (the rules' side) and ctx.h (the executor's side).
+//
+// Reading a view: the storage is one flat parameter; a dense view is a slice
+// (dynamic when the offset is non-zero, so offsets never recompile) plus a
+// reshape; a permuted dense view adds a transpose; expanded (stride-0) dims
+// become a broadcast; anything else is a gather with computed indices.
+// Writing mirrors it: the whole storage is replaced, or the view is patched
+// with dynamic_update_slice / scatter and the storage gets the new buffer.
+#include "lower/ctx.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/runtime.h"
+
+struct tt_lower_ctx {
+  const tt_op_call *call;
+  const tt_rule *rule;
+  tt_lower_options opts;
+  char op_name[96];  // "add.Tensor"
+  tt_hlo *b;
+  tt_slot *slots;
+  int nslots;
+  tt_hv *slot_val;     // materialised view per slot
+  tt_hv *group_param;  // storage parameter per group (slot index)
+  tt_hv *group_cur;    // storage value after this program's writes
+  tt_hv *offset_param; // offset parameter per slot
+  tt_param *params;
+  int nparams, cap_params;
+  tt_hv *results;
+  int nresults, cap_results;
+  bool any_cast;
+};
+
+// --- slots ---------------------------------------------------------------------------
+
+int tt_call_slots(const tt_op_call *call, tt_slot *out, int cap) {
+  int n = 0;
+  for (int i = 0; i < call->nargs; i++) {
+    const tt_value *v = &call->args[i];
+    int nitems = v->kind == TT_VALUE_LIST ? v->u.list.n : 1;
+    for (int j = 0; j < nitems; j++) {
+      const tt_value *it = v->kind == TT_VALUE_LIST ? &v->u.list.items[j] : v;
+      if (it->kind != TT_VALUE_TENSOR || !it->u.tensor.storage) continue;
+      if (n < cap) {
+        out[n] = (tt_slot){i, v->kind == TT_VALUE_LIST ? j : -1,
+                           &it->u.tensor, n};
+        for (int k = 0; k < n; k++) {
+          if (out[k].t->storage == it->u.tensor.storage) {
+            out[n].group = out[k].group;
+            break;
+          }
+        }
+      }
+      n++;
+    }
+  }
+  return n;
+}
+
+tt_dtype tt_slot_buffer_dtype(const tt_tensor *t) {
+  return t->storage->buf ? t->storage->dtype : t->dtype;
+}
+
+int64_t tt_slot_buffer_numel(const tt_tensor *t) {
+  if (t->storage->buf) return t->storage->numel;
+  return t->storage->nbytes / tt_dtype_size(t->dtype);
+}
+
+static int find_slot(const tt_lower_ctx *c, int arg, int item) {
+  for (int s = 0; s < c->nslots; s++)
+    if (c->slots[s].arg == arg && c->slots[s].item == item) return s;
+  return -1;
+}
+
+// --- parameters ---------------------------------------------------------------------
+
+static tt_hv add_param(tt_lower_ctx *c, tt_param p, const tt_hlo_type *t) {
+  if (c->nparams == c->cap_params) {
+    int cap = c->cap_params ? 2 * c->cap_params : 8;
+    tt_param *np = realloc(c->params, (size_t)cap * sizeof *np);
+    if (!np) {
+      tt_hlo_fail(c->b, tt_make_status(TT_RESOURCE_EXHAUSTED, "out of memory"));
+      return TT_HV_INVALID;
+    }
+    c->params = np;
+    c->cap_params = cap;
+  }
+  c->params[c->nparams++] = p;
+  return tt_hlo_param(c->b, t);
+}
+
+static tt_hv storage_param(tt_lower_ctx *c, int slot) {
+  int g = c->slots[slot].group;
+  if (c->group_param[g] != TT_HV_INVALID) return c->group_param[g];
+  const tt_tensor *t = c->slots[g].t;
+  tt_param p = {.kind = TT_PARAM_STORAGE, .slot = g, .arg = -1,
+                .dtype = tt_slot_buffer_dtype(t),
+                .numel = tt_slot_buffer_numel(t)};
+  tt_hlo_type ty = tt_hlo_make_type(p.dtype, 1, &p.numel);
+  c->group_param[g] = add_param(c, p, &ty);
+  return c->group_param[g];
+}
+
+static tt_hv offset_value(tt_lower_ctx *c, int slot) {
+  if (c->slots[slot].t->offset == 0) return tt_hlo_const_i(c->b, TT_I64, 0);
+  if (c->offset_param[slot] != TT_HV_INVALID) return c->offset_param[slot];
+  tt_param p = {.kind = TT_PARAM_OFFSET, .slot = slot, .arg = -1,
+                .dtype = TT_I64};
+  tt_hlo_type ty = tt_hlo_make_type(TT_I64, 0, NULL);
+  c->offset_param[slot] = add_param(c, p, &ty);
+  return c->offset_param[slot];
+}
+
+// --- view geometry --------------------------------------------------------------------
+
+typedef struct view {
+  int rank;
+  int64_t sizes[TT_MAX_RANK];
+  int64_t strides[TT_MAX_RANK];
+} view;
+
+static int64_t view_numel(const view *v) {
+  int64_t n = 1;
+  for (int i = 0; i < v->rank; i++) n *= v->sizes[i];
+  return n;
+}
+
+// Dense row-major, ignoring size-1 dims (their stride is meaningless).
+static bool is_dense(const view *v) {
+  int64_t expect = 1;
+  for (int i = v->rank - 1; i >= 0; i--) {
+    if (v->sizes[i] == 1) continue;
+    if (v->strides[i] != expect) return false;
+    expect *= v->sizes[i];
+  }
+  return true;
+}
+
+// If the view is a permutation of a dense layout, writes `order` (dims by
+// decreasing stride) and returns true.
+static bool dense_permutation(const view *v, int *order) {
+  for (int i = 0; i < v->rank; i++) order[i] = i;
+  for (int i = 1; i < v->rank; i++) {  // insertion sort, stable
+    int d = order[i], j = i;
+    while (j > 0 && v->strides[order[j - 1]] < v->strides[d]) {
+      order[j] = order[j - 1];
+      j--;
+    }
+    order[j] = d;
+  }
+  view p = {.rank = v->rank};
+  for (int i = 0; i < v->rank; i++) {
+    p.sizes[i] = v->sizes[order[i]];
+    p.strides[i] = v->strides[order[i]];
+  }
+  return is_dense(&p);
+}
+
+// Flat element indices of the view (i64, shape = view sizes), offset added.
+static tt_hv view_indices(tt_lower_ctx *c, int slot, const view *v) {
+  tt_hlo_type it = tt_hlo_make_type(TT_I64, v->rank, v->sizes);
+  tt_hv idx = tt_hlo_splat_i(c->b, &it, 0);
+  for (int d = 0; d < v->rank; d++) {
+    if (v->sizes[d] == 1 || v->strides[d] == 0) continue;
+    tt_hv io = tt_hlo_iota(c->b, &it, d);
+    tt_hv st = tt_hlo_splat_i(c->b, &it, v->strides[d]);
+    idx = tt_hlo_binary(c->b, TT_HLO_ADD, idx,
+                        tt_hlo_binary(c->b, TT_HLO_MUL, io, st));
+  }
+  tt_hv off = offset_value(c, slot);
+  int64_t none[1];
+  tt_hv offb = tt_hlo_broadcast_in_dim(c->b, off, v->rank, v->sizes, none);
+  return tt_hlo_binary(c->b, TT_HLO_ADD, idx, offb);
+}
+
+static const int64_t kZero = 0, kOne = 1;
+
+static tt_hv gather_view(tt_lower_ctx *c, int slot, tt_hv flat, const view *v,
+                         tt_dtype d) {
+  tt_hv idx = view_indices(c, slot, v);
+  int64_t idims[TT_MAX_RANK + 1];
+  memcpy(idims, v->sizes, sizeof(int64_t) * (size_t)v->rank);
+  idims[v->rank] = 1;
+  idx = tt_hlo_reshape(c->b, idx, v->rank + 1, idims);
+  tt_hlo_gather_dims gd = {
+      .collapsed_slice_dims = &kZero, .n_collapsed = 1,
+      .start_index_map = &kZero, .n_start_index_map = 1,
+      .index_vector_dim = v->rank};
+  tt_hlo_type out = tt_hlo_make_type(d, v->rank, v->sizes);
+  return tt_hlo_gather(c->b, flat, idx, &gd, &kOne, &out);
+}
+
+// A dense run of `numel` elements starting at the slot's offset.
+static tt_hv dense_run(tt_lower_ctx *c, int slot, tt_hv flat, int64_t numel) {
+  const tt_hlo_type *ft = tt_hlo_type_of(c->b, flat);
+  if (!ft) return TT_HV_INVALID;
+  if (c->slots[slot].t->offset == 0) {
+    if (numel == ft->dims[0]) return flat;
+    int64_t start = 0;
+    return tt_hlo_slice(c->b, flat, &start, &numel, &kOne);
+  }
+  tt_hv off = offset_value(c, slot);
+  return tt_hlo_dynamic_slice(c->b, flat, &off, &numel);
+}
+
+// The view `v` of the slot's storage (value `flat`, dtype d), no stride-0 dims.
+static tt_hv extract(tt_lower_ctx *c, int slot, tt_hv flat, const view *v,
+                     tt_dtype d) {
+  int64_t numel = view_numel(v);
+  if (is_dense(v)) {
+    tt_hv run = dense_run(c, slot, flat, numel);
+    return tt_hlo_reshape(c->b, run, v->rank, v->sizes);
+  }
+  int order[TT_MAX_RANK];
+  if (dense_permutation(v, order)) {
+    int64_t psizes[TT_MAX_RANK], perm[TT_MAX_RANK];
+    for (int i = 0; i < v->rank; i++) {
+      psizes[i] = v->sizes[order[i]];
+      perm[order[i]] = i;
+    }
+    tt_hv run = dense_run(c, slot, flat, numel);
+    tt_hv x = tt_hlo_reshape(c->b, run, v->rank, psizes);
+    return tt_hlo_transpose(c->b, x, perm);
+  }
+  return gather_view(c, slot, flat, v, d);
+}
+
+static tt_status check_buffer_dtype(const tt_lower_ctx *c, const tt_tensor *t) {
+  tt_dtype s = tt_slot_buffer_dtype(t);
+  if (tt_dtype_size(s) != tt_dtype_size(t->dtype))
+    return tt_lower_fail(c, TT_UNIMPLEMENTED,
+                         "a %s view of a %s storage is not lowered",
+                         tt_dtype_name(t->dtype), tt_dtype_name(s));
+  return NULL;
+}
+
+static tt_hv materialize(tt_lower_ctx *c, int slot) {
+  const tt_tensor *t = c->slots[slot].t;
+  view full = {.rank = t->ndim}, core = {.rank = t->ndim};
+  bool expanded = false;
+  for (int i = 0; i < t->ndim; i++) {
+    full.sizes[i] = core.sizes[i] = t->sizes[i];
+    full.strides[i] = core.strides[i] = t->strides[i];
+    if (t->strides[i] == 0 && t->sizes[i] > 1) {
+      core.sizes[i] = 1;  // read one row, broadcast it back
+      expanded = true;
+    }
+  }
+  if (view_numel(&full) == 0) {
+    tt_hlo_type ty = tt_hlo_make_type(t->dtype, t->ndim, t->sizes);
+    return tt_hlo_splat(c->b, &ty, 0);
+  }
+  tt_status st = check_buffer_dtype(c, t);
+  if (st) {
+    tt_hlo_fail(c->b, st);
+    return TT_HV_INVALID;
+  }
+  tt_dtype bd = tt_slot_buffer_dtype(t);
+  tt_hv x = extract(c, slot, storage_param(c, slot), &core, bd);
+  if (bd != t->dtype) x = tt_hlo_bitcast(c->b, x, t->dtype);
+  if (expanded) {
+    int64_t dims[TT_MAX_RANK];
+    for (int i = 0; i < t->ndim; i++) dims[i] = i;
+    x = tt_hlo_broadcast_in_dim(c->b, x, t->ndim, t->sizes, dims);
+  }
+  return x;
+}
+
+// --- the rules' API: arguments ----------------------------------------------------------
+
+static const tt_value kNone = {.kind = TT_VALUE_NONE};
+
+const char *tt_lower_op_name(const tt_lower_ctx *c) { return c->op_name; }
+tt_hlo *tt_lower_hlo(tt_lower_ctx *c) { return c->b; }
+int tt_lower_nargs(const tt_lower_ctx *c) { return c->call->nargs; }
+tt_dtype tt_lower_default_dtype(const tt_lower_ctx *c) {
+  return c->call->default_dtype;
+}
+
+const tt_value *tt_lower_arg(const tt_lower_ctx *c, int i) {
+  return (i >= 0 && i < c->call->nargs) ? &c->call->args[i] : &kNone;
+}
+
+bool tt_lower_is_none(const tt_lower_ctx *c, int i) {
+  const tt_value *v = tt_lower_arg(c, i);
+  return v->kind == TT_VALUE_NONE ||
+         (v->kind == TT_VALUE_TENSOR && !v->u.tensor.storage);
+}
+
+int64_t tt_lower_int(const tt_lower_ctx *c, int i) {
+  const tt_value *v = tt_lower_arg(c, i);
+  if (v->kind == TT_VALUE_BOOL) return v->u.b;
+  if (v->kind == TT_VALUE_SCALAR) return v->u.scalar.i;
+  return v->kind == TT_VALUE_INT ? v->u.i : 0;
+}
+
+bool tt_lower_bool(const tt_lower_ctx *c, int i) {
+  const tt_value *v = tt_lower_arg(c, i);
+  if (v->kind == TT_VALUE_INT) return v->u.i != 0;
+  return v->kind == TT_VALUE_BOOL && v->u.b;
+}
+
+static tt_hv slot_value(tt_lower_ctx *c, int slot, int arg) {
+  if (slot < 0) {
+    tt_hlo_fail(c->b, tt_lower_fail(c, TT_INTERNAL,
+                                    "argument %d is not a tpu tensor", arg));
+    return TT_HV_INVALID;
+  }
+  if (c->slot_val[slot] == TT_HV_INVALID) c->slot_val[slot] = materialize(c, slot);
+  return c->slot_val[slot];
+}
+
+tt_hv tt_lower_tensor(tt_lower_ctx *c, int i) {
+  return slot_value(c, find_slot(c, i, -1), i);
+}
+
+tt_hv tt_lower_list_tensor(tt_lower_ctx *c, int i, int j) {
+  return slot_value(c, find_slot(c, i, j), i);
+}
+
+tt_hlo_type tt_lower_tensor_type(const tt_lower_ctx *c, int i, int j) {
+  int s = find_slot(c, i, j);
+  if (s < 0) return tt_hlo_make_type(TT_F32, 0, NULL);
+  const tt_tensor *t = c->slots[s].t;
+  return tt_hlo_make_type(t->dtype, t->ndim, t->sizes);
+}
+
+tt_hv tt_lower_scalar(tt_lower_ctx *c, int i, tt_dtype d) {
+  const tt_value *v = tt_lower_arg(c, i);
+  if (v->kind == TT_VALUE_TENSOR && v->u.tensor.storage) {
+    tt_hv x = tt_lower_tensor(c, i);
+    const tt_hlo_type *ty = tt_hlo_type_of(c->b, x);
+    if (ty && ty->rank != 0) x = tt_hlo_reshape(c->b, x, 0, NULL);
+    return tt_hlo_convert(c->b, x, d);
+  }
+  if (v->kind == TT_VALUE_INT || v->kind == TT_VALUE_BOOL)
+    return tt_hlo_const_i(c->b, d, tt_lower_int(c, i));
+  if (v->kind != TT_VALUE_SCALAR) {
+    tt_hlo_fail(c->b, tt_lower_fail(c, TT_INTERNAL,
+                                    "argument %d is not a scalar", i));
+    return TT_HV_INVALID;
+  }
+  if (c->rule->flags & TT_RULE_SCALARS_IN_SIGNATURE) {
+    const tt_scalar *s = &v->u.scalar;
+    bool fl = s->dtype == TT_F64 || tt_dtype_is_float(s->dtype);
+    return fl ? tt_hlo_const(c->b, d, s->f) : tt_hlo_const_i(c->b, d, s->i);
+  }
+  tt_param p = {.kind = TT_PARAM_SCALAR, .slot = -1, .arg = i, .dtype = d};
+  tt_hlo_type ty = tt_hlo_make_type(d, 0, NULL);
+  return add_param(c, p, &ty);
+}
+
+tt_hv tt_lower_rng_state(tt_lower_ctx *c, int gen_arg, uint64_t count) {
+  tt_param p = {.kind = TT_PARAM_RNG, .slot = -1, .arg = gen_arg,
+                .dtype = TT_U64, .count = count};
+  int64_t two = 2;
+  tt_hlo_type ty = tt_hlo_make_type(TT_U64, 1, &two);
+  return add_param(c, p, &ty);
+}
+
+// --- the rules' API: results ------------------------------------------------------------
+
+void tt_lower_result(tt_lower_ctx *c, tt_hv v) {
+  if (c->nresults == c->cap_results) {
+    int cap = c->cap_results ? 2 * c->cap_results : 8;
+    tt_hv *p = realloc(c->results, (size_t)cap * sizeof *p);
+    if (!p) {
+      tt_hlo_fail(c->b, tt_make_status(TT_RESOURCE_EXHAUSTED, "out of memory"));
+      return;
+    }
+    c->results = p;
+    c->cap_results = cap;
+  }
+  c->results[c->nresults++] = v;
+}
+
+static const tt_tensor *dest_tensor(const tt_lower_ctx *c, int r) {
+  if (r < 0 || r >= c->call->ndests || c->call->dests[r].arg < 0) return NULL;
+  int s = find_slot(c, c->call->dests[r].arg, c->call->dests[r].item);
+  return s < 0 ? NULL : c->slots[s].t;
+}
+
+bool tt_lower_dest_type(const tt_lower_ctx *c, int r, tt_hlo_type *out) {
+  const tt_tensor *t = dest_tensor(c, r);
+  if (!t) return false;
+  *out = tt_hlo_make_type(t->dtype, t->ndim, t->sizes);
+  return true;
+}
+
+void tt_lower_allow_any_cast(tt_lower_ctx *c) { c->any_cast = true; }
+
+tt_status tt_lower_fail(const tt_lower_ctx *c, tt_code code, const char *fmt,
+                        ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return tt_make_status(code, "%s: %s", c->op_name, msg);
+}
+
+// --- writing results -------------------------------------------------------------------
+
+static bool same_shape(const tt_hlo_type *a, const tt_tensor *t) {
+  if (a->rank != t->ndim) return false;
+  for (int i = 0; i < a->rank; i++)
+    if (a->dims[i] != t->sizes[i]) return false;
+  return true;
+}
+
+static bool is_whole_storage(const tt_tensor *t) {
+  view v = {.rank = t->ndim};
+  memcpy(v.sizes, t->sizes, sizeof(int64_t) * (size_t)t->ndim);
+  memcpy(v.strides, t->strides, sizeof(int64_t) * (size_t)t->ndim);
+  return t->offset == 0 && is_dense(&v) &&
+         view_numel(&v) * tt_dtype_size(t->dtype) == t->storage->nbytes;
+}
+
+// Converts result r to its destination's dtype and checks its shape.
+static tt_status fit_to_dest(tt_lower_ctx *c, int r, const tt_tensor *t,
+                             tt_hv *v) {
+  const tt_hlo_type *ty = tt_hlo_type_of(c->b, *v);
+  if (!ty) return NULL;  // the builder's error is reported later
+  char a[128], b2[128];
+  if (!same_shape(ty, t)) {
+    tt_hlo_type want = tt_hlo_make_type(t->dtype, t->ndim, t->sizes);
+    if (c->call->dests[r].arg == 0)  // in-place on self
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT,
+                           "output with shape %s doesn't match the broadcast "
+                           "shape %s", tt_shape_str(&want, a, sizeof a),
+                           tt_shape_str(ty, b2, sizeof b2));
+    return tt_lower_fail(c, TT_OUT_RESIZE, "out= needs resizing");
+  }
+  if (ty->dtype != t->dtype && !c->any_cast && !tt_can_cast(ty->dtype, t->dtype))
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT,
+                         "result type %s can't be cast to the desired output "
+                         "type %s", tt_dtype_name(ty->dtype),
+                         tt_dtype_name(t->dtype));
+  *v = tt_hlo_convert(c->b, *v, t->dtype);
+  return NULL;
+}
+
+// Writes value v (dest dtype and shape) through the view of `slot`.
+static tt_status write_view(tt_lower_ctx *c, int slot, tt_hv v) {
+  const tt_tensor *t = c->slots[slot].t;
+  int g = c->slots[slot].group;
+  int64_t numel = 1;
+  for (int i = 0; i < t->ndim; i++) numel *= t->sizes[i];
+  if (is_whole_storage(t)) {
+    c->group_cur[g] = tt_hlo_reshape(c->b, v, 1, &numel);
+    return NULL;
+  }
+  if (numel == 0) return NULL;
+  TT_RETURN_IF_ERROR(check_buffer_dtype(c, t));
+  tt_dtype bd = tt_slot_buffer_dtype(t);
+  if (bd != t->dtype) v = tt_hlo_bitcast(c->b, v, bd);
+  if (c->group_cur[g] == TT_HV_INVALID) c->group_cur[g] = storage_param(c, slot);
+  view w = {.rank = t->ndim};
+  memcpy(w.sizes, t->sizes, sizeof(int64_t) * (size_t)t->ndim);
+  memcpy(w.strides, t->strides, sizeof(int64_t) * (size_t)t->ndim);
+  if (is_dense(&w)) {
+    tt_hv flat = tt_hlo_reshape(c->b, v, 1, &numel);
+    tt_hv off = offset_value(c, slot);
+    c->group_cur[g] = tt_hlo_dynamic_update_slice(c->b, c->group_cur[g], flat, &off);
+    return NULL;
+  }
+  tt_hv idx = view_indices(c, slot, &w);
+  tt_hv idx1 = tt_hlo_reshape(c->b, idx, 1, &numel);
+  int64_t two[2] = {numel, 1};
+  idx1 = tt_hlo_reshape(c->b, idx1, 2, two);
+  tt_hv flat = tt_hlo_reshape(c->b, v, 1, &numel);
+  tt_hlo_scatter_dims sd = {
+      .inserted_window_dims = &kZero, .n_inserted = 1,
+      .scatter_dims_to_operand_dims = &kZero, .n_scatter_to_operand = 1,
+      .index_vector_dim = 1};
+  c->group_cur[g] = tt_hlo_scatter(c->b, c->group_cur[g], idx1, flat, &sd, -1);
+  return NULL;
+}
+
+static void record_meta(tt_op_result *m, const tt_hlo_type *ty) {
+  memset(m, 0, sizeof *m);
+  m->dtype = ty->dtype;
+  m->ndim = ty->rank;
+  for (int i = 0; i < ty->rank; i++) m->sizes[i] = ty->dims[i];
+}
+
+// After the rule: route results, assemble the plan and the program outputs.
+static tt_status finish(tt_lower_ctx *c, tt_plan *plan, const char **text,
+                        size_t *len) {
+  if (c->nresults > c->call->ndests)
+    return tt_lower_fail(c, TT_INTERNAL, "rule made %d results for %d outputs",
+                         c->nresults, c->call->ndests);
+  for (int r = c->nresults; r < c->call->ndests; r++)
+    if (c->call->dests[r].arg >= 0)
+      return tt_lower_fail(c, TT_INTERNAL, "rule made no result %d", r);
+  plan->results = calloc((size_t)(c->nresults ? c->nresults : 1), sizeof *plan->results);
+  plan->outs = calloc((size_t)(c->nresults + c->nslots + 1), sizeof *plan->outs);
+  tt_hv *outv = calloc((size_t)(c->nresults + c->nslots + 1), sizeof *outv);
+  if (!plan->results || !plan->outs || !outv) {
+    free(outv);
+    return tt_make_status(TT_RESOURCE_EXHAUSTED, "out of memory");
+  }
+  plan->nresults = c->nresults;
+  tt_status st = NULL;
+  int nout = 0;
+  for (int r = 0; r < c->nresults && !st; r++) {
+    const tt_hlo_type *ty = tt_hlo_type_of(c->b, c->results[r]);
+    if (!ty) break;
+    record_meta(&plan->results[r], ty);
+    if (c->opts.infer_only) continue;
+    const tt_tensor *dt = dest_tensor(c, r);
+    if (!dt) {
+      if (ty->dtype == TT_F64 && !c->opts.supports_f64)
+        st = tt_lower_fail(c, TT_INVALID_ARGUMENT, "float64 is not supported by this device");
+      int64_t n = tt_hlo_numel(ty);
+      plan->outs[nout] = (tt_out){.fresh = true, .slot = -1, .dtype = ty->dtype, .numel = n};
+      outv[nout++] = tt_hlo_reshape(c->b, c->results[r], 1, &n);
+      continue;
+    }
+    tt_hv v = c->results[r];
+    st = fit_to_dest(c, r, dt, &v);
+    if (!st) st = write_view(c, find_slot(c, c->call->dests[r].arg, c->call->dests[r].item), v);
+  }
+  for (int g = 0; g < c->nslots && !st && !c->opts.infer_only; g++) {
+    if (c->group_cur[g] == TT_HV_INVALID) continue;
+    const tt_hlo_type *ty = tt_hlo_type_of(c->b, c->group_cur[g]);
+    if (!ty) break;
+    plan->outs[nout] = (tt_out){.fresh = false, .slot = g, .dtype = ty->dtype,
+                                .numel = ty->dims[0]};
+    outv[nout++] = c->group_cur[g];
+  }
+  plan->nouts = nout;
+  if (!st) st = tt_hlo_take_status(c->b);
+  if (!st && !c->opts.infer_only) st = tt_hlo_finish(c->b, outv, nout, text, len);
+  free(outv);
+  return st;
+}
+
+// --- life cycle ---------------------------------------------------------------------------
+
+static void short_name(const char *full, char *out, size_t cap) {
+  const char *p = strstr(full, "::");
+  snprintf(out, cap, "%s", p ? p + 2 : full);
+}
+
+static tt_status ctx_init(tt_lower_ctx *c, const tt_op_call *call,
+                          const tt_rule *rule, const tt_lower_options *opts,
+                          tt_hlo *b) {
+  memset(c, 0, sizeof *c);
+  c->call = call;
+  c->rule = rule;
+  c->opts = *opts;
+  c->b = b;
+  short_name(rule->name, c->op_name, sizeof c->op_name);
+  int n = tt_call_slots(call, NULL, 0);
+  size_t cap = (size_t)(n ? n : 1);
+  c->slots = calloc(cap, sizeof *c->slots);
+  c->slot_val = malloc(cap * sizeof(tt_hv));
+  c->group_param = malloc(cap * sizeof(tt_hv));
+  c->group_cur = malloc(cap * sizeof(tt_hv));
+  c->offset_param = malloc(cap * sizeof(tt_hv));
+  if (!c->slots || !c->slot_val || !c->group_param || !c->group_cur ||
+      !c->offset_param)
+    return tt_make_status(TT_RESOURCE_EXHAUSTED, "out of memory");
+  c->nslots = tt_call_slots(call, c->slots, n);
+  for (int i = 0; i < n; i++)
+    c->slot_val[i] = c->group_param[i] = c->group_cur[i] = c->offset_param[i] =
+        TT_HV_INVALID;
+  return NULL;
+}
+
+static void ctx_deinit(tt_lower_ctx *c) {
+  free(c->slots);
+  free(c->slot_val);
+  free(c->group_param);
+  free(c->group_cur);
+  free(c->offset_param);
+  free(c->params);
+  free(c->results);
+}
+
+tt_status tt_lower_call(const tt_op_call *call, const tt_rule *rule,
+                        const tt_lower_options *opts, tt_hlo *b,
+                        tt_plan **out_plan, const char **out_text,
+                        size_t *out_len) {
+  *out_plan = NULL;
+  tt_lower_ctx c;
+  memset(&c, 0, sizeof c);
+  tt_plan *plan = calloc(1, sizeof *plan);
+  tt_status st = plan ? ctx_init(&c, call, rule, opts, b)
+                      : tt_make_status(TT_RESOURCE_EXHAUSTED, "out of memory");
+  if (!st) st = rule->fn(&c);
+  if (!st) st = tt_hlo_take_status(b);
+  if (!st) st = finish(&c, plan, out_text, out_len);
+  if (!st) {
+    plan->params = c.params;  // the plan takes the parameter list
+    plan->nparams = c.nparams;
+    c.params = NULL;
+    *out_plan = plan;
+  } else {
+    tt_plan_free(plan);
+  }
+  ctx_deinit(&c);
+  return st;
+}

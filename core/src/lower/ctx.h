@@ -1,0 +1,42 @@
+// ctx.h — the lowering context's life cycle (internal to the core).
+//
+// The executor creates a context for one op call, runs the rule through it
+// and gets back the StableHLO text plus the plan that says how to feed and
+// unpack the compiled program on every later call with the same signature.
+#ifndef TT_LOWER_CTX_H
+#define TT_LOWER_CTX_H
+
+#include "lower/lower.h"
+#include "runtime/cache.h"
+
+// A tensor slot: one device tensor among the arguments (a Tensor argument, or
+// one tensor item of a Tensor[] argument), numbered in argument order.
+typedef struct tt_slot {
+  int32_t arg;
+  int32_t item;        // list item, or -1
+  const tt_tensor *t;  // borrowed from the call
+  int32_t group;       // first slot sharing this slot's storage
+} tt_slot;
+
+// Enumerates the call's tensor slots into `out` (capacity `cap`); returns
+// the number of slots (which may exceed cap: then call again with more room).
+int tt_call_slots(const tt_op_call *call, tt_slot *out, int cap);
+
+// Storage facts the signature depends on, for slot tensors.
+tt_dtype tt_slot_buffer_dtype(const tt_tensor *t);  // buffer or view dtype
+int64_t tt_slot_buffer_numel(const tt_tensor *t);
+
+typedef struct tt_lower_options {
+  bool infer_only;     // compute result metas; emit no writes, no text
+  bool supports_f64;   // the device has 64-bit floats
+} tt_lower_options;
+
+// Lowers `call` with `rule` into `b` (reset by the caller). On success
+// `*out_plan` is an owned plan (exe unset) and, unless infer_only, the text
+// (owned by `b`) is in `*out_text`.
+tt_status tt_lower_call(const tt_op_call *call, const tt_rule *rule,
+                        const tt_lower_options *opts, tt_hlo *b,
+                        tt_plan **out_plan, const char **out_text,
+                        size_t *out_len);
+
+#endif

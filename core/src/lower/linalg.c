@@ -1,0 +1,160 @@
+// linalg.c — matrix products: mm, bmm, mv, dot, and the fused forms addmm and
+// baddbmm (beta * self + alpha * product, with PyTorch's rule that beta == 0
+// ignores self, NaN included).
+//
+// 16-bit float products accumulate in float32 (preferred element type) and
+// are rounded once, like PyTorch's CPU and CUDA kernels.
+//
+// Leaves out: matmul, linear, einsum (PyTorch decomposes them into these),
+// addmv/addr/addbmm, integer overflow behaviour of int matmuls.
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "lower/lower.h"
+
+// --- helpers ------------------------------------------------------------------------------
+
+static tt_hlo_type type_at(const tt_lower_ctx *c, int i) {
+  return tt_lower_tensor_type(c, i, -1);
+}
+
+static tt_dtype acc_dtype(tt_dtype d) {
+  return (d == TT_F16 || d == TT_BF16) ? TT_F32 : d;
+}
+
+// Checks ranks and dtypes of the two operands (args i and j).
+static tt_status check_operands(const tt_lower_ctx *c, int i, int j, int ri, int rj) {
+  tt_hlo_type a = type_at(c, i), b = type_at(c, j);
+  if (a.rank != ri || b.rank != rj)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "expected %dD and %dD tensors, but got "
+                         "%dD and %dD", ri, rj, (int)a.rank, (int)b.rank);
+  if (a.dtype != b.dtype)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "expected m1 and m2 to have the same "
+                         "dtype, but got: %s != %s", tt_dtype_name(a.dtype), tt_dtype_name(b.dtype));
+  if (a.dtype == TT_BOOL)
+    return tt_lower_fail(c, TT_UNIMPLEMENTED, "matrix product of bool tensors");
+  return NULL;
+}
+
+static tt_status shape_error(const tt_lower_ctx *c, int i, int j) {
+  tt_hlo_type a = type_at(c, i), b = type_at(c, j);
+  char s1[96], s2[96];
+  return tt_lower_fail(c, TT_INVALID_ARGUMENT, "shapes %s and %s cannot be multiplied",
+                       tt_shape_str(&a, s1, sizeof s1), tt_shape_str(&b, s2, sizeof s2));
+}
+
+// Contracts x's dim cx with y's dim cy (batch dims 0 when `batched`), in
+// the accumulation dtype; the caller rounds.
+static tt_hv product(tt_lower_ctx *c, int i, int j, int64_t cx, int64_t cy, bool batched) {
+  tt_hv x = tt_lower_tensor(c, i), y = tt_lower_tensor(c, j);
+  tt_dtype d = type_at(c, i).dtype;
+  static const int64_t zero = 0;
+  return tt_hlo_dot_general(tt_lower_hlo(c), x, y, &zero, &zero, batched ? 1 : 0,
+                            &cx, &cy, 1, acc_dtype(d));
+}
+
+static tt_status result(tt_lower_ctx *c, tt_hv v, tt_dtype d) {
+  tt_lower_result(c, tt_hlo_convert(tt_lower_hlo(c), v, d));
+  return NULL;
+}
+
+// --- products ------------------------------------------------------------------------------
+
+// mm(self [n,k], mat2 [k,m]) -> [n,m]
+static tt_status lower_mm(tt_lower_ctx *c) {
+  TT_RETURN_IF_ERROR(check_operands(c, 0, 1, 2, 2));
+  if (type_at(c, 0).dims[1] != type_at(c, 1).dims[0]) return shape_error(c, 0, 1);
+  return result(c, product(c, 0, 1, 1, 0, false), type_at(c, 0).dtype);
+}
+
+// bmm(self [b,n,k], mat2 [b,k,m]) -> [b,n,m]
+static tt_status lower_bmm(tt_lower_ctx *c) {
+  TT_RETURN_IF_ERROR(check_operands(c, 0, 1, 3, 3));
+  tt_hlo_type a = type_at(c, 0), b = type_at(c, 1);
+  if (a.dims[0] != b.dims[0] || a.dims[2] != b.dims[1]) return shape_error(c, 0, 1);
+  return result(c, product(c, 0, 1, 2, 1, true), a.dtype);
+}
+
+// mv(self [n,k], vec [k]) -> [n]
+static tt_status lower_mv(tt_lower_ctx *c) {
+  TT_RETURN_IF_ERROR(check_operands(c, 0, 1, 2, 1));
+  if (type_at(c, 0).dims[1] != type_at(c, 1).dims[0]) return shape_error(c, 0, 1);
+  return result(c, product(c, 0, 1, 1, 0, false), type_at(c, 0).dtype);
+}
+
+// dot(self [k], tensor [k]) -> []
+static tt_status lower_dot(tt_lower_ctx *c) {
+  TT_RETURN_IF_ERROR(check_operands(c, 0, 1, 1, 1));
+  if (type_at(c, 0).dims[0] != type_at(c, 1).dims[0])
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "inconsistent tensor size, expected "
+                         "tensor [%" PRId64 "] and src [%" PRId64 "] to have the same "
+                         "number of elements, but got %" PRId64 " and %" PRId64 " elements "
+                         "respectively", type_at(c, 0).dims[0], type_at(c, 1).dims[0],
+                         type_at(c, 0).dims[0], type_at(c, 1).dims[0]);
+  return result(c, product(c, 0, 1, 0, 0, false), type_at(c, 0).dtype);
+}
+
+// --- addmm, baddbmm ------------------------------------------------------------------------------
+
+// beta * self + alpha * p, where p is the product (accumulation dtype) and
+// self (arg 0) broadcasts to p's shape; beta (arg 3) == 0 drops self.
+static tt_status add_scaled(tt_lower_ctx *c, tt_hv p, tt_dtype d) {
+  tt_hlo *b = tt_lower_hlo(c);
+  const tt_hlo_type *pt = tt_hlo_type_of(b, p);
+  if (!pt) return NULL;
+  tt_hlo_type t = *pt;
+  tt_hv self = tt_hlo_convert(b, tt_lower_tensor(c, 0), t.dtype);
+  tt_hlo_type st = type_at(c, 0);
+  for (int i = 0; i < st.rank; i++) {
+    int j = t.rank - st.rank + i;
+    if (st.rank > t.rank || (st.dims[i] != 1 && st.dims[i] != t.dims[j])) {
+      char s1[96], s2[96];
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "self of shape %s doesn't broadcast "
+                           "to the product's shape %s", tt_shape_str(&st, s1, sizeof s1),
+                           tt_shape_str(&t, s2, sizeof s2));
+    }
+  }
+  self = tt_lower_broadcast_to(c, self, t.rank, t.dims);
+  tt_hv beta = tt_lower_is_none(c, 3) ? tt_hlo_const(b, t.dtype, 1) : tt_lower_scalar(c, 3, t.dtype);
+  tt_hv alpha = tt_lower_is_none(c, 4) ? tt_hlo_const(b, t.dtype, 1) : tt_lower_scalar(c, 4, t.dtype);
+  tt_hv zero = tt_hlo_const(b, t.dtype, 0);
+  tt_hv bs = tt_hlo_binary(b, TT_HLO_MUL, self, tt_lower_broadcast_to(c, beta, t.rank, t.dims));
+  tt_hv beta0 = tt_lower_broadcast_to(c, tt_hlo_compare(b, TT_HLO_EQ, beta, zero), t.rank, t.dims);
+  bs = tt_hlo_select(b, beta0, tt_lower_broadcast_to(c, zero, t.rank, t.dims), bs);
+  tt_hv ap = tt_hlo_binary(b, TT_HLO_MUL, p, tt_lower_broadcast_to(c, alpha, t.rank, t.dims));
+  return result(c, tt_hlo_binary(b, TT_HLO_ADD, bs, ap), d);
+}
+
+// addmm(self, mat1 [n,k], mat2 [k,m], *, beta, alpha)
+static tt_status lower_addmm(tt_lower_ctx *c) {
+  TT_RETURN_IF_ERROR(check_operands(c, 1, 2, 2, 2));
+  if (type_at(c, 1).dims[1] != type_at(c, 2).dims[0]) return shape_error(c, 1, 2);
+  if (type_at(c, 0).dtype != type_at(c, 1).dtype)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "self and mat2 must have the same dtype");
+  return add_scaled(c, product(c, 1, 2, 1, 0, false), type_at(c, 1).dtype);
+}
+
+// baddbmm(self, batch1 [b,n,k], batch2 [b,k,m], *, beta, alpha)
+static tt_status lower_baddbmm(tt_lower_ctx *c) {
+  TT_RETURN_IF_ERROR(check_operands(c, 1, 2, 3, 3));
+  tt_hlo_type a = type_at(c, 1), b = type_at(c, 2);
+  if (a.dims[0] != b.dims[0] || a.dims[2] != b.dims[1]) return shape_error(c, 1, 2);
+  if (type_at(c, 0).dtype != a.dtype)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "self and batch1 must have the same dtype");
+  return add_scaled(c, product(c, 1, 2, 2, 1, true), a.dtype);
+}
+
+// --- the table ------------------------------------------------------------------------------------
+
+#define R(name, fn) {"aten::" name, fn, 0}
+static const tt_rule kRules[] = {
+    R("mm", lower_mm), R("mm.out", lower_mm),
+    R("bmm", lower_bmm), R("bmm.out", lower_bmm),
+    R("mv", lower_mv), R("mv.out", lower_mv),
+    R("dot", lower_dot), R("dot.out", lower_dot),
+    R("addmm", lower_addmm), R("addmm_", lower_addmm), R("addmm.out", lower_addmm),
+    R("baddbmm", lower_baddbmm), R("baddbmm_", lower_baddbmm), R("baddbmm.out", lower_baddbmm),
+};
+#undef R
+
+const tt_rule_table tt_rules_linalg = {kRules, (int)(sizeof kRules / sizeof kRules[0])};

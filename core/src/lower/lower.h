@@ -1,0 +1,182 @@
+// lower.h — how an ATen op becomes StableHLO.
+//
+// A rule is one small function that reads the op's arguments through a
+// lowering context and emits the op's results with the HLO builder. The same
+// rules serve eager execution, fused eager and torch.compile. Rules never see
+// storages, views or PJRT: the context hands them each input tensor already
+// materialised as a value of its logical shape, each Scalar as a runtime
+// parameter (so scalar values never force a recompile), and takes their
+// results; writing results into in-place / out= destinations (through views)
+// is the context's job.
+//
+// A rule may be registered under several ATen names: "aten::add.Tensor",
+// "aten::add_.Tensor" and "aten::add.out" share one rule because out= and
+// self arguments come after (or are) the inputs the rule reads.
+//
+// Errors: a rule returns a status. User errors use tt_lower_fail (which
+// prefixes the op name) with the shapes/dtypes involved; TT_UNIMPLEMENTED
+// means "this variant is not lowered", and the op then runs through the CPU
+// fallback. Builder errors are sticky (see hlo.h); the context checks them
+// after the rule returns.
+#ifndef TT_LOWER_LOWER_H
+#define TT_LOWER_LOWER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/status.h"
+#include "hlo/hlo.h"
+#include "torchtpu.h"
+
+typedef struct tt_lower_ctx tt_lower_ctx;
+typedef tt_status (*tt_lower_fn)(tt_lower_ctx *ctx);
+
+enum {
+  // The values of Scalar arguments shape the program (e.g. arange's length):
+  // they become part of the op's signature instead of runtime parameters.
+  TT_RULE_SCALARS_IN_SIGNATURE = 1u << 0,
+};
+
+typedef struct tt_rule {
+  const char *name;  // full ATen name: "aten::add.Tensor"
+  tt_lower_fn fn;
+  uint32_t flags;
+} tt_rule;
+
+// --- the rule table (lower/table.c) ------------------------------------------
+
+// Every family file exports its table; table.c joins them.
+typedef struct tt_rule_table {
+  const tt_rule *rules;
+  int n;
+} tt_rule_table;
+
+const tt_rule *tt_rule_get(int32_t op);  // NULL when out of range
+
+// Registers an extra rule at run time (tests, custom kernels). Returns its id;
+// a name that already exists is replaced (its id kept).
+int32_t tt_rule_register(const char *name, tt_lower_fn fn, uint32_t flags);
+
+// --- reading arguments -------------------------------------------------------
+
+const char *tt_lower_op_name(const tt_lower_ctx *c);  // "add.Tensor"
+tt_hlo *tt_lower_hlo(tt_lower_ctx *c);
+int tt_lower_nargs(const tt_lower_ctx *c);
+// Raw argument (borrowed); structural values are read from it directly.
+// Out-of-range `i` yields a static TT_VALUE_NONE.
+const tt_value *tt_lower_arg(const tt_lower_ctx *c, int i);
+bool tt_lower_is_none(const tt_lower_ctx *c, int i);
+int64_t tt_lower_int(const tt_lower_ctx *c, int i);   // INT (or BOOL) arg
+bool tt_lower_bool(const tt_lower_ctx *c, int i);
+tt_dtype tt_lower_default_dtype(const tt_lower_ctx *c);
+
+// Input tensor i as a value of its logical shape and dtype. Emitted once on
+// first request (later calls return the same value).
+tt_hv tt_lower_tensor(tt_lower_ctx *c, int i);
+// Item j of a tensor-list argument i.
+tt_hv tt_lower_list_tensor(tt_lower_ctx *c, int i, int j);
+// The logical type of tensor argument i (or list item j, with j >= 0) without
+// emitting anything.
+tt_hlo_type tt_lower_tensor_type(const tt_lower_ctx *c, int i, int j);
+
+// The runtime value of argument i as a 0-d value of dtype d. Works for
+// TT_VALUE_SCALAR (a runtime parameter) and for 0-d tensors; for an INT/BOOL
+// argument it emits a constant.
+tt_hv tt_lower_scalar(tt_lower_ctx *c, int i, tt_dtype d);
+
+// Random state for a rule that draws `count` numbers: a ui64[2] runtime value
+// (seed, offset) from the generator in argument `gen_arg` (or the device's
+// default generator when that argument is None or -1). Each call of the op
+// advances the generator's offset by `count`.
+tt_hv tt_lower_rng_state(tt_lower_ctx *c, int gen_arg, uint64_t count);
+
+// --- results ------------------------------------------------------------------------
+
+// Declares the next result. Its destination (fresh tensor, or in-place/out=
+// argument) was fixed by the caller; the context converts and writes it.
+void tt_lower_result(tt_lower_ctx *c, tt_hv v);
+// The type of the destination of result r, when it is an argument (in-place
+// or out=); returns false for a fresh result.
+bool tt_lower_dest_type(const tt_lower_ctx *c, int r, tt_hlo_type *out);
+// Allows results to be converted to any destination dtype (copy_ semantics);
+// by default only PyTorch's can_cast conversions are allowed.
+void tt_lower_allow_any_cast(tt_lower_ctx *c);
+
+// Formats an error prefixed with the op name:
+//   tt_lower_fail(c, TT_INVALID_ARGUMENT, "shapes %s and %s don't broadcast")
+tt_status tt_lower_fail(const tt_lower_ctx *c, tt_code code, const char *fmt,
+                        ...) __attribute__((format(printf, 3, 4)));
+
+// --- helpers shared by rules (lower/common.c) ---------------------------------
+
+// "[2, 3]" into buf (returns buf) for messages.
+const char *tt_shape_str(const tt_hlo_type *t, char *buf, size_t cap);
+
+// PyTorch's result_type over arguments `idx` (tensors and scalars), with its
+// priority of dimensioned tensors > 0-d tensors > wrapped numbers and the
+// categories bool < integer < floating.
+tt_dtype tt_lower_result_type(const tt_lower_ctx *c, const int *idx, int n);
+bool tt_dtype_is_float(tt_dtype d);
+bool tt_dtype_is_int(tt_dtype d);  // integral, not bool
+bool tt_can_cast(tt_dtype from, tt_dtype to);  // torch.can_cast
+
+// Broadcasts values in place to their common shape (numpy rules); the error
+// names the op and both shapes.
+tt_status tt_lower_broadcast(tt_lower_ctx *c, tt_hv *vals, int n);
+// Broadcasts v to the given shape.
+tt_hv tt_lower_broadcast_to(tt_lower_ctx *c, tt_hv v, int rank,
+                            const int64_t *dims);
+// Wraps a negative dim and checks range; error names the op.
+tt_status tt_lower_dim(const tt_lower_ctx *c, int64_t dim, int rank,
+                       int64_t *out);
+
+// --- more helpers shared by rules (lower/common.c) -----------------------------
+
+// torch.promote_types; TT_DTYPE_NONE where PyTorch refuses (uint16/32/64
+// with other integer types). TT_DTYPE_NONE operands are skipped.
+tt_dtype tt_promote_types(tt_dtype a, tt_dtype b);
+
+// Argument i as a value of dtype d: a tensor keeps its shape, a Scalar (or
+// int/bool, or 0-d tensor passed as a Scalar) is 0-d.
+tt_hv tt_lower_operand(tt_lower_ctx *c, int i, tt_dtype d);
+
+// Arguments idx[0..n) as values of dtype d, broadcast to their common shape.
+tt_status tt_lower_operands(tt_lower_ctx *c, const int *idx, int n, tt_dtype d,
+                            tt_hv *out);
+
+// The dtype floating-point math on dtype d happens in: d itself when it is
+// floating, else the default dtype (PyTorch's int -> float promotion).
+tt_dtype tt_lower_float_dtype(const tt_lower_ctx *c, tt_dtype d);
+
+// A constant of v's type (shape and dtype) with every element x.
+tt_hv tt_lower_splat_like(tt_lower_ctx *c, tt_hv v, double x);
+
+// The dims named by int[] (or int) argument i, wrapped and checked, as a
+// mask over `rank` dims. None, or [] when `empty_is_all`, selects all dims.
+tt_status tt_lower_dim_mask(const tt_lower_ctx *c, int i, int rank,
+                            bool empty_is_all, bool *mask);
+
+// Reduces v over the dims in `mask` with `kind` (starting from
+// tt_lower_reduce_init), keeping them as size 1 when keepdim.
+tt_hv tt_lower_reduce(tt_lower_ctx *c, tt_hv v, const bool *mask, bool keepdim,
+                      tt_hlo_reduce_kind kind);
+
+// The identity of a reduction for dtype d as a 0-d value (0 for add, 1 for
+// mul, -inf / lowest for max, +inf / highest for min, true/false for and/or).
+tt_hv tt_lower_reduce_init(tt_lower_ctx *c, tt_dtype d, tt_hlo_reduce_kind kind);
+
+// --- family tables (one per lower/<family>.c; joined by lower/table.c) -------
+
+extern const tt_rule_table tt_rules_elementwise;
+extern const tt_rule_table tt_rules_reduction;
+extern const tt_rule_table tt_rules_linalg;
+extern const tt_rule_table tt_rules_shape;
+extern const tt_rule_table tt_rules_nn;
+extern const tt_rule_table tt_rules_random;
+extern const tt_rule_table tt_rules_factory;
+
+// Checks the joined built-in tables: every name is "aten::..." and unique,
+// and every rule has a function. The error lists each offender.
+tt_status tt_rule_table_check(void);
+
+#endif

@@ -1,0 +1,206 @@
+// random.c — in-place samplers: uniform_, normal_ (Box–Muller), random_
+// (integers in a range), bernoulli_ (scalar or tensor p), and their
+// functional forms. Bits come from stablehlo.rng_bit_generator (THREE_FRY)
+// keyed by the generator's (seed, offset), a runtime argument, so a new draw
+// never recompiles; each call advances the offset by the numbers it drew.
+//
+// The streams are not PyTorch's (no backend reproduces the CPU generator's
+// Mersenne Twister); the distributions are.
+//
+// Leaves out: exponential_, geometric_, log_normal_, cauchy_, multinomial.
+#include <inttypes.h>
+#include <math.h>
+
+#include "lower/lower.h"
+
+static tt_hv bin(tt_lower_ctx *c, tt_hlo_binop op, tt_hv x, tt_hv y) {
+  return tt_hlo_binary(tt_lower_hlo(c), op, x, y);
+}
+
+static tt_hv k(tt_lower_ctx *c, tt_hv like, double v) {
+  return tt_lower_splat_like(c, like, v);
+}
+
+// The tensor the sampler fills: the destination (in-place) or self.
+static tt_hlo_type target_type(const tt_lower_ctx *c) {
+  tt_hlo_type t;
+  if (!tt_lower_dest_type(c, 0, &t)) t = tt_lower_tensor_type(c, 0, -1);
+  return t;
+}
+
+// `bits` (TT_U32 or TT_U64) of the given shape, drawn with the generator in
+// argument gen_arg.
+static tt_hv draw(tt_lower_ctx *c, int gen_arg, tt_dtype bits, int rank, const int64_t *dims) {
+  tt_hlo_type t = tt_hlo_make_type(bits, rank, dims);
+  tt_hv state = tt_lower_rng_state(c, gen_arg, (uint64_t)tt_hlo_numel(&t));
+  return tt_hlo_rng_bits(tt_lower_hlo(c), state, &t);
+}
+
+// Uniform [0, 1) in f32 (23 random mantissa bits) or f64 (52), shaped dims.
+static tt_hv uniform01(tt_lower_ctx *c, int gen_arg, tt_dtype d, int rank, const int64_t *dims) {
+  tt_hlo *b = tt_lower_hlo(c);
+  bool wide = d == TT_F64;
+  tt_hv u = draw(c, gen_arg, wide ? TT_U64 : TT_U32, rank, dims);
+  // Keep the top mantissa-many bits under the exponent of 1.0: a float in
+  // [1, 2), minus 1.
+  tt_hv shift = tt_lower_splat_like(c, u, wide ? 12 : 9);
+  const tt_hlo_type *ut = tt_hlo_type_of(b, u);
+  tt_hv one_bits = ut ? tt_hlo_splat_i(b, ut, wide ? INT64_C(0x3FF0000000000000) : 0x3F800000)
+                      : TT_HV_INVALID;
+  tt_hv m = bin(c, TT_HLO_OR, bin(c, TT_HLO_SHR_L, u, shift), one_bits);
+  tt_hv f = tt_hlo_bitcast(b, m, wide ? TT_F64 : TT_F32);
+  return bin(c, TT_HLO_SUB, f, k(c, f, 1));
+}
+
+// The dtype sampling math happens in for a float target.
+static tt_dtype sample_dtype(tt_dtype d) { return d == TT_F64 ? TT_F64 : TT_F32; }
+
+static tt_status need_float(const tt_lower_ctx *c, tt_dtype d) {
+  if (tt_dtype_is_float(d)) return NULL;
+  return tt_lower_fail(c, TT_UNIMPLEMENTED, "sampling a %s tensor", tt_dtype_name(d));
+}
+
+// --- uniform_, normal_ ---------------------------------------------------------------------
+
+// uniform_(self, from=0, to=1, *, generator): from + (to - from) * U[0, 1).
+static tt_status lower_uniform(tt_lower_ctx *c) {
+  tt_hlo_type t = target_type(c);
+  TT_RETURN_IF_ERROR(need_float(c, t.dtype));
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_dtype sd = sample_dtype(t.dtype);
+  tt_hv u = uniform01(c, 3, sd, t.rank, t.dims);
+  tt_hv lo = tt_lower_is_none(c, 1) ? tt_hlo_const(b, sd, 0) : tt_lower_scalar(c, 1, sd);
+  tt_hv hi = tt_lower_is_none(c, 2) ? tt_hlo_const(b, sd, 1) : tt_lower_scalar(c, 2, sd);
+  tt_hv span = tt_lower_broadcast_to(c, bin(c, TT_HLO_SUB, hi, lo), t.rank, t.dims);
+  tt_hv r = bin(c, TT_HLO_ADD, tt_lower_broadcast_to(c, lo, t.rank, t.dims),
+                bin(c, TT_HLO_MUL, span, u));
+  tt_lower_result(c, tt_hlo_convert(b, r, t.dtype));
+  return NULL;
+}
+
+// normal_(self, mean=0, std=1, *, generator): Box–Muller on two uniform
+// draws per element, z = sqrt(-2 ln(1 - u1)) cos(2 pi u2).
+static tt_status lower_normal(tt_lower_ctx *c) {
+  tt_hlo_type t = target_type(c);
+  TT_RETURN_IF_ERROR(need_float(c, t.dtype));
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_dtype sd = sample_dtype(t.dtype);
+  int64_t n = tt_hlo_numel(&t), two[2] = {2, n};
+  tt_hv u = uniform01(c, 3, sd, 2, two);
+  int64_t s0[2] = {0, 0}, s1[2] = {1, 0}, l0[2] = {1, n}, l1[2] = {2, n}, st[2] = {1, 1};
+  tt_hv u1 = tt_hlo_reshape(b, tt_hlo_slice(b, u, s0, l0, st), t.rank, t.dims);
+  tt_hv u2 = tt_hlo_reshape(b, tt_hlo_slice(b, u, s1, l1, st), t.rank, t.dims);
+  tt_hv r = tt_hlo_unary(b, TT_HLO_SQRT, bin(c, TT_HLO_MUL, k(c, u1, -2),
+                         tt_hlo_unary(b, TT_HLO_LOG, bin(c, TT_HLO_SUB, k(c, u1, 1), u1))));
+  tt_hv z = bin(c, TT_HLO_MUL, r, tt_hlo_unary(b, TT_HLO_COS, bin(c, TT_HLO_MUL, k(c, u2, 6.28318530717958647692), u2)));
+  tt_hv mean = tt_lower_is_none(c, 1) ? tt_hlo_const(b, sd, 0) : tt_lower_scalar(c, 1, sd);
+  tt_hv std = tt_lower_is_none(c, 2) ? tt_hlo_const(b, sd, 1) : tt_lower_scalar(c, 2, sd);
+  z = bin(c, TT_HLO_MUL, z, tt_lower_broadcast_to(c, std, t.rank, t.dims));
+  z = bin(c, TT_HLO_ADD, z, tt_lower_broadcast_to(c, mean, t.rank, t.dims));
+  tt_lower_result(c, tt_hlo_convert(b, z, t.dtype));
+  return NULL;
+}
+
+// --- random_ ------------------------------------------------------------------------------------
+
+// The largest value random_ draws for dtype d when no upper bound is given:
+// 2^mantissa digits for floats (every integer below is exact), the type's
+// maximum for integers.
+static int64_t random_max(tt_dtype d) {
+  switch (d) {
+    case TT_BOOL: return 1;
+    case TT_F16: return INT64_C(1) << 11;
+    case TT_BF16: return INT64_C(1) << 8;
+    case TT_F32: return INT64_C(1) << 24;
+    case TT_F64: return INT64_C(1) << 53;
+    case TT_U8: return 255;
+    case TT_I8: return 127;
+    case TT_I16: case TT_U16: return d == TT_I16 ? 32767 : 65535;
+    case TT_I32: return 2147483647;
+    case TT_U32: return INT64_C(4294967295);
+    default: return INT64_MAX;
+  }
+}
+
+// Integers uniform in [from, from + range) (range 0 means 2^64) from 64-bit
+// draws, converted to the target dtype. The modulo bias is below 2^-32 for
+// ranges under 2^32.
+static tt_status random_range(tt_lower_ctx *c, int gen_arg, int64_t from, uint64_t range) {
+  tt_hlo_type t = target_type(c);
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hv u = draw(c, gen_arg, TT_U64, t.rank, t.dims);
+  tt_hlo_type ut = tt_hlo_make_type(TT_U64, t.rank, t.dims);
+  if (range != 0) u = bin(c, TT_HLO_REM, u, tt_hlo_splat_i(b, &ut, (int64_t)range));
+  tt_hv v = tt_hlo_bitcast(b, u, TT_I64);  // wraps like two's complement
+  ut.dtype = TT_I64;
+  v = bin(c, TT_HLO_ADD, v, tt_hlo_splat_i(b, &ut, from));
+  tt_lower_result(c, tt_hlo_convert(b, v, t.dtype));
+  return NULL;
+}
+
+// random_.from(self, from, to=None, *, generator): [from, to), or up to
+// random_max inclusive.
+static tt_status lower_random_from(tt_lower_ctx *c) {
+  int64_t from = tt_lower_int(c, 1);
+  if (tt_lower_is_none(c, 2)) {
+    int64_t max = random_max(target_type(c).dtype);
+    if (from > max)
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "random_ expects 'from' to be at most "
+                           "%" PRId64 ", but got from=%" PRId64, max, from);
+    return random_range(c, 3, from, (uint64_t)max - (uint64_t)from + 1);
+  }
+  int64_t to = tt_lower_int(c, 2);
+  if (from >= to)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "random_ expects 'from' to be less than "
+                         "'to', but got from=%" PRId64 " >= to=%" PRId64, from, to);
+  return random_range(c, 3, from, (uint64_t)to - (uint64_t)from);
+}
+
+// random_.to(self, to, *, generator): [0, to).
+static tt_status lower_random_to(tt_lower_ctx *c) {
+  int64_t to = tt_lower_int(c, 1);
+  if (to <= 0)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "random_ expects 'from' to be less than "
+                         "'to', but got from=0 >= to=%" PRId64, to);
+  return random_range(c, 2, 0, (uint64_t)to);
+}
+
+// random_(self, *, generator): [0, random_max] inclusive.
+static tt_status lower_random(tt_lower_ctx *c) {
+  return random_range(c, 1, 0, (uint64_t)random_max(target_type(c).dtype) + 1);
+}
+
+// --- bernoulli_ ----------------------------------------------------------------------------------
+
+// bernoulli_(self, p, *, generator): 1 where U[0, 1) < p. p is a Scalar
+// (default 0.5) or a tensor broadcast to self.
+static tt_status lower_bernoulli(tt_lower_ctx *c) {
+  tt_hlo_type t = target_type(c);
+  tt_hlo *b = tt_lower_hlo(c);
+  const tt_value *pv = tt_lower_arg(c, 1);
+  bool wide = t.dtype == TT_F64 ||
+              (pv->kind == TT_VALUE_TENSOR && pv->u.tensor.dtype == TT_F64);
+  tt_dtype sd = wide ? TT_F64 : TT_F32;
+  tt_hv p = tt_lower_is_none(c, 1) ? tt_hlo_const(b, sd, 0.5) : tt_lower_operand(c, 1, sd);
+  p = tt_lower_broadcast_to(c, p, t.rank, t.dims);
+  tt_hv u = uniform01(c, 2, sd, t.rank, t.dims);
+  tt_lower_allow_any_cast(c);  // the bool draw goes into any dtype
+  tt_lower_result(c, tt_hlo_convert(b, tt_hlo_compare(b, TT_HLO_LT, u, p), t.dtype));
+  return NULL;
+}
+
+// --- the table ------------------------------------------------------------------------------------
+
+#define R(name, fn) {"aten::" name, fn, 0}
+static const tt_rule kRules[] = {
+    R("uniform_", lower_uniform), R("uniform", lower_uniform),
+    R("normal_", lower_normal),
+    R("random_.from", lower_random_from), R("random.from", lower_random_from),
+    R("random_.to", lower_random_to), R("random.to", lower_random_to),
+    R("random_", lower_random), R("random", lower_random),
+    R("bernoulli_.float", lower_bernoulli), R("bernoulli_.Tensor", lower_bernoulli),
+    R("bernoulli.p", lower_bernoulli),
+};
+#undef R
+
+const tt_rule_table tt_rules_random = {kRules, (int)(sizeof kRules / sizeof kRules[0])};

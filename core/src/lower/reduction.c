@@ -1,0 +1,331 @@
+// reduction.c — ATen's reductions: sum, mean, prod, amax/amin, max/min (full
+// and with indices), argmax/argmin, any/all, var/std, and the softmax family
+// (_softmax, _log_softmax and their backward ops, numerically stable).
+//
+// Accumulation follows PyTorch: bool and integer sums and products give
+// int64, 16-bit floats accumulate in float32 and are rounded once at the end,
+// an explicit dtype= converts the input first, and out= variants without a
+// dtype take the out tensor's dtype.
+//
+// Leaves out: NaN-aware reductions (nansum, nanmean), var_mean/std_mean,
+// reductions over named dims.
+#include <math.h>
+
+#include "lower/lower.h"
+
+// --- helpers -------------------------------------------------------------------------------
+
+static tt_hlo_type type_of(tt_lower_ctx *c, tt_hv v) {
+  const tt_hlo_type *t = tt_hlo_type_of(tt_lower_hlo(c), v);
+  return t ? *t : tt_hlo_make_type(TT_F32, 0, NULL);
+}
+
+static tt_dtype opmath(tt_dtype d) {
+  return (d == TT_F16 || d == TT_BF16) ? TT_F32 : d;
+}
+
+static tt_hv conv(tt_lower_ctx *c, tt_hv v, tt_dtype d) {
+  return tt_hlo_convert(tt_lower_hlo(c), v, d);
+}
+
+static tt_hv bin(tt_lower_ctx *c, tt_hlo_binop op, tt_hv x, tt_hv y) {
+  return tt_hlo_binary(tt_lower_hlo(c), op, x, y);
+}
+
+// The dtype= argument i, or TT_DTYPE_NONE.
+static tt_dtype dtype_arg(const tt_lower_ctx *c, int i) {
+  const tt_value *v = tt_lower_arg(c, i);
+  return v->kind == TT_VALUE_DTYPE ? v->u.dtype : TT_DTYPE_NONE;
+}
+
+// Number of elements the mask reduces over.
+static int64_t reduced_count(const tt_hlo_type *t, const bool *mask) {
+  int64_t n = 1;
+  for (int d = 0; d < t->rank; d++)
+    if (mask[d]) n *= t->dims[d];
+  return n;
+}
+
+// b (reduced, keepdim) broadcast back over a's shape.
+static tt_hv expand_like(tt_lower_ctx *c, tt_hv b, tt_hv a) {
+  tt_hlo_type t = type_of(c, a);
+  return tt_lower_broadcast_to(c, b, t.rank, t.dims);
+}
+
+// The dtype of a sum/prod/mean result: dtype=, else out='s, else PyTorch's
+// default (integers and bool accumulate into int64).
+static tt_dtype accum_dtype(const tt_lower_ctx *c, int dtype_idx, tt_dtype in) {
+  tt_dtype d = dtype_arg(c, dtype_idx);
+  tt_hlo_type dest;
+  if (d == TT_DTYPE_NONE && tt_lower_dest_type(c, 0, &dest)) d = dest.dtype;
+  if (d == TT_DTYPE_NONE) d = tt_dtype_is_float(in) ? in : TT_I64;
+  return d;
+}
+
+// --- sum, mean, prod -------------------------------------------------------------------------
+
+// sum / prod / mean of argument 0 over dims argument `dim_idx` (-1: all),
+// keepdim argument `keep_idx` (-1: false), dtype argument `dtype_idx`.
+static tt_status sum_like(tt_lower_ctx *c, int dim_idx, int keep_idx, int dtype_idx,
+                          tt_hlo_reduce_kind kind, bool mean) {
+  tt_hv x = tt_lower_tensor(c, 0);
+  tt_hlo_type t = type_of(c, x);
+  tt_dtype rt = accum_dtype(c, dtype_idx, t.dtype);
+  if (mean && !tt_dtype_is_float(rt))
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "mean(): could not infer output dtype. "
+                         "Input dtype must be either a floating point or complex dtype. "
+                         "Got: %s", tt_dtype_name(rt));
+  bool mask[TT_MAX_RANK];
+  TT_RETURN_IF_ERROR(tt_lower_dim_mask(c, dim_idx, t.rank, true, mask));
+  bool keep = keep_idx >= 0 && tt_lower_bool(c, keep_idx);
+  tt_hv r = tt_lower_reduce(c, conv(c, conv(c, x, rt), opmath(rt)), mask, keep, kind);
+  if (mean) {
+    tt_hv n = tt_lower_splat_like(c, r, (double)reduced_count(&t, mask));
+    r = bin(c, TT_HLO_DIV, r, n);
+  }
+  tt_lower_result(c, conv(c, r, rt));
+  return NULL;
+}
+
+static tt_status lower_sum(tt_lower_ctx *c) { return sum_like(c, -1, -1, 1, TT_HLO_REDUCE_ADD, false); }
+static tt_status lower_sum_dim(tt_lower_ctx *c) { return sum_like(c, 1, 2, 3, TT_HLO_REDUCE_ADD, false); }
+static tt_status lower_mean(tt_lower_ctx *c) { return sum_like(c, -1, -1, 1, TT_HLO_REDUCE_ADD, true); }
+static tt_status lower_mean_dim(tt_lower_ctx *c) { return sum_like(c, 1, 2, 3, TT_HLO_REDUCE_ADD, true); }
+static tt_status lower_prod(tt_lower_ctx *c) { return sum_like(c, -1, -1, 1, TT_HLO_REDUCE_MUL, false); }
+static tt_status lower_prod_dim(tt_lower_ctx *c) { return sum_like(c, 1, 2, 3, TT_HLO_REDUCE_MUL, false); }
+
+// --- amax, amin, max, min -----------------------------------------------------------------------
+
+// max/min over the masked dims; a reduced dim of size 0 has no identity in
+// PyTorch, so it is an error.
+static tt_status extreme(tt_lower_ctx *c, int dim_idx, int keep_idx, bool is_max) {
+  tt_hv x = tt_lower_tensor(c, 0);
+  tt_hlo_type t = type_of(c, x);
+  bool mask[TT_MAX_RANK];
+  TT_RETURN_IF_ERROR(tt_lower_dim_mask(c, dim_idx, t.rank, true, mask));
+  for (int d = 0; d < t.rank; d++)
+    if (mask[d] && t.dims[d] == 0)
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Expected reduction dim %d to have "
+                           "non-zero size.", d);
+  bool keep = keep_idx >= 0 && tt_lower_bool(c, keep_idx);
+  tt_hlo_reduce_kind kind = t.dtype == TT_BOOL ? (is_max ? TT_HLO_REDUCE_OR : TT_HLO_REDUCE_AND)
+                                               : (is_max ? TT_HLO_REDUCE_MAX : TT_HLO_REDUCE_MIN);
+  tt_lower_result(c, tt_lower_reduce(c, x, mask, keep, kind));
+  return NULL;
+}
+
+static tt_status lower_amax(tt_lower_ctx *c) { return extreme(c, 1, 2, true); }
+static tt_status lower_amin(tt_lower_ctx *c) { return extreme(c, 1, 2, false); }
+static tt_status lower_max(tt_lower_ctx *c) { return extreme(c, -1, -1, true); }
+static tt_status lower_min(tt_lower_ctx *c) { return extreme(c, -1, -1, false); }
+
+// --- max.dim, min.dim, argmax, argmin -----------------------------------------------------------
+
+// Values and int64 indices of the max/min of x along dim (rank >= 1).
+static tt_status arg_along(tt_lower_ctx *c, tt_hv x, int64_t dim, bool keep, bool is_max,
+                           tt_hv *vals, tt_hv *idx) {
+  tt_hlo_type t = type_of(c, x);
+  if (t.dims[dim] == 0)
+    return tt_lower_fail(c, TT_OUT_OF_RANGE, "cannot compute the %s of an empty "
+                         "dimension %d", is_max ? "max" : "min", (int)dim);
+  tt_hlo_argreduce(tt_lower_hlo(c), x, dim, is_max, TT_I64, vals, idx);
+  if (keep) {
+    t.dims[dim] = 1;
+    *vals = tt_hlo_reshape(tt_lower_hlo(c), *vals, t.rank, t.dims);
+    *idx = tt_hlo_reshape(tt_lower_hlo(c), *idx, t.rank, t.dims);
+  }
+  return NULL;
+}
+
+// max.dim / min.dim: (values, indices); a 0-d input is its own max at 0.
+static tt_status with_indices(tt_lower_ctx *c, bool is_max) {
+  tt_hv x = tt_lower_tensor(c, 0);
+  tt_hlo_type t = type_of(c, x);
+  int64_t dim;
+  TT_RETURN_IF_ERROR(tt_lower_dim(c, tt_lower_int(c, 1), t.rank, &dim));
+  tt_hv vals = x, idx;
+  if (t.rank == 0)
+    idx = tt_hlo_const_i(tt_lower_hlo(c), TT_I64, 0);
+  else
+    TT_RETURN_IF_ERROR(arg_along(c, x, dim, tt_lower_bool(c, 2), is_max, &vals, &idx));
+  tt_lower_result(c, vals);
+  tt_lower_result(c, idx);
+  return NULL;
+}
+
+static tt_status lower_max_dim(tt_lower_ctx *c) { return with_indices(c, true); }
+static tt_status lower_min_dim(tt_lower_ctx *c) { return with_indices(c, false); }
+
+// argmax/argmin(self, dim=None, keepdim): dim None flattens; with keepdim the
+// result has self's rank with every dim 1.
+static tt_status arg_only(tt_lower_ctx *c, bool is_max) {
+  tt_hv x = tt_lower_tensor(c, 0);
+  tt_hlo_type t = type_of(c, x);
+  bool keep = tt_lower_bool(c, 2), flat = tt_lower_is_none(c, 1);
+  int64_t dim = 0, n = tt_hlo_numel(&t);
+  if (flat || t.rank == 0)
+    x = tt_hlo_reshape(tt_lower_hlo(c), x, 1, &n);
+  if (!flat) TT_RETURN_IF_ERROR(tt_lower_dim(c, tt_lower_int(c, 1), t.rank, &dim));
+  if (t.rank == 0) dim = 0;
+  tt_hv vals, idx;
+  TT_RETURN_IF_ERROR(arg_along(c, x, dim, !flat && keep && t.rank > 0, is_max, &vals, &idx));
+  if (flat && keep) {
+    int64_t ones[TT_MAX_RANK] = {1, 1, 1, 1, 1, 1, 1, 1};
+    idx = tt_hlo_reshape(tt_lower_hlo(c), idx, t.rank, ones);
+  }
+  tt_lower_result(c, idx);
+  return NULL;
+}
+
+static tt_status lower_argmax(tt_lower_ctx *c) { return arg_only(c, true); }
+static tt_status lower_argmin(tt_lower_ctx *c) { return arg_only(c, false); }
+
+// --- any, all ----------------------------------------------------------------------------------------
+
+// PyTorch returns uint8 for uint8 input, bool otherwise.
+static tt_status any_all(tt_lower_ctx *c, int dim_idx, int keep_idx, bool is_any) {
+  tt_hv x = tt_lower_tensor(c, 0);
+  tt_hlo_type t = type_of(c, x);
+  bool mask[TT_MAX_RANK];
+  TT_RETURN_IF_ERROR(tt_lower_dim_mask(c, dim_idx, t.rank, false, mask));
+  bool keep = keep_idx >= 0 && tt_lower_bool(c, keep_idx);
+  tt_hv r = tt_lower_reduce(c, conv(c, x, TT_BOOL), mask, keep,
+                            is_any ? TT_HLO_REDUCE_OR : TT_HLO_REDUCE_AND);
+  tt_lower_result(c, t.dtype == TT_U8 ? conv(c, r, TT_U8) : r);
+  return NULL;
+}
+
+static tt_status lower_any(tt_lower_ctx *c) { return any_all(c, -1, -1, true); }
+static tt_status lower_any_dim(tt_lower_ctx *c) { return any_all(c, 1, 2, true); }
+static tt_status lower_all(tt_lower_ctx *c) { return any_all(c, -1, -1, false); }
+static tt_status lower_all_dim(tt_lower_ctx *c) { return any_all(c, 1, 2, false); }
+
+// --- var, std -------------------------------------------------------------------------------------------
+
+// var.correction(self, dim?, *, correction?, keepdim): two-pass, divided by
+// max(N - correction, 0); correction is a runtime Scalar (default 1).
+static tt_status var_like(tt_lower_ctx *c, bool is_std) {
+  tt_hv x = tt_lower_tensor(c, 0);
+  tt_hlo_type t = type_of(c, x);
+  if (!tt_dtype_is_float(t.dtype))
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "std and var only support floating point "
+                         "and complex dtypes");
+  bool mask[TT_MAX_RANK];
+  TT_RETURN_IF_ERROR(tt_lower_dim_mask(c, 1, t.rank, true, mask));
+  tt_dtype acc = opmath(t.dtype);
+  tt_hlo *b = tt_lower_hlo(c);
+  x = conv(c, x, acc);
+  double n = (double)reduced_count(&t, mask);
+  tt_hv sum = tt_lower_reduce(c, x, mask, true, TT_HLO_REDUCE_ADD);
+  tt_hv mean = bin(c, TT_HLO_DIV, sum, tt_lower_splat_like(c, sum, n));
+  tt_hv d = bin(c, TT_HLO_SUB, x, expand_like(c, mean, x));
+  tt_hv ss = tt_lower_reduce(c, bin(c, TT_HLO_MUL, d, d), mask, tt_lower_bool(c, 3),
+                             TT_HLO_REDUCE_ADD);
+  tt_hv corr = tt_lower_is_none(c, 2) ? tt_hlo_const(b, acc, 1) : tt_lower_scalar(c, 2, acc);
+  tt_hv denom = bin(c, TT_HLO_MAX, bin(c, TT_HLO_SUB, tt_hlo_const(b, acc, n), corr),
+                    tt_hlo_const(b, acc, 0));
+  tt_hv v = bin(c, TT_HLO_DIV, ss, expand_like(c, denom, ss));
+  if (is_std) v = tt_hlo_unary(b, TT_HLO_SQRT, v);
+  tt_lower_result(c, conv(c, v, t.dtype));
+  return NULL;
+}
+
+static tt_status lower_var(tt_lower_ctx *c) { return var_like(c, false); }
+static tt_status lower_std(tt_lower_ctx *c) { return var_like(c, true); }
+
+// --- softmax family ----------------------------------------------------------------------------------
+
+// x - max(x) along dim (keepdim, broadcast back): the stable shift. A row of
+// all -inf gives NaN, as in PyTorch.
+static tt_hv shifted(tt_lower_ctx *c, tt_hv x, const bool *mask) {
+  tt_hv m = tt_lower_reduce(c, x, mask, true, TT_HLO_REDUCE_MAX);
+  return bin(c, TT_HLO_SUB, x, expand_like(c, m, x));
+}
+
+// _softmax / _log_softmax(self, dim, half_to_float).
+static tt_status softmax_like(tt_lower_ctx *c, bool log) {
+  tt_hv x = tt_lower_tensor(c, 0);
+  tt_hlo_type t = type_of(c, x);
+  if (!tt_dtype_is_float(t.dtype))
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "softmax of %s is not supported",
+                         tt_dtype_name(t.dtype));
+  bool mask[TT_MAX_RANK];
+  TT_RETURN_IF_ERROR(tt_lower_dim_mask(c, 1, t.rank, false, mask));
+  tt_dtype out = tt_lower_bool(c, 2) ? TT_F32 : t.dtype;  // half_to_float
+  tt_hv z = shifted(c, conv(c, x, opmath(t.dtype)), mask);
+  tt_hv e = tt_hlo_unary(tt_lower_hlo(c), TT_HLO_EXP, z);
+  tt_hv s = expand_like(c, tt_lower_reduce(c, e, mask, true, TT_HLO_REDUCE_ADD), e);
+  tt_hv r = log ? bin(c, TT_HLO_SUB, z, tt_hlo_unary(tt_lower_hlo(c), TT_HLO_LOG, s))
+                : bin(c, TT_HLO_DIV, e, s);
+  tt_lower_result(c, conv(c, r, out));
+  return NULL;
+}
+
+static tt_status lower_softmax(tt_lower_ctx *c) { return softmax_like(c, false); }
+static tt_status lower_log_softmax(tt_lower_ctx *c) { return softmax_like(c, true); }
+
+// (grad_output, output, dim, input_dtype):
+//   softmax:     y * (g - sum(g * y))
+//   log_softmax: g - exp(y) * sum(g)
+static tt_status softmax_backward(tt_lower_ctx *c, bool log) {
+  tt_hv g = tt_lower_tensor(c, 0), y = tt_lower_tensor(c, 1);
+  tt_hlo_type t = type_of(c, y);
+  tt_dtype in = dtype_arg(c, 3);
+  if (in == TT_DTYPE_NONE) in = t.dtype;
+  bool mask[TT_MAX_RANK];
+  TT_RETURN_IF_ERROR(tt_lower_dim_mask(c, 2, t.rank, false, mask));
+  tt_dtype acc = opmath(t.dtype);
+  g = conv(c, g, acc);
+  y = conv(c, y, acc);
+  tt_hv r;
+  if (log) {
+    tt_hv s = expand_like(c, tt_lower_reduce(c, g, mask, true, TT_HLO_REDUCE_ADD), g);
+    r = bin(c, TT_HLO_SUB, g, bin(c, TT_HLO_MUL, tt_hlo_unary(tt_lower_hlo(c), TT_HLO_EXP, y), s));
+  } else {
+    tt_hv gy = bin(c, TT_HLO_MUL, g, y);
+    tt_hv s = expand_like(c, tt_lower_reduce(c, gy, mask, true, TT_HLO_REDUCE_ADD), gy);
+    r = bin(c, TT_HLO_MUL, y, bin(c, TT_HLO_SUB, g, s));
+  }
+  tt_lower_result(c, conv(c, r, in));
+  return NULL;
+}
+
+static tt_status lower_softmax_backward(tt_lower_ctx *c) { return softmax_backward(c, false); }
+static tt_status lower_log_softmax_backward(tt_lower_ctx *c) { return softmax_backward(c, true); }
+
+// --- the table ----------------------------------------------------------------------------------------
+
+#define R(name, fn) {"aten::" name, fn, 0}
+static const tt_rule kRules[] = {
+    R("sum", lower_sum), R("sum.out", lower_sum),
+    R("sum.dim_IntList", lower_sum_dim), R("sum.IntList_out", lower_sum_dim),
+    R("mean", lower_mean), R("mean.dtype_out", lower_mean),
+    R("mean.dim", lower_mean_dim), R("mean.out", lower_mean_dim),
+    R("prod", lower_prod), R("prod.out", lower_prod),
+    R("prod.dim_int", lower_prod_dim), R("prod.int_out", lower_prod_dim),
+    R("amax", lower_amax), R("amax.out", lower_amax),
+    R("amin", lower_amin), R("amin.out", lower_amin),
+    R("max", lower_max), R("max.unary_out", lower_max),
+    R("min", lower_min), R("min.unary_out", lower_min),
+    R("max.dim", lower_max_dim), R("max.dim_max", lower_max_dim),
+    R("min.dim", lower_min_dim), R("min.dim_min", lower_min_dim),
+    R("argmax", lower_argmax), R("argmax.out", lower_argmax),
+    R("argmin", lower_argmin), R("argmin.out", lower_argmin),
+    R("any", lower_any), R("any.all_out", lower_any),
+    R("any.dim", lower_any_dim), R("any.out", lower_any_dim),
+    R("any.dims", lower_any_dim), R("any.dims_out", lower_any_dim),
+    R("all", lower_all), R("all.all_out", lower_all),
+    R("all.dim", lower_all_dim), R("all.out", lower_all_dim),
+    R("all.dims", lower_all_dim), R("all.dims_out", lower_all_dim),
+    R("var.correction", lower_var), R("var.correction_out", lower_var),
+    R("std.correction", lower_std), R("std.correction_out", lower_std),
+    R("_softmax", lower_softmax), R("_softmax.out", lower_softmax),
+    R("_log_softmax", lower_log_softmax), R("_log_softmax.out", lower_log_softmax),
+    R("_softmax_backward_data", lower_softmax_backward),
+    R("_softmax_backward_data.out", lower_softmax_backward),
+    R("_log_softmax_backward_data", lower_log_softmax_backward),
+    R("_log_softmax_backward_data.out", lower_log_softmax_backward),
+};
+#undef R
+
+const tt_rule_table tt_rules_reduction = {kRules, (int)(sizeof kRules / sizeof kRules[0])};

@@ -1,0 +1,319 @@
+// shape.c — ops that move elements without arithmetic: cat, index_select,
+// constant_pad_nd, flip, roll, repeat, and embedding_dense_backward (a
+// scatter-add of gradient rows).
+//
+// Views (view, permute, expand, slice, ...) are not here: the shim keeps them
+// as strided views and the lowering context reads them.
+//
+// Leaves out: index_select's bounds check (XLA clamps out-of-range indices
+// where PyTorch raises), cat's legacy skipping of 1-D empty tensors beyond
+// the simple [0] case.
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "lower/lower.h"
+
+static tt_hlo_type type_of(tt_lower_ctx *c, tt_hv v) {
+  const tt_hlo_type *t = tt_hlo_type_of(tt_lower_hlo(c), v);
+  return t ? *t : tt_hlo_make_type(TT_F32, 0, NULL);
+}
+
+// The int[] argument i (NULL/0 for None).
+static const int64_t *ints_arg(const tt_lower_ctx *c, int i, int *n) {
+  const tt_value *v = tt_lower_arg(c, i);
+  if (v->kind != TT_VALUE_INTS) {
+    *n = 0;
+    return NULL;
+  }
+  *n = v->u.ints.n;
+  return v->u.ints.data;
+}
+
+// --- cat -------------------------------------------------------------------------------------
+
+// True for the legacy [0]-shaped tensors cat skips.
+static bool skipped(const tt_hlo_type *t) { return t->rank == 1 && t->dims[0] == 0; }
+
+// Checks every kept tensor matches `ref` except in dim; *out_dtype gets the
+// promoted dtype.
+static tt_status cat_check(tt_lower_ctx *c, int n, const tt_hlo_type *ref, int64_t dim,
+                           tt_dtype *out_dtype) {
+  *out_dtype = TT_DTYPE_NONE;
+  for (int j = 0; j < n; j++) {
+    tt_hlo_type t = tt_lower_tensor_type(c, 0, j);
+    if (skipped(&t)) continue;
+    *out_dtype = tt_promote_types(*out_dtype, t.dtype);
+    if (t.rank != ref->rank)
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Tensors must have same number of "
+                           "dimensions: got %d and %d", (int)ref->rank, (int)t.rank);
+    for (int d = 0; d < t.rank; d++)
+      if (d != dim && t.dims[d] != ref->dims[d])
+        return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Sizes of tensors must match except "
+                             "in dimension %d. Expected size %" PRId64 " but got size %"
+                             PRId64 " for tensor number %d in the list.", (int)dim,
+                             ref->dims[d], t.dims[d], j);
+  }
+  return NULL;
+}
+
+// cat(Tensor[] tensors, int dim)
+static tt_status lower_cat(tt_lower_ctx *c) {
+  const tt_value *list = tt_lower_arg(c, 0);
+  int n = list->kind == TT_VALUE_LIST ? list->u.list.n : 0;
+  if (n <= 0)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "expected a non-empty list of Tensors");
+  int first = 0;
+  tt_hlo_type ref = tt_lower_tensor_type(c, 0, 0);
+  for (; first < n; first++) {
+    ref = tt_lower_tensor_type(c, 0, first);
+    if (!skipped(&ref)) break;
+  }
+  if (first == n) {  // all empty: the result is the (promoted) empty tensor
+    tt_lower_result(c, tt_lower_list_tensor(c, 0, 0));
+    return NULL;
+  }
+  if (ref.rank == 0)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "zero-dimensional tensor (at position "
+                         "%d) cannot be concatenated", first);
+  int64_t dim;
+  tt_dtype d;
+  TT_RETURN_IF_ERROR(tt_lower_dim(c, tt_lower_int(c, 1), ref.rank, &dim));
+  TT_RETURN_IF_ERROR(cat_check(c, n, &ref, dim, &d));
+  tt_hv *parts = malloc((size_t)n * sizeof *parts);
+  if (!parts) return tt_make_status(TT_RESOURCE_EXHAUSTED, "cat: out of memory");
+  int np = 0;
+  for (int j = first; j < n; j++) {
+    tt_hlo_type t = tt_lower_tensor_type(c, 0, j);
+    if (!skipped(&t))
+      parts[np++] = tt_hlo_convert(tt_lower_hlo(c), tt_lower_list_tensor(c, 0, j), d);
+  }
+  tt_hv acc = tt_hlo_concatenate(tt_lower_hlo(c), parts, np, dim);
+  free(parts);
+  tt_lower_result(c, acc);
+  return NULL;
+}
+
+// --- index_select ------------------------------------------------------------------------------
+
+// Rows of x along `dim` at 1-D integer indices `idx` (a gather whose batch dim
+// lands at `dim`).
+static tt_hv take(tt_lower_ctx *c, tt_hv x, int64_t dim, tt_hv idx) {
+  tt_hlo_type xt = type_of(c, x), it = type_of(c, idx);
+  int64_t n = it.rank ? it.dims[0] : 1, col[2] = {n, 1};
+  tt_hv i2 = tt_hlo_reshape(tt_lower_hlo(c), idx, 2, col);
+  int64_t offs[TT_MAX_RANK], sizes[TT_MAX_RANK];
+  int no = 0;
+  for (int d = 0; d < xt.rank; d++) {
+    sizes[d] = d == dim ? 1 : xt.dims[d];
+    if (d != dim) offs[no++] = d;
+  }
+  tt_hlo_gather_dims gd = {.offset_dims = offs, .n_offset_dims = no,
+                           .collapsed_slice_dims = &dim, .n_collapsed = 1,
+                           .start_index_map = &dim, .n_start_index_map = 1,
+                           .index_vector_dim = 1};
+  return tt_hlo_gather(tt_lower_hlo(c), x, i2, &gd, sizes, NULL);
+}
+
+// index_select(self, dim, index)
+static tt_status lower_index_select(tt_lower_ctx *c) {
+  tt_hlo_type xt = tt_lower_tensor_type(c, 0, -1), it = tt_lower_tensor_type(c, 2, -1);
+  if (it.rank > 1 || !tt_dtype_is_int(it.dtype))
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "index_select(): Index is supposed to be "
+                         "a vector of integers, got %dD %s", (int)it.rank, tt_dtype_name(it.dtype));
+  int64_t dim;
+  TT_RETURN_IF_ERROR(tt_lower_dim(c, tt_lower_int(c, 1), xt.rank, &dim));
+  tt_hv x = tt_lower_tensor(c, 0), idx = tt_lower_tensor(c, 2);
+  if (xt.rank == 0) {  // a 0-d self takes index [0] only
+    tt_lower_result(c, it.rank ? tt_hlo_reshape(tt_lower_hlo(c), x, 1, (int64_t[]){1}) : x);
+    return NULL;
+  }
+  tt_hv r = take(c, x, dim, idx);
+  if (it.rank == 0) {  // a 0-d index keeps the dim with size 1
+    xt.dims[dim] = 1;
+    r = tt_hlo_reshape(tt_lower_hlo(c), r, xt.rank, xt.dims);
+  }
+  tt_lower_result(c, r);
+  return NULL;
+}
+
+// --- embedding_dense_backward ------------------------------------------------------------------------
+
+// Scatter-adds `rows` [n, D] into zeros [num, D] at `idx` [n] (i64).
+static tt_hv scatter_rows(tt_lower_ctx *c, tt_hv rows, tt_hv idx, int64_t num) {
+  tt_hlo_type rt = type_of(c, rows);
+  int64_t dims[2] = {num, rt.rank > 1 ? rt.dims[1] : 1}, col[2] = {rt.dims[0], 1};
+  tt_hlo_type zt = tt_hlo_make_type(rt.dtype, rt.rank, dims);
+  tt_hv zeros = tt_hlo_splat(tt_lower_hlo(c), &zt, 0);
+  static const int64_t zero = 0, one = 1;
+  tt_hlo_scatter_dims sd = {.update_window_dims = &one, .n_update_window = rt.rank > 1,
+                            .inserted_window_dims = &zero, .n_inserted = 1,
+                            .scatter_dims_to_operand_dims = &zero, .n_scatter_to_operand = 1,
+                            .index_vector_dim = 1};
+  tt_hv i2 = tt_hlo_reshape(tt_lower_hlo(c), idx, 2, col);
+  return tt_hlo_scatter(tt_lower_hlo(c), zeros, i2, rows, &sd, TT_HLO_REDUCE_ADD);
+}
+
+// embedding_dense_backward(grad_output [..., D], indices [...], num_weights,
+// padding_idx, scale_grad_by_freq) -> [num_weights, D]
+static tt_status lower_embedding_backward(tt_lower_ctx *c) {
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hlo_type gt = tt_lower_tensor_type(c, 0, -1), it = tt_lower_tensor_type(c, 1, -1);
+  int64_t num = tt_lower_int(c, 2), pad = tt_lower_int(c, 3);
+  int64_t n = tt_hlo_numel(&it), d = gt.rank ? gt.dims[gt.rank - 1] : 1;
+  if (n * d != tt_hlo_numel(&gt) || num < 0)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "grad_output doesn't match indices");
+  int64_t gd[2] = {n, d};
+  tt_dtype acc = (gt.dtype == TT_F16 || gt.dtype == TT_BF16) ? TT_F32 : gt.dtype;
+  tt_hv g = tt_hlo_convert(b, tt_hlo_reshape(b, tt_lower_tensor(c, 0), 2, gd), acc);
+  tt_hv idx = tt_hlo_convert(b, tt_hlo_reshape(b, tt_lower_tensor(c, 1), 1, &n), TT_I64);
+  // Rows at padding_idx contribute nothing.
+  tt_hv keep = tt_hlo_compare(b, TT_HLO_NE, idx, tt_lower_splat_like(c, idx, (double)pad));
+  keep = tt_lower_broadcast_to(c, tt_hlo_reshape(b, keep, 2, (int64_t[]){n, 1}), 2, gd);
+  g = tt_hlo_select(b, keep, g, tt_lower_splat_like(c, g, 0));
+  if (tt_lower_bool(c, 4)) {  // scale_grad_by_freq: divide by each index's count
+    tt_hlo_type ot = tt_hlo_make_type(acc, 2, (int64_t[]){n, 1});
+    tt_hv counts = scatter_rows(c, tt_hlo_splat(b, &ot, 1), idx, num);
+    tt_hv per_row = take(c, tt_hlo_reshape(b, counts, 1, &num), 0, idx);
+    per_row = tt_lower_broadcast_to(c, tt_hlo_reshape(b, per_row, 2, (int64_t[]){n, 1}), 2, gd);
+    g = tt_hlo_binary(b, TT_HLO_DIV, g, per_row);
+  }
+  tt_lower_result(c, tt_hlo_convert(b, scatter_rows(c, g, idx, num), gt.dtype));
+  return NULL;
+}
+
+// --- constant_pad_nd, flip, roll, repeat ---------------------------------------------------------------
+
+// constant_pad_nd(self, pad, value=0): pad pairs start at the last dim;
+// negative pads crop.
+static tt_status lower_constant_pad_nd(tt_lower_ctx *c) {
+  tt_hv x = tt_lower_tensor(c, 0);
+  tt_hlo_type t = type_of(c, x);
+  int np;
+  const int64_t *pad = ints_arg(c, 1, &np);
+  if (np % 2 != 0 || np / 2 > t.rank)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Length of pad must be even but instead "
+                         "it equals %d (and at most twice the rank %d)", np, (int)t.rank);
+  int64_t lo[TT_MAX_RANK] = {0}, hi[TT_MAX_RANK] = {0}, in[TT_MAX_RANK] = {0};
+  for (int k = 0; k < np / 2; k++) {
+    int d = t.rank - 1 - k;
+    lo[d] = pad[2 * k];
+    hi[d] = pad[2 * k + 1];
+    if (t.dims[d] + lo[d] + hi[d] < 0)
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "The input size %" PRId64 ", plus negative "
+                           "padding %" PRId64 " and %" PRId64 " resulted in a negative output "
+                           "size", t.dims[d], lo[d], hi[d]);
+  }
+  tt_hv v = tt_lower_is_none(c, 2) ? tt_hlo_const(tt_lower_hlo(c), t.dtype, 0)
+                                   : tt_lower_scalar(c, 2, t.dtype);
+  tt_lower_result(c, tt_hlo_pad(tt_lower_hlo(c), x, v, lo, hi, in));
+  return NULL;
+}
+
+// flip(self, dims)
+static tt_status lower_flip(tt_lower_ctx *c) {
+  tt_hv x = tt_lower_tensor(c, 0);
+  tt_hlo_type t = type_of(c, x);
+  bool mask[TT_MAX_RANK];
+  TT_RETURN_IF_ERROR(tt_lower_dim_mask(c, 1, t.rank, false, mask));
+  int64_t dims[TT_MAX_RANK];
+  int n = 0;
+  for (int d = 0; d < t.rank; d++)
+    if (mask[d]) dims[n++] = d;
+  tt_lower_result(c, tt_hlo_reverse(tt_lower_hlo(c), x, dims, n));
+  return NULL;
+}
+
+// x rolled by `shift` along dim: concat(x[n-s:], x[:n-s]).
+static tt_hv roll_dim(tt_lower_ctx *c, tt_hv x, int64_t dim, int64_t shift) {
+  tt_hlo_type t = type_of(c, x);
+  int64_t n = t.dims[dim];
+  if (n == 0) return x;
+  int64_t s = ((shift % n) + n) % n;
+  if (s == 0) return x;
+  int64_t start[TT_MAX_RANK] = {0}, limit[TT_MAX_RANK], stride[TT_MAX_RANK];
+  for (int d = 0; d < t.rank; d++) {
+    limit[d] = t.dims[d];
+    stride[d] = 1;
+  }
+  start[dim] = n - s;
+  tt_hv tail = tt_hlo_slice(tt_lower_hlo(c), x, start, limit, stride);
+  start[dim] = 0;
+  limit[dim] = n - s;
+  tt_hv head = tt_hlo_slice(tt_lower_hlo(c), x, start, limit, stride);
+  tt_hv parts[2] = {tail, head};
+  return tt_hlo_concatenate(tt_lower_hlo(c), parts, 2, dim);
+}
+
+// roll(self, shifts, dims=[]): no dims rolls the flattened tensor.
+static tt_status lower_roll(tt_lower_ctx *c) {
+  tt_hv x = tt_lower_tensor(c, 0);
+  tt_hlo_type t = type_of(c, x);
+  int ns, nd;
+  const int64_t *shifts = ints_arg(c, 1, &ns), *dims = ints_arg(c, 2, &nd);
+  if (nd == 0) {
+    if (ns != 1)
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "shifts must have one entry when dims "
+                           "is empty, got %d", ns);
+    int64_t n = tt_hlo_numel(&t);
+    tt_hv flat = roll_dim(c, tt_hlo_reshape(tt_lower_hlo(c), x, 1, &n), 0, shifts[0]);
+    tt_lower_result(c, tt_hlo_reshape(tt_lower_hlo(c), flat, t.rank, t.dims));
+    return NULL;
+  }
+  if (ns != nd)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "shifts and dimensions must align. "
+                         "shifts: %d, dims: %d", ns, nd);
+  for (int k = 0; k < nd; k++) {
+    int64_t d;
+    TT_RETURN_IF_ERROR(tt_lower_dim(c, dims[k], t.rank, &d));
+    x = roll_dim(c, x, d, shifts[k]);
+  }
+  tt_lower_result(c, x);
+  return NULL;
+}
+
+// repeat(self, repeats): broadcast x (padded with leading 1-dims) into
+// interleaved [r0, d0, r1, d1, ...], then merge each pair.
+static tt_status lower_repeat(tt_lower_ctx *c) {
+  tt_hv x = tt_lower_tensor(c, 0);
+  tt_hlo_type t = type_of(c, x);
+  int nr;
+  const int64_t *reps = ints_arg(c, 1, &nr);
+  if (nr < t.rank)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Number of dimensions of repeat dims can "
+                         "not be smaller than number of dimensions of tensor");
+  if (2 * nr > TT_MAX_RANK)
+    return tt_lower_fail(c, TT_UNIMPLEMENTED, "repeat over %d dims", nr);
+  int64_t padded[TT_MAX_RANK], wide[TT_MAX_RANK], bdims[TT_MAX_RANK], outd[TT_MAX_RANK];
+  for (int i = 0; i < nr; i++) {
+    padded[i] = i < nr - t.rank ? 1 : t.dims[i - (nr - t.rank)];
+    if (reps[i] < 0)
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "negative repeat %" PRId64, reps[i]);
+    wide[2 * i] = reps[i];
+    wide[2 * i + 1] = padded[i];
+    bdims[i] = 2 * i + 1;
+    outd[i] = reps[i] * padded[i];
+  }
+  tt_hlo *b = tt_lower_hlo(c);
+  x = tt_hlo_reshape(b, x, nr, padded);
+  x = tt_hlo_broadcast_in_dim(b, x, 2 * nr, wide, bdims);
+  tt_lower_result(c, tt_hlo_reshape(b, x, nr, outd));
+  return NULL;
+}
+
+// --- the table ------------------------------------------------------------------------------------------
+
+#define R(name, fn) {"aten::" name, fn, 0}
+static const tt_rule kRules[] = {
+    R("cat", lower_cat), R("cat.out", lower_cat),
+    R("index_select", lower_index_select), R("index_select.out", lower_index_select),
+    R("embedding_dense_backward", lower_embedding_backward),
+    R("embedding_dense_backward.out", lower_embedding_backward),
+    R("constant_pad_nd", lower_constant_pad_nd), R("constant_pad_nd.out", lower_constant_pad_nd),
+    R("flip", lower_flip), R("flip.out", lower_flip),
+    R("roll", lower_roll), R("roll.out", lower_roll),
+    R("repeat", lower_repeat), R("repeat.out", lower_repeat),
+};
+#undef R
+
+const tt_rule_table tt_rules_shape = {kRules, (int)(sizeof kRules / sizeof kRules[0])};

@@ -1,0 +1,598 @@
+// abi.h — our declarations of the part of the PJRT C API that torchtpu uses.
+//
+// Layout follows PJRT C API version 0.81. Within major version 0 the API only
+// ever appends fields (to argument structs and to the PJRT_Api table), so any
+// plugin with major 0 and minor >= 81 accepts these structs: each carries its
+// `struct_size`, which tells the plugin how many fields we know about.
+//
+// Only the subset we call is declared. The PJRT_Api table keeps the exact slot
+// order up to the last slot we call (PJRT_Buffer_ReadyEvent); slots we never
+// call are `void *` placeholders that only hold their place.
+//
+// Rules for users (plugin.c, client.c, buffer.c, executable.c, event.c):
+//  - zero-initialise every args struct and set `.struct_size = X_STRUCT_SIZE`;
+//  - call a slot only through TT_PJRT_CALL (internal.h), which checks that the
+//    plugin's table is long enough to hold it.
+//
+// Nothing outside core/src/pjrt/ includes this file.
+#ifndef TT_PJRT_ABI_H
+#define TT_PJRT_ABI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+// The size a struct had when `last` was its last field: what `struct_size`
+// must say, so that a plugin never reads fields past the ones we declared.
+#define TT_ABI_SIZE(type, last) \
+  (offsetof(type, last) + sizeof(((type *)0)->last))
+#define TT_ABI_STRUCT(type, last) \
+  enum { type##_STRUCT_SIZE = TT_ABI_SIZE(type, last) }
+
+#define TT_ABI_MIN_MAJOR 0
+#define TT_ABI_MIN_MINOR 81
+
+// --- opaque plugin objects ---------------------------------------------------
+
+typedef struct PJRT_Error PJRT_Error;
+typedef struct PJRT_Event PJRT_Event;
+typedef struct PJRT_Client PJRT_Client;
+typedef struct PJRT_Device PJRT_Device;
+typedef struct PJRT_Memory PJRT_Memory;
+typedef struct PJRT_DeviceDescription PJRT_DeviceDescription;
+typedef struct PJRT_Executable PJRT_Executable;
+typedef struct PJRT_LoadedExecutable PJRT_LoadedExecutable;
+typedef struct PJRT_Buffer PJRT_Buffer;
+typedef struct PJRT_SerializedExecutable PJRT_SerializedExecutable;
+typedef struct PJRT_ExecuteContext PJRT_ExecuteContext;
+
+// Extension chains: we never pass any, so the field stays NULL.
+typedef struct PJRT_Extension_Base PJRT_Extension_Base;
+
+// --- version and errors ------------------------------------------------------
+
+typedef struct PJRT_Api_Version {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  int major_version;  // out
+  int minor_version;  // out
+} PJRT_Api_Version;
+
+typedef enum {
+  PJRT_Error_Code_OK = 0,
+  PJRT_Error_Code_CANCELLED = 1,
+  PJRT_Error_Code_UNKNOWN = 2,
+  PJRT_Error_Code_INVALID_ARGUMENT = 3,
+  PJRT_Error_Code_DEADLINE_EXCEEDED = 4,
+  PJRT_Error_Code_NOT_FOUND = 5,
+  PJRT_Error_Code_ALREADY_EXISTS = 6,
+  PJRT_Error_Code_PERMISSION_DENIED = 7,
+  PJRT_Error_Code_RESOURCE_EXHAUSTED = 8,
+  PJRT_Error_Code_FAILED_PRECONDITION = 9,
+  PJRT_Error_Code_ABORTED = 10,
+  PJRT_Error_Code_OUT_OF_RANGE = 11,
+  PJRT_Error_Code_UNIMPLEMENTED = 12,
+  PJRT_Error_Code_INTERNAL = 13,
+  PJRT_Error_Code_UNAVAILABLE = 14,
+  PJRT_Error_Code_DATA_LOSS = 15,
+  PJRT_Error_Code_UNAUTHENTICATED = 16,
+} PJRT_Error_Code;
+
+typedef struct PJRT_Error_Destroy_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  PJRT_Error *error;
+} PJRT_Error_Destroy_Args;
+TT_ABI_STRUCT(PJRT_Error_Destroy_Args, error);
+
+typedef struct PJRT_Error_Message_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  const PJRT_Error *error;
+  const char *message;  // out; lives as long as `error`, not NUL-terminated
+  size_t message_size;  // out, bytes
+} PJRT_Error_Message_Args;
+TT_ABI_STRUCT(PJRT_Error_Message_Args, message_size);
+
+typedef struct PJRT_Error_GetCode_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  const PJRT_Error *error;
+  PJRT_Error_Code code;  // out
+} PJRT_Error_GetCode_Args;
+TT_ABI_STRUCT(PJRT_Error_GetCode_Args, code);
+
+// --- named values (client create options) ------------------------------------
+
+typedef enum {
+  PJRT_NamedValue_kString = 0,
+  PJRT_NamedValue_kInt64,
+  PJRT_NamedValue_kInt64List,
+  PJRT_NamedValue_kFloat,
+  PJRT_NamedValue_kBool,
+} PJRT_NamedValue_Type;
+
+typedef struct PJRT_NamedValue {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  const char *name;
+  size_t name_size;  // bytes, without NUL
+  PJRT_NamedValue_Type type;
+  union {
+    const char *string_value;
+    int64_t int64_value;
+    const int64_t *int64_array_value;
+    float float_value;
+    bool bool_value;
+  };
+  size_t value_size;  // elements for lists and strings; 1 for scalars
+} PJRT_NamedValue;
+TT_ABI_STRUCT(PJRT_NamedValue, value_size);
+
+// --- plugin ------------------------------------------------------------------
+
+typedef struct PJRT_Plugin_Initialize_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+} PJRT_Plugin_Initialize_Args;
+TT_ABI_STRUCT(PJRT_Plugin_Initialize_Args, extension_start);
+
+// --- events ------------------------------------------------------------------
+
+// Destroy, IsReady, Error and Await all take the same fields up to `event`.
+typedef struct PJRT_Event_Destroy_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  PJRT_Event *event;
+} PJRT_Event_Destroy_Args;
+TT_ABI_STRUCT(PJRT_Event_Destroy_Args, event);
+
+typedef struct PJRT_Event_IsReady_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  PJRT_Event *event;
+  bool is_ready;  // out
+} PJRT_Event_IsReady_Args;
+TT_ABI_STRUCT(PJRT_Event_IsReady_Args, is_ready);
+
+typedef struct PJRT_Event_Error_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  PJRT_Event *event;
+} PJRT_Event_Error_Args;
+TT_ABI_STRUCT(PJRT_Event_Error_Args, event);
+
+typedef struct PJRT_Event_Await_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  PJRT_Event *event;
+} PJRT_Event_Await_Args;
+TT_ABI_STRUCT(PJRT_Event_Await_Args, event);
+
+// --- client ------------------------------------------------------------------
+
+typedef struct PJRT_Client_Create_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  const PJRT_NamedValue *create_options;
+  size_t num_options;
+  // Key-value store callbacks for multi-process setups; we leave them NULL.
+  void *kv_get_callback;
+  void *kv_get_user_arg;
+  void *kv_put_callback;
+  void *kv_put_user_arg;
+  PJRT_Client *client;  // out
+  void *kv_try_get_callback;
+  void *kv_try_get_user_arg;
+} PJRT_Client_Create_Args;
+TT_ABI_STRUCT(PJRT_Client_Create_Args, kv_try_get_user_arg);
+
+typedef struct PJRT_Client_Destroy_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  PJRT_Client *client;
+} PJRT_Client_Destroy_Args;
+TT_ABI_STRUCT(PJRT_Client_Destroy_Args, client);
+
+// PlatformName and PlatformVersion share this shape; strings live as long as
+// the client and are not NUL-terminated.
+typedef struct PJRT_Client_PlatformName_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  PJRT_Client *client;
+  const char *platform_name;  // out
+  size_t platform_name_size;  // out
+} PJRT_Client_PlatformName_Args;
+TT_ABI_STRUCT(PJRT_Client_PlatformName_Args, platform_name_size);
+
+typedef struct PJRT_Client_PlatformVersion_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  PJRT_Client *client;
+  const char *platform_version;  // out
+  size_t platform_version_size;  // out
+} PJRT_Client_PlatformVersion_Args;
+TT_ABI_STRUCT(PJRT_Client_PlatformVersion_Args, platform_version_size);
+
+typedef struct PJRT_Client_AddressableDevices_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  PJRT_Client *client;
+  PJRT_Device *const *addressable_devices;  // out, owned by the client
+  size_t num_addressable_devices;           // out
+} PJRT_Client_AddressableDevices_Args;
+TT_ABI_STRUCT(PJRT_Client_AddressableDevices_Args, num_addressable_devices);
+
+typedef struct PJRT_Program {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  char *code;  // not modified by Compile, despite the missing const
+  size_t code_size;
+  const char *format;  // "mlir" or "hlo"
+  size_t format_size;
+} PJRT_Program;
+TT_ABI_STRUCT(PJRT_Program, format_size);
+
+typedef struct PJRT_Client_Compile_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  PJRT_Client *client;
+  const PJRT_Program *program;
+  const char *compile_options;  // serialized xla.CompileOptionsProto
+  size_t compile_options_size;
+  PJRT_LoadedExecutable *executable;  // out
+} PJRT_Client_Compile_Args;
+TT_ABI_STRUCT(PJRT_Client_Compile_Args, executable);
+
+// --- buffers: element types and layouts --------------------------------------
+
+typedef enum {
+  PJRT_Buffer_Type_INVALID,
+  PJRT_Buffer_Type_PRED,
+  PJRT_Buffer_Type_S8,
+  PJRT_Buffer_Type_S16,
+  PJRT_Buffer_Type_S32,
+  PJRT_Buffer_Type_S64,
+  PJRT_Buffer_Type_U8,
+  PJRT_Buffer_Type_U16,
+  PJRT_Buffer_Type_U32,
+  PJRT_Buffer_Type_U64,
+  PJRT_Buffer_Type_F16,
+  PJRT_Buffer_Type_F32,
+  PJRT_Buffer_Type_F64,
+  PJRT_Buffer_Type_BF16,
+  // Later values (complex, fp8, sub-byte ints, ...) are not used by torchtpu.
+} PJRT_Buffer_Type;
+
+typedef enum {
+  // The plugin copies during the call; the host memory is free afterwards.
+  PJRT_HostBufferSemantics_kImmutableOnlyDuringCall = 0,
+} PJRT_HostBufferSemantics;
+
+typedef enum {
+  PJRT_Buffer_MemoryLayout_Type_Tiled = 0,
+  PJRT_Buffer_MemoryLayout_Type_Strides,
+} PJRT_Buffer_MemoryLayout_Type;
+
+typedef struct PJRT_Buffer_MemoryLayout_Tiled {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  const int64_t *minor_to_major;
+  size_t minor_to_major_size;
+  const int64_t *tile_dims;
+  const size_t *tile_dim_sizes;
+  size_t num_tiles;
+} PJRT_Buffer_MemoryLayout_Tiled;
+TT_ABI_STRUCT(PJRT_Buffer_MemoryLayout_Tiled, num_tiles);
+
+// Declared only so the union below has its real size.
+typedef struct PJRT_Buffer_MemoryLayout_Strides {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  const int64_t *byte_strides;
+  size_t num_byte_strides;
+} PJRT_Buffer_MemoryLayout_Strides;
+
+typedef struct PJRT_Buffer_MemoryLayout {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  union {
+    PJRT_Buffer_MemoryLayout_Tiled tiled;
+    PJRT_Buffer_MemoryLayout_Strides strides;
+  };
+  PJRT_Buffer_MemoryLayout_Type type;
+} PJRT_Buffer_MemoryLayout;
+TT_ABI_STRUCT(PJRT_Buffer_MemoryLayout, type);
+
+typedef struct PJRT_Client_BufferFromHostBuffer_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  PJRT_Client *client;
+  const void *data;
+  PJRT_Buffer_Type type;
+  const int64_t *dims;
+  size_t num_dims;
+  const int64_t *byte_strides;  // NULL: dense, row-major
+  size_t num_byte_strides;
+  PJRT_HostBufferSemantics host_buffer_semantics;
+  PJRT_Device *device;
+  PJRT_Memory *memory;                      // NULL: the device's default
+  PJRT_Buffer_MemoryLayout *device_layout;  // NULL: the plugin chooses
+  PJRT_Event *done_with_host_buffer;        // out, caller destroys
+  PJRT_Buffer *buffer;                      // out, caller destroys
+} PJRT_Client_BufferFromHostBuffer_Args;
+TT_ABI_STRUCT(PJRT_Client_BufferFromHostBuffer_Args, buffer);
+
+// --- devices -----------------------------------------------------------------
+
+typedef struct PJRT_Device_GetDescription_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  PJRT_Device *device;
+  PJRT_DeviceDescription *device_description;  // out, owned by the device
+} PJRT_Device_GetDescription_Args;
+TT_ABI_STRUCT(PJRT_Device_GetDescription_Args, device_description);
+
+typedef struct PJRT_DeviceDescription_Kind_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  PJRT_DeviceDescription *device_description;
+  const char *device_kind;  // out, not NUL-terminated
+  size_t device_kind_size;  // out
+} PJRT_DeviceDescription_Kind_Args;
+TT_ABI_STRUCT(PJRT_DeviceDescription_Kind_Args, device_kind_size);
+
+// --- executables -------------------------------------------------------------
+
+typedef struct PJRT_Executable_Destroy_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  PJRT_Executable *executable;
+} PJRT_Executable_Destroy_Args;
+TT_ABI_STRUCT(PJRT_Executable_Destroy_Args, executable);
+
+typedef struct PJRT_LoadedExecutable_Destroy_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  PJRT_LoadedExecutable *executable;
+} PJRT_LoadedExecutable_Destroy_Args;
+TT_ABI_STRUCT(PJRT_LoadedExecutable_Destroy_Args, executable);
+
+// The returned PJRT_Executable is a new object the caller destroys.
+typedef struct PJRT_LoadedExecutable_GetExecutable_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  PJRT_LoadedExecutable *loaded_executable;
+  PJRT_Executable *executable;  // out
+} PJRT_LoadedExecutable_GetExecutable_Args;
+TT_ABI_STRUCT(PJRT_LoadedExecutable_GetExecutable_Args, executable);
+
+typedef struct PJRT_Executable_NumOutputs_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  PJRT_Executable *executable;
+  size_t num_outputs;  // out
+} PJRT_Executable_NumOutputs_Args;
+TT_ABI_STRUCT(PJRT_Executable_NumOutputs_Args, num_outputs);
+
+// The bytes live in `serialized_executable`, freed by calling the deleter once.
+typedef struct PJRT_Executable_Serialize_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  const PJRT_Executable *executable;
+  const char *serialized_bytes;                      // out
+  size_t serialized_bytes_size;                      // out
+  PJRT_SerializedExecutable *serialized_executable;  // out
+  void (*serialized_executable_deleter)(PJRT_SerializedExecutable *);  // out
+} PJRT_Executable_Serialize_Args;
+TT_ABI_STRUCT(PJRT_Executable_Serialize_Args, serialized_executable_deleter);
+
+typedef struct PJRT_Executable_DeserializeAndLoad_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  PJRT_Client *client;
+  const char *serialized_executable;
+  size_t serialized_executable_size;
+  PJRT_LoadedExecutable *loaded_executable;  // out
+  const char *overridden_serialized_compile_options;  // NULL: keep stored ones
+  size_t overridden_serialized_compile_options_size;
+} PJRT_Executable_DeserializeAndLoad_Args;
+TT_ABI_STRUCT(PJRT_Executable_DeserializeAndLoad_Args,
+              overridden_serialized_compile_options_size);
+
+typedef struct PJRT_ExecuteOptions {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  void **send_callbacks;  // host send/recv: unused, NULL
+  void **recv_callbacks;
+  size_t num_send_ops;
+  size_t num_recv_ops;
+  int launch_id;
+  const int64_t *non_donatable_input_indices;
+  size_t num_non_donatable_input_indices;
+  PJRT_ExecuteContext *context;
+  const char *call_location;
+  size_t num_tasks;
+  int *task_ids;
+  int64_t *incarnation_ids;
+} PJRT_ExecuteOptions;
+TT_ABI_STRUCT(PJRT_ExecuteOptions, incarnation_ids);
+
+// Arrays are indexed [device][arg] and [device][output]; we always launch on
+// exactly one device.
+typedef struct PJRT_LoadedExecutable_Execute_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  PJRT_LoadedExecutable *executable;
+  PJRT_ExecuteOptions *options;
+  PJRT_Buffer *const *const *argument_lists;
+  size_t num_devices;
+  size_t num_args;
+  PJRT_Buffer **const *output_lists;    // in: caller's arrays; out: buffers
+  PJRT_Event **device_complete_events;  // in: caller's array or NULL
+  PJRT_Device *execute_device;          // NULL: the compiled-in devices
+} PJRT_LoadedExecutable_Execute_Args;
+TT_ABI_STRUCT(PJRT_LoadedExecutable_Execute_Args, execute_device);
+
+// --- buffers -----------------------------------------------------------------
+
+typedef struct PJRT_Buffer_Destroy_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  PJRT_Buffer *buffer;
+} PJRT_Buffer_Destroy_Args;
+TT_ABI_STRUCT(PJRT_Buffer_Destroy_Args, buffer);
+
+typedef struct PJRT_Buffer_ElementType_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  PJRT_Buffer *buffer;
+  PJRT_Buffer_Type type;  // out
+} PJRT_Buffer_ElementType_Args;
+TT_ABI_STRUCT(PJRT_Buffer_ElementType_Args, type);
+
+typedef struct PJRT_Buffer_Dimensions_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  PJRT_Buffer *buffer;
+  const int64_t *dims;  // out, lives as long as the buffer
+  size_t num_dims;      // out
+} PJRT_Buffer_Dimensions_Args;
+TT_ABI_STRUCT(PJRT_Buffer_Dimensions_Args, num_dims);
+
+typedef struct PJRT_Buffer_OnDeviceSizeInBytes_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  PJRT_Buffer *buffer;
+  size_t on_device_size_in_bytes;  // out
+} PJRT_Buffer_OnDeviceSizeInBytes_Args;
+TT_ABI_STRUCT(PJRT_Buffer_OnDeviceSizeInBytes_Args, on_device_size_in_bytes);
+
+typedef struct PJRT_Buffer_ToHostBuffer_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  PJRT_Buffer *src;
+  PJRT_Buffer_MemoryLayout *host_layout;  // NULL: the buffer's own layout
+  void *dst;        // NULL: only report the size needed in dst_size
+  size_t dst_size;  // in/out, bytes
+  PJRT_Event *event;  // out, ready when the copy is done
+} PJRT_Buffer_ToHostBuffer_Args;
+TT_ABI_STRUCT(PJRT_Buffer_ToHostBuffer_Args, event);
+
+typedef struct PJRT_Buffer_ReadyEvent_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  PJRT_Buffer *buffer;
+  PJRT_Event *event;  // out, caller destroys
+} PJRT_Buffer_ReadyEvent_Args;
+TT_ABI_STRUCT(PJRT_Buffer_ReadyEvent_Args, event);
+
+// --- the function table ------------------------------------------------------
+
+typedef struct PJRT_Api {
+  size_t struct_size;  // of the plugin's table: slots past it don't exist
+  PJRT_Extension_Base *extension_start;
+  PJRT_Api_Version pjrt_api_version;
+
+  void (*PJRT_Error_Destroy)(PJRT_Error_Destroy_Args *);
+  void (*PJRT_Error_Message)(PJRT_Error_Message_Args *);
+  PJRT_Error *(*PJRT_Error_GetCode)(PJRT_Error_GetCode_Args *);
+
+  PJRT_Error *(*PJRT_Plugin_Initialize)(PJRT_Plugin_Initialize_Args *);
+  void *PJRT_Plugin_Attributes;
+
+  PJRT_Error *(*PJRT_Event_Destroy)(PJRT_Event_Destroy_Args *);
+  PJRT_Error *(*PJRT_Event_IsReady)(PJRT_Event_IsReady_Args *);
+  PJRT_Error *(*PJRT_Event_Error)(PJRT_Event_Error_Args *);
+  PJRT_Error *(*PJRT_Event_Await)(PJRT_Event_Await_Args *);
+  void *PJRT_Event_OnReady;
+
+  PJRT_Error *(*PJRT_Client_Create)(PJRT_Client_Create_Args *);
+  PJRT_Error *(*PJRT_Client_Destroy)(PJRT_Client_Destroy_Args *);
+  PJRT_Error *(*PJRT_Client_PlatformName)(PJRT_Client_PlatformName_Args *);
+  void *PJRT_Client_ProcessIndex;
+  PJRT_Error *(*PJRT_Client_PlatformVersion)(
+      PJRT_Client_PlatformVersion_Args *);
+  void *PJRT_Client_Devices;
+  PJRT_Error *(*PJRT_Client_AddressableDevices)(
+      PJRT_Client_AddressableDevices_Args *);
+  void *PJRT_Client_LookupDevice;
+  void *PJRT_Client_LookupAddressableDevice;
+  void *PJRT_Client_AddressableMemories;
+  PJRT_Error *(*PJRT_Client_Compile)(PJRT_Client_Compile_Args *);
+  void *PJRT_Client_DefaultDeviceAssignment;
+  PJRT_Error *(*PJRT_Client_BufferFromHostBuffer)(
+      PJRT_Client_BufferFromHostBuffer_Args *);
+
+  void *PJRT_DeviceDescription_Id;
+  void *PJRT_DeviceDescription_ProcessIndex;
+  void *PJRT_DeviceDescription_Attributes;
+  PJRT_Error *(*PJRT_DeviceDescription_Kind)(
+      PJRT_DeviceDescription_Kind_Args *);
+  void *PJRT_DeviceDescription_DebugString;
+  void *PJRT_DeviceDescription_ToString;
+
+  PJRT_Error *(*PJRT_Device_GetDescription)(PJRT_Device_GetDescription_Args *);
+  void *PJRT_Device_IsAddressable;
+  void *PJRT_Device_LocalHardwareId;
+  void *PJRT_Device_AddressableMemories;
+  void *PJRT_Device_DefaultMemory;
+  void *PJRT_Device_MemoryStats;
+
+  void *PJRT_Memory_Id;
+  void *PJRT_Memory_Kind;
+  void *PJRT_Memory_DebugString;
+  void *PJRT_Memory_ToString;
+  void *PJRT_Memory_AddressableByDevices;
+
+  PJRT_Error *(*PJRT_Executable_Destroy)(PJRT_Executable_Destroy_Args *);
+  void *PJRT_Executable_Name;
+  void *PJRT_Executable_NumReplicas;
+  void *PJRT_Executable_NumPartitions;
+  PJRT_Error *(*PJRT_Executable_NumOutputs)(PJRT_Executable_NumOutputs_Args *);
+  void *PJRT_Executable_SizeOfGeneratedCodeInBytes;
+  void *PJRT_Executable_GetCostAnalysis;
+  void *PJRT_Executable_OutputMemoryKinds;
+  void *PJRT_Executable_OptimizedProgram;
+  PJRT_Error *(*PJRT_Executable_Serialize)(PJRT_Executable_Serialize_Args *);
+
+  PJRT_Error *(*PJRT_LoadedExecutable_Destroy)(
+      PJRT_LoadedExecutable_Destroy_Args *);
+  PJRT_Error *(*PJRT_LoadedExecutable_GetExecutable)(
+      PJRT_LoadedExecutable_GetExecutable_Args *);
+  void *PJRT_LoadedExecutable_AddressableDevices;
+  void *PJRT_LoadedExecutable_Delete;
+  void *PJRT_LoadedExecutable_IsDeleted;
+  PJRT_Error *(*PJRT_LoadedExecutable_Execute)(
+      PJRT_LoadedExecutable_Execute_Args *);
+  PJRT_Error *(*PJRT_Executable_DeserializeAndLoad)(
+      PJRT_Executable_DeserializeAndLoad_Args *);
+  void *PJRT_LoadedExecutable_Fingerprint;
+
+  PJRT_Error *(*PJRT_Buffer_Destroy)(PJRT_Buffer_Destroy_Args *);
+  PJRT_Error *(*PJRT_Buffer_ElementType)(PJRT_Buffer_ElementType_Args *);
+  PJRT_Error *(*PJRT_Buffer_Dimensions)(PJRT_Buffer_Dimensions_Args *);
+  void *PJRT_Buffer_UnpaddedDimensions;
+  void *PJRT_Buffer_DynamicDimensionIndices;
+  void *PJRT_Buffer_GetMemoryLayout;
+  PJRT_Error *(*PJRT_Buffer_OnDeviceSizeInBytes)(
+      PJRT_Buffer_OnDeviceSizeInBytes_Args *);
+  void *PJRT_Buffer_Device;
+  void *PJRT_Buffer_Memory;
+  void *PJRT_Buffer_Delete;
+  void *PJRT_Buffer_IsDeleted;
+  void *PJRT_Buffer_CopyToDevice;
+  PJRT_Error *(*PJRT_Buffer_ToHostBuffer)(PJRT_Buffer_ToHostBuffer_Args *);
+  void *PJRT_Buffer_IsOnCpu;
+  PJRT_Error *(*PJRT_Buffer_ReadyEvent)(PJRT_Buffer_ReadyEvent_Args *);
+  // Later slots exist in the plugin's table but are not declared here.
+} PJRT_Api;
+
+// The table must reach at least this far for every slot we call to exist.
+#define TT_ABI_API_MIN_SIZE TT_ABI_SIZE(PJRT_Api, PJRT_Buffer_ReadyEvent)
+
+// Entry point every plugin exports.
+typedef const PJRT_Api *(*tt_abi_get_api_fn)(void);
+#define TT_ABI_ENTRY_SYMBOL "GetPjrtApi"
+
+#endif

@@ -1,0 +1,151 @@
+// client.c — one loaded plugin plus its PJRT client: create, destroy, info.
+//
+// tt_pjrt_create finds or takes the plugin path, loads it (plugin.c), creates
+// a client and caches what never changes afterwards: platform name and
+// version, the addressable devices, device 0's kind, and the serialized
+// compile options. After creation a tt_pjrt is read-only, so our side of it
+// is safe to share between threads (PJRT clients are thread-safe).
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE  // strndup, when the build doesn't define it
+#endif
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pjrt/internal.h"
+
+// --- helpers -----------------------------------------------------------------
+
+static tt_status dup_n(const char *s, size_t n, char **out) {
+  *out = strndup(s ? s : "", s ? n : 0);
+  if (!*out)
+    return tt_make_status(TT_RESOURCE_EXHAUSTED, "out of host memory");
+  return NULL;
+}
+
+// The "cpu_device_count" option is only understood by CPU plugins; others
+// reject unknown options. The platform is unknown until the client exists, so
+// the plugin's file name decides.
+static bool looks_like_cpu_plugin(const char *path) {
+  const char *base = strrchr(path, '/');
+  return strstr(base ? base + 1 : path, "cpu") != NULL;
+}
+
+// --- client ------------------------------------------------------------------
+
+static tt_status create_client(tt_pjrt *p, int cpu_device_count) {
+  PJRT_NamedValue opt = {0};
+  opt.struct_size = PJRT_NamedValue_STRUCT_SIZE;
+  opt.name = "cpu_device_count";
+  opt.name_size = strlen(opt.name);
+  opt.type = PJRT_NamedValue_kInt64;
+  opt.int64_value = cpu_device_count;
+  opt.value_size = 1;
+
+  PJRT_Client_Create_Args a = {0};
+  a.struct_size = PJRT_Client_Create_Args_STRUCT_SIZE;
+  if (cpu_device_count > 0 && looks_like_cpu_plugin(p->plugin_path)) {
+    a.create_options = &opt;
+    a.num_options = 1;
+  }
+  TT_RETURN_IF_ERROR(TT_PJRT_CALL(p->api, PJRT_Client_Create, &a));
+  p->client = a.client;
+  return NULL;
+}
+
+static tt_status read_platform(tt_pjrt *p) {
+  PJRT_Client_PlatformName_Args n = {0};
+  n.struct_size = PJRT_Client_PlatformName_Args_STRUCT_SIZE;
+  n.client = p->client;
+  TT_RETURN_IF_ERROR(TT_PJRT_CALL(p->api, PJRT_Client_PlatformName, &n));
+  TT_RETURN_IF_ERROR(dup_n(n.platform_name, n.platform_name_size,
+                           &p->platform));
+
+  PJRT_Client_PlatformVersion_Args v = {0};
+  v.struct_size = PJRT_Client_PlatformVersion_Args_STRUCT_SIZE;
+  v.client = p->client;
+  TT_RETURN_IF_ERROR(TT_PJRT_CALL(p->api, PJRT_Client_PlatformVersion, &v));
+  return dup_n(v.platform_version, v.platform_version_size,
+               &p->platform_version);
+}
+
+static tt_status read_devices(tt_pjrt *p) {
+  PJRT_Client_AddressableDevices_Args d = {0};
+  d.struct_size = PJRT_Client_AddressableDevices_Args_STRUCT_SIZE;
+  d.client = p->client;
+  TT_RETURN_IF_ERROR(TT_PJRT_CALL(p->api, PJRT_Client_AddressableDevices, &d));
+  if (d.num_addressable_devices == 0 || d.num_addressable_devices > INT_MAX)
+    return tt_make_status(TT_FAILED_PRECONDITION,
+                          "platform %s reports %zu addressable devices",
+                          p->platform, d.num_addressable_devices);
+  p->devices = d.addressable_devices;
+  p->device_count = (int)d.num_addressable_devices;
+
+  PJRT_Device_GetDescription_Args g = {0};
+  g.struct_size = PJRT_Device_GetDescription_Args_STRUCT_SIZE;
+  g.device = p->devices[0];
+  TT_RETURN_IF_ERROR(TT_PJRT_CALL(p->api, PJRT_Device_GetDescription, &g));
+  PJRT_DeviceDescription_Kind_Args k = {0};
+  k.struct_size = PJRT_DeviceDescription_Kind_Args_STRUCT_SIZE;
+  k.device_description = g.device_description;
+  TT_RETURN_IF_ERROR(TT_PJRT_CALL(p->api, PJRT_DeviceDescription_Kind, &k));
+  return dup_n(k.device_kind, k.device_kind_size, &p->device_kind);
+}
+
+// Errors of loading name the path already; later ones get it prepended.
+static tt_status init(tt_pjrt *p, const tt_pjrt_options *opts) {
+  char found[PATH_MAX];
+  const char *path = opts ? opts->plugin_path : NULL;
+  if (!path) {
+    TT_RETURN_IF_ERROR(tt_pjrt_discover(found, sizeof found));
+    path = found;
+  }
+  TT_RETURN_IF_ERROR(dup_n(path, strlen(path), &p->plugin_path));
+  TT_RETURN_IF_ERROR(tt_pjrt_plugin_load(p, p->plugin_path));
+  TT_RETURN_IF_ERROR(
+      tt_pjrt_compile_options(&p->compile_options, &p->compile_options_len));
+  tt_status st = create_client(p, opts ? opts->cpu_device_count : 0);
+  if (!st) st = read_platform(p);
+  if (!st) st = read_devices(p);
+  return tt_status_annotate(st, "PJRT plugin %s", p->plugin_path);
+}
+
+tt_status tt_pjrt_create(const tt_pjrt_options *opts, tt_pjrt **out) {
+  *out = NULL;
+  tt_pjrt *p = calloc(1, sizeof *p);
+  if (!p) return tt_make_status(TT_RESOURCE_EXHAUSTED, "out of host memory");
+  tt_status st = init(p, opts);
+  if (st) {
+    tt_pjrt_destroy(p);
+    return st;
+  }
+  *out = p;
+  return NULL;
+}
+
+void tt_pjrt_destroy(tt_pjrt *p) {
+  if (!p) return;
+  if (p->client) {
+    PJRT_Client_Destroy_Args a = {0};
+    a.struct_size = PJRT_Client_Destroy_Args_STRUCT_SIZE;
+    a.client = p->client;
+    tt_status_free(TT_PJRT_CALL(p->api, PJRT_Client_Destroy, &a));
+  }
+  // p->dl stays open on purpose: see plugin.c.
+  free(p->plugin_path);
+  free(p->platform);
+  free(p->platform_version);
+  free(p->device_kind);
+  free(p->compile_options);
+  free(p);
+}
+
+void tt_pjrt_info_get(tt_pjrt *p, tt_pjrt_info *out) {
+  out->plugin_path = p->plugin_path;
+  out->platform = p->platform;
+  out->platform_version = p->platform_version;
+  out->api_major = p->api_major;
+  out->api_minor = p->api_minor;
+  out->device_count = p->device_count;
+  out->device_kind = p->device_kind;
+}

@@ -1,0 +1,108 @@
+// pjrt.h — the core's internal interface to a PJRT plugin.
+//
+// Wraps the PJRT C API (our own declarations in abi.h) behind small
+// status-returning functions. Everything here is plain C over opaque handles;
+// nothing else in the core includes abi.h.
+//
+// Ownership: tt_pjrt_* objects returned through `out_` parameters are owned by
+// the caller and freed with the matching _destroy (NULL-safe). Device handles
+// are borrowed from the plugin and live as long as it does.
+#ifndef TT_PJRT_PJRT_H
+#define TT_PJRT_PJRT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "torchtpu.h"
+
+typedef struct tt_pjrt tt_pjrt;              // loaded plugin + client
+typedef struct tt_pjrt_buffer tt_pjrt_buffer;
+typedef struct tt_pjrt_exe tt_pjrt_exe;      // loaded executable
+typedef struct tt_pjrt_event tt_pjrt_event;
+
+// --- plugin and client -------------------------------------------------------
+
+typedef struct tt_pjrt_options {
+  const char *plugin_path;  // NULL: tt_pjrt_discover
+  int cpu_device_count;     // passed as the "cpu_device_count" create option
+} tt_pjrt_options;
+
+// Finds a plugin: env TORCHTPU_PLUGIN_PATH, then libtpu (when a TPU is
+// present), then XLA's CUDA plugin (when a GPU is present), then the XLA CPU
+// plugin installed from the package registry. Writes the path into `out`
+// (capacity `cap`).
+tt_status tt_pjrt_discover(char *out, size_t cap);
+
+// dlopens the plugin, checks its API version, initialises it, creates a
+// client. Errors name the path and the cause (missing file, no GetPjrtApi,
+// incompatible major version, plugin error message).
+tt_status tt_pjrt_create(const tt_pjrt_options *opts, tt_pjrt **out);
+void tt_pjrt_destroy(tt_pjrt *p);
+
+typedef struct tt_pjrt_info {
+  const char *plugin_path;       // borrowed from p
+  const char *platform;          // "cpu", "cuda", "tpu"
+  const char *platform_version;
+  int api_major, api_minor;      // of the plugin
+  int device_count;              // addressable devices
+  const char *device_kind;       // of device 0
+} tt_pjrt_info;
+void tt_pjrt_info_get(tt_pjrt *p, tt_pjrt_info *out);
+
+// --- buffers -----------------------------------------------------------------
+
+// Copies `host` (dense row-major, dims `dims`) to a new buffer on `device`.
+// The host memory may be reused as soon as this returns.
+tt_status tt_pjrt_buffer_from_host(tt_pjrt *p, int device, tt_dtype dtype,
+                                   const int64_t *dims, int rank,
+                                   const void *host, tt_pjrt_buffer **out);
+// Blocks until the buffer's value is on the host in `host` (`nbytes` long).
+tt_status tt_pjrt_buffer_to_host(tt_pjrt *p, tt_pjrt_buffer *b, void *host,
+                                 size_t nbytes);
+// Safe while programs using `b` are still running: the plugin keeps the
+// memory until they finish.
+void tt_pjrt_buffer_destroy(tt_pjrt *p, tt_pjrt_buffer *b);
+tt_dtype tt_pjrt_buffer_dtype(tt_pjrt *p, tt_pjrt_buffer *b);
+// Dims of the buffer; returns the rank (<= TT_MAX_RANK).
+int tt_pjrt_buffer_dims(tt_pjrt *p, tt_pjrt_buffer *b, int64_t *dims);
+int64_t tt_pjrt_buffer_device_bytes(tt_pjrt *p, tt_pjrt_buffer *b);
+// Waits until the buffer is computed; returns the async error if any.
+tt_status tt_pjrt_buffer_await(tt_pjrt *p, tt_pjrt_buffer *b);
+
+// --- executables ---------------------------------------------------------------
+
+// Compiles StableHLO MLIR text (a module with a public @main) for one device.
+// The error carries the plugin's diagnostic.
+tt_status tt_pjrt_compile(tt_pjrt *p, const char *mlir, size_t len,
+                          tt_pjrt_exe **out);
+void tt_pjrt_exe_destroy(tt_pjrt *p, tt_pjrt_exe *e);
+int tt_pjrt_exe_num_outputs(tt_pjrt *p, tt_pjrt_exe *e);
+
+// Serialises a compiled executable; `*out_data` is malloc'd, caller frees.
+tt_status tt_pjrt_exe_serialize(tt_pjrt *p, tt_pjrt_exe *e, void **out_data,
+                                size_t *out_len);
+tt_status tt_pjrt_exe_deserialize(tt_pjrt *p, const void *data, size_t len,
+                                  tt_pjrt_exe **out);
+
+// Launches `e` on `device` with `nargs` arguments. Returns immediately with
+// the output buffers (owned by the caller; `outs` has room for
+// tt_pjrt_exe_num_outputs) and, when `out_done` is non-NULL, an event that
+// becomes ready when the execution finishes. Arguments are not donated.
+tt_status tt_pjrt_execute(tt_pjrt *p, tt_pjrt_exe *e, int device,
+                          tt_pjrt_buffer *const *args, int nargs,
+                          tt_pjrt_buffer **outs, tt_pjrt_event **out_done);
+
+// --- events ------------------------------------------------------------------
+
+tt_status tt_pjrt_event_await(tt_pjrt *p, tt_pjrt_event *ev);  // + its error
+bool tt_pjrt_event_is_ready(tt_pjrt *p, tt_pjrt_event *ev);
+void tt_pjrt_event_destroy(tt_pjrt *p, tt_pjrt_event *ev);
+
+// --- compile options -----------------------------------------------------------
+
+// Encodes an xla.CompileOptionsProto for a single-replica, single-partition
+// program (portable: runnable on any addressable device). `*out` is malloc'd.
+tt_status tt_pjrt_compile_options(void **out, size_t *out_len);
+
+#endif

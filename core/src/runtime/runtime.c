@@ -1,0 +1,266 @@
+// The runtime context: plugin + client, caches, counters, pending events,
+// default generators. See runtime.h.
+#include "runtime/runtime.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/cache.h"
+
+// --- create / destroy -----------------------------------------------------------
+
+tt_status tt_runtime_create(const tt_runtime_options *opts,
+                            tt_runtime **out_rt) {
+  *out_rt = NULL;
+  tt_runtime *rt = calloc(1, sizeof *rt);
+  if (!rt) return tt_make_status(TT_RESOURCE_EXHAUSTED, "runtime: out of memory");
+  pthread_mutex_init(&rt->mu, NULL);
+  tt_buf_init(&rt->sig);
+  tt_status st = NULL;
+  tt_pjrt_options po = {
+      .plugin_path = opts ? opts->plugin_path : NULL,
+      .cpu_device_count = opts && opts->cpu_device_count > 0
+                              ? opts->cpu_device_count : 1,
+  };
+  TT_GOTO_IF_ERROR(st, tt_pjrt_create(&po, &rt->pjrt), fail);
+  tt_pjrt_info_get(rt->pjrt, &rt->info);
+  // TPUs have no 64-bit floats; XLA's CPU and GPU backends do.
+  rt->supports_f64 = strcmp(rt->info.platform, "tpu") != 0;
+  TT_GOTO_IF_ERROR(st, tt_hlo_create(&rt->hlo), fail);
+  TT_GOTO_IF_ERROR(st, tt_sig_cache_create(&rt->sigs), fail);
+  TT_GOTO_IF_ERROR(st, tt_prog_cache_create(&rt->progs), fail);
+  *out_rt = rt;
+  return NULL;
+fail:
+  tt_runtime_destroy(rt);
+  return st;
+}
+
+void tt_runtime_destroy(tt_runtime *rt) {
+  if (!rt) return;
+  tt_status st = tt_runtime_synchronize(rt);
+  tt_status_free(st);
+  tt_sig_cache_destroy(rt->sigs, rt->pjrt);
+  tt_prog_cache_destroy(rt->progs, rt->pjrt);
+  tt_hlo_destroy(rt->hlo);
+  for (int i = 0; i < TT_MAX_DEVICES; i++) free(rt->generators[i]);
+  for (int i = 0; i < TT_SCALAR_CACHE; i++)
+    if (rt->scalars[i].buf) tt_pjrt_buffer_destroy(rt->pjrt, rt->scalars[i].buf);
+  for (int i = 0; i < rt->nfallbacks; i++) free(rt->fallbacks[i].name);
+  free(rt->fallbacks);
+  free(rt->pending);
+  tt_buf_deinit(&rt->sig);
+  tt_pjrt_destroy(rt->pjrt);
+  pthread_mutex_destroy(&rt->mu);
+  free(rt);
+}
+
+// --- the process-wide runtime ----------------------------------------------------
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static tt_runtime *g_rt;
+static tt_status g_err;  // kept: every later call reports the same failure
+
+static void create_global(void) {
+  tt_runtime_options o = {0};
+  o.plugin_path = getenv("TORCHTPU_PLUGIN_PATH");
+  if (o.plugin_path && !*o.plugin_path) o.plugin_path = NULL;
+  const char *n = getenv("TORCHTPU_CPU_DEVICES");
+  o.cpu_device_count = n ? atoi(n) : 1;
+  g_err = tt_runtime_create(&o, &g_rt);
+  if (!g_err) {
+    const char *lb = getenv("TPU_LAUNCH_BLOCKING");
+    if (lb && strcmp(lb, "1") == 0) g_rt->mode = TT_MODE_DEBUG;
+  }
+}
+
+tt_status tt_runtime_get(tt_runtime **out_rt) {
+  pthread_once(&g_once, create_global);
+  *out_rt = g_rt;
+  if (g_err)
+    return tt_make_status(tt_status_code(g_err), "%s",
+                          tt_status_message(g_err));
+  return NULL;
+}
+
+// --- info, mode, counters ----------------------------------------------------------
+
+void tt_runtime_info_get(tt_runtime *rt, tt_runtime_info *out) {
+  memset(out, 0, sizeof *out);
+  out->platform = rt->info.platform;
+  out->platform_version = rt->info.platform_version;
+  out->plugin_path = rt->info.plugin_path;
+  out->api_major = rt->info.api_major;
+  out->api_minor = rt->info.api_minor;
+  out->device_count = rt->info.device_count;
+  out->device_kind = rt->info.device_kind;
+  out->supports_f64 = rt->supports_f64;
+}
+
+void tt_runtime_set_mode(tt_runtime *rt, tt_exec_mode mode) {
+  pthread_mutex_lock(&rt->mu);
+  rt->mode = mode;
+  pthread_mutex_unlock(&rt->mu);
+}
+
+tt_exec_mode tt_runtime_mode(tt_runtime *rt) { return rt->mode; }
+
+void tt_runtime_stats(tt_runtime *rt, tt_stats *out) {
+  pthread_mutex_lock(&rt->mu);
+  *out = rt->stats;
+  pthread_mutex_unlock(&rt->mu);
+}
+
+void tt_runtime_reset_peak(tt_runtime *rt) {
+  pthread_mutex_lock(&rt->mu);
+  rt->stats.peak_bytes_in_use = rt->stats.bytes_in_use;
+  pthread_mutex_unlock(&rt->mu);
+}
+
+bool tt_runtime_note_fallback(tt_runtime *rt, const char *op_name) {
+  pthread_mutex_lock(&rt->mu);
+  rt->stats.fallback_calls++;
+  bool first = true;
+  for (int i = 0; i < rt->nfallbacks; i++) {
+    if (strcmp(rt->fallbacks[i].name, op_name) == 0) {
+      rt->fallbacks[i].count++;
+      first = false;
+      break;
+    }
+  }
+  if (first && rt->nfallbacks == rt->cap_fallbacks) {
+    int cap = rt->cap_fallbacks ? 2 * rt->cap_fallbacks : 16;
+    tt_fallback_count *p = realloc(rt->fallbacks, (size_t)cap * sizeof *p);
+    if (p) {
+      rt->fallbacks = p;
+      rt->cap_fallbacks = cap;
+    }
+  }
+  if (first && rt->nfallbacks < rt->cap_fallbacks) {
+    char *name = strdup(op_name);
+    if (name) rt->fallbacks[rt->nfallbacks++] = (tt_fallback_count){name, 1};
+  }
+  pthread_mutex_unlock(&rt->mu);
+  return first;
+}
+
+int tt_runtime_fallback_counts(tt_runtime *rt, const char **names,
+                               int64_t *counts, int cap) {
+  pthread_mutex_lock(&rt->mu);
+  for (int i = 0; i < rt->nfallbacks && i < cap; i++) {
+    names[i] = rt->fallbacks[i].name;
+    counts[i] = rt->fallbacks[i].count;
+  }
+  int n = rt->nfallbacks;
+  pthread_mutex_unlock(&rt->mu);
+  return n;
+}
+
+// --- events ------------------------------------------------------------------------
+
+// Drops events of programs that already finished, so the list stays short.
+static tt_status reap_ready(tt_runtime *rt) {
+  tt_status first = NULL;
+  int kept = 0;
+  for (int i = 0; i < rt->npending; i++) {
+    tt_pjrt_event *ev = rt->pending[i];
+    if (!tt_pjrt_event_is_ready(rt->pjrt, ev)) {
+      rt->pending[kept++] = ev;
+      continue;
+    }
+    tt_status st = tt_pjrt_event_await(rt->pjrt, ev);
+    if (st && !first) first = st; else tt_status_free(st);
+    tt_pjrt_event_destroy(rt->pjrt, ev);
+  }
+  rt->npending = kept;
+  return first;
+}
+
+tt_status tt_runtime_track_event(tt_runtime *rt, tt_pjrt_event *ev) {
+  if (!ev) return NULL;
+  if (rt->mode == TT_MODE_DEBUG) {
+    tt_status st = tt_pjrt_event_await(rt->pjrt, ev);
+    tt_pjrt_event_destroy(rt->pjrt, ev);
+    return st;
+  }
+  if (rt->npending == rt->cap_pending) {
+    TT_RETURN_IF_ERROR(reap_ready(rt));
+  }
+  if (rt->npending == rt->cap_pending) {
+    int cap = rt->cap_pending ? 2 * rt->cap_pending : 64;
+    tt_pjrt_event **p = realloc(rt->pending, (size_t)cap * sizeof *p);
+    if (!p) {
+      // Can't remember it: wait for it instead of losing its error.
+      tt_status st = tt_pjrt_event_await(rt->pjrt, ev);
+      tt_pjrt_event_destroy(rt->pjrt, ev);
+      return st;
+    }
+    rt->pending = p;
+    rt->cap_pending = cap;
+  }
+  rt->pending[rt->npending++] = ev;
+  return NULL;
+}
+
+tt_status tt_runtime_synchronize(tt_runtime *rt) {
+  pthread_mutex_lock(&rt->mu);
+  // Take the list so programs launched by other threads meanwhile are kept.
+  tt_pjrt_event **evs = rt->pending;
+  int n = rt->npending;
+  rt->pending = NULL;
+  rt->npending = rt->cap_pending = 0;
+  pthread_mutex_unlock(&rt->mu);
+  tt_status first = NULL;
+  for (int i = 0; i < n; i++) {
+    tt_status st = tt_pjrt_event_await(rt->pjrt, evs[i]);
+    if (st && !first) first = st; else tt_status_free(st);
+    tt_pjrt_event_destroy(rt->pjrt, evs[i]);
+  }
+  free(evs);
+  return first;
+}
+
+// --- generators ----------------------------------------------------------------------
+
+tt_status tt_generator_create(tt_runtime *rt, uint64_t seed,
+                              tt_generator **out_gen) {
+  tt_generator *g = calloc(1, sizeof *g);
+  if (!g) return tt_make_status(TT_RESOURCE_EXHAUSTED, "generator: out of memory");
+  g->rt = rt;
+  g->seed = seed;
+  *out_gen = g;
+  return NULL;
+}
+
+void tt_generator_destroy(tt_generator *g) { free(g); }
+
+void tt_generator_set_state(tt_generator *g, uint64_t seed, uint64_t offset) {
+  g->seed = seed;
+  g->offset = offset;
+}
+
+void tt_generator_get_state(const tt_generator *g, uint64_t *seed,
+                            uint64_t *offset) {
+  *seed = g->seed;
+  *offset = g->offset;
+}
+
+tt_generator *tt_runtime_default_generator_locked(tt_runtime *rt, int device) {
+  if (device < 0 || device >= TT_MAX_DEVICES) return NULL;
+  if (!rt->generators[device]) {
+    tt_generator *g = calloc(1, sizeof *g);
+    if (g) {
+      g->rt = rt;
+      g->seed = 67280421310721ull;  // PyTorch's default seed
+    }
+    rt->generators[device] = g;
+  }
+  return rt->generators[device];
+}
+
+tt_generator *tt_runtime_default_generator(tt_runtime *rt, int device) {
+  pthread_mutex_lock(&rt->mu);
+  tt_generator *g = tt_runtime_default_generator_locked(rt, device);
+  pthread_mutex_unlock(&rt->mu);
+  return g;
+}

@@ -1,0 +1,98 @@
+// runtime.h — the one runtime context and what hangs off it (internal).
+//
+// tt_runtime owns the PJRT plugin and client, the op-signature cache, the
+// program cache, the default generators, counters and the events of programs
+// still running. One mutex serialises every entry point: PyTorch calls the
+// backend from the Python thread and from autograd's device thread, and the
+// single-threaded core keeps its caches simple. The lock is not held while a
+// program runs, only while it is launched.
+#ifndef TT_RUNTIME_RUNTIME_H
+#define TT_RUNTIME_RUNTIME_H
+
+#include <pthread.h>
+
+#include "base/buf.h"
+#include "base/status.h"
+#include "hlo/hlo.h"
+#include "pjrt/pjrt.h"
+#include "torchtpu.h"
+
+#define TT_MAX_DEVICES 64
+
+typedef struct tt_sig_cache tt_sig_cache;
+typedef struct tt_prog_cache tt_prog_cache;
+
+#define TT_SCALAR_CACHE 256
+
+typedef struct tt_scalar_slot {
+  tt_pjrt_buffer *buf;  // owned; NULL when empty
+  int device;
+  tt_dtype dtype;
+  uint64_t bits;        // the value's bytes, zero-extended
+} tt_scalar_slot;
+
+typedef struct tt_fallback_count {
+  char *name;  // owned
+  int64_t count;
+} tt_fallback_count;
+
+struct tt_generator {
+  tt_runtime *rt;
+  uint64_t seed;
+  uint64_t offset;  // numbers drawn so far
+};
+
+struct tt_storage {
+  tt_runtime *rt;
+  int device;
+  int64_t nbytes;
+  tt_pjrt_buffer *buf;  // owned; NULL until first written
+  tt_dtype dtype;       // of buf
+  int64_t numel;        // of buf (flat)
+  int64_t dev_bytes;    // device bytes accounted for buf
+};
+
+struct tt_runtime {
+  pthread_mutex_t mu;
+  tt_pjrt *pjrt;
+  tt_pjrt_info info;
+  bool supports_f64;
+  tt_exec_mode mode;
+  tt_stats stats;
+
+  tt_sig_cache *sigs;
+  tt_prog_cache *progs;
+  tt_hlo *hlo;  // reused by every lowering
+  tt_buf sig;   // scratch for signatures
+
+  tt_fallback_count *fallbacks;
+  int nfallbacks, cap_fallbacks;
+
+  tt_pjrt_event **pending;  // completion events of launched programs
+  int npending, cap_pending;
+
+  tt_generator *generators[TT_MAX_DEVICES];
+
+  // Device copies of recent scalar arguments (alpha = 1, lr, eps...): a
+  // training step reuses the same few values, so most calls upload nothing.
+  tt_scalar_slot scalars[TT_SCALAR_CACHE];
+};
+
+// --- storage internals (storage.c) ---------------------------------------------
+
+// Replaces the storage's buffer (taking ownership of `b`) and updates the
+// memory counters. `b` may be NULL.
+void tt_storage_set_buffer(tt_storage *s, tt_pjrt_buffer *b, tt_dtype dtype,
+                           int64_t numel);
+// Makes sure the storage has a buffer: zeros of `dtype` when it has none.
+tt_status tt_storage_materialize(tt_storage *s, tt_dtype dtype);
+
+// The device's default generator, created on first use; rt->mu held.
+tt_generator *tt_runtime_default_generator_locked(tt_runtime *rt, int device);
+
+// --- events (runtime.c) ----------------------------------------------------------
+
+// Keeps the completion event of a launched program; in debug mode waits.
+tt_status tt_runtime_track_event(tt_runtime *rt, tt_pjrt_event *ev);
+
+#endif

@@ -1,0 +1,254 @@
+// Storages: the device side of a PyTorch StorageImpl, and host<->device
+// copies of views over them.
+//
+// A storage holds one flat PJRT buffer (or none until first written). Host
+// copies of a view that is not the whole storage go through the host: the
+// whole buffer is read, the view's elements are gathered (or patched and the
+// buffer written back). That needs no program per view shape and works when
+// a view's dtype differs from the buffer's (x.view(torch.int32)).
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/runtime.h"
+
+// --- lifetime ----------------------------------------------------------------------
+
+tt_status tt_storage_create(tt_runtime *rt, int device, int64_t nbytes,
+                            tt_storage **out_storage) {
+  *out_storage = NULL;
+  if (device < 0 || device >= rt->info.device_count)
+    return tt_make_status(TT_INVALID_ARGUMENT,
+                          "tpu:%d does not exist (%d device(s) available)",
+                          device, rt->info.device_count);
+  if (nbytes < 0)
+    return tt_make_status(TT_INVALID_ARGUMENT, "negative storage size %lld",
+                          (long long)nbytes);
+  tt_storage *s = calloc(1, sizeof *s);
+  if (!s) return tt_make_status(TT_RESOURCE_EXHAUSTED, "storage: out of memory");
+  s->rt = rt;
+  s->device = device;
+  s->nbytes = nbytes;
+  *out_storage = s;
+  return NULL;
+}
+
+void tt_storage_set_buffer(tt_storage *s, tt_pjrt_buffer *b, tt_dtype dtype,
+                           int64_t numel) {
+  tt_runtime *rt = s->rt;
+  if (s->buf) {
+    tt_pjrt_buffer_destroy(rt->pjrt, s->buf);
+    rt->stats.bytes_in_use -= s->dev_bytes;
+    rt->stats.buffers_in_use--;
+  }
+  s->buf = b;
+  s->dtype = dtype;
+  s->numel = numel;
+  s->dev_bytes = 0;
+  if (b) {
+    s->dev_bytes = numel * tt_dtype_size(dtype);
+    rt->stats.bytes_in_use += s->dev_bytes;
+    rt->stats.buffers_in_use++;
+    if (rt->stats.bytes_in_use > rt->stats.peak_bytes_in_use)
+      rt->stats.peak_bytes_in_use = rt->stats.bytes_in_use;
+  }
+}
+
+void tt_storage_destroy(tt_storage *s) {
+  if (!s) return;
+  tt_runtime *rt = s->rt;
+  pthread_mutex_lock(&rt->mu);
+  tt_storage_set_buffer(s, NULL, TT_U8, 0);
+  pthread_mutex_unlock(&rt->mu);
+  free(s);
+}
+
+int64_t tt_storage_nbytes(const tt_storage *s) { return s->nbytes; }
+int tt_storage_device(const tt_storage *s) { return s->device; }
+
+// Uploads `numel` elements of `dtype` from host as the storage's new buffer.
+static tt_status upload_flat(tt_storage *s, tt_dtype dtype, int64_t numel,
+                             const void *host) {
+  tt_pjrt_buffer *b = NULL;
+  int64_t dims[1] = {numel};
+  TT_RETURN_IF_ERROR(
+      tt_pjrt_buffer_from_host(s->rt->pjrt, s->device, dtype, dims, 1, host, &b));
+  s->rt->stats.host_to_device_bytes += numel * tt_dtype_size(dtype);
+  tt_storage_set_buffer(s, b, dtype, numel);
+  return NULL;
+}
+
+tt_status tt_storage_materialize(tt_storage *s, tt_dtype dtype) {
+  if (s->buf) return NULL;
+  int64_t numel = s->nbytes / tt_dtype_size(dtype);
+  void *zeros = calloc((size_t)(numel ? numel : 1), (size_t)tt_dtype_size(dtype));
+  if (!zeros) return tt_make_status(TT_RESOURCE_EXHAUSTED, "storage: out of host memory");
+  tt_status st = upload_flat(s, dtype, numel, zeros);
+  free(zeros);
+  return st;
+}
+
+// Reads the whole storage into `host` (s->nbytes long; zeros if unwritten).
+static tt_status read_all(tt_storage *s, void *host) {
+  memset(host, 0, (size_t)s->nbytes);
+  if (!s->buf) return NULL;
+  size_t n = (size_t)(s->numel * tt_dtype_size(s->dtype));
+  if (n == 0) return NULL;
+  if ((int64_t)n == s->nbytes) {
+    TT_RETURN_IF_ERROR(tt_pjrt_buffer_to_host(s->rt->pjrt, s->buf, host, n));
+  } else {  // buffer shorter than the storage (odd byte sizes): read, copy
+    void *tmp = malloc(n);
+    if (!tmp) return tt_make_status(TT_RESOURCE_EXHAUSTED, "storage: out of host memory");
+    tt_status st = tt_pjrt_buffer_to_host(s->rt->pjrt, s->buf, tmp, n);
+    if (!st) memcpy(host, tmp, n < (size_t)s->nbytes ? n : (size_t)s->nbytes);
+    free(tmp);
+    TT_RETURN_IF_ERROR(st);
+  }
+  s->rt->stats.device_to_host_bytes += (int64_t)n;
+  return NULL;
+}
+
+tt_status tt_storage_resize(tt_storage *s, int64_t nbytes) {
+  tt_runtime *rt = s->rt;
+  pthread_mutex_lock(&rt->mu);
+  tt_status st = NULL;
+  void *old = NULL, *grown = NULL;
+  if (!s->buf) {
+    s->nbytes = nbytes;
+    goto done;
+  }
+  old = malloc((size_t)(s->nbytes ? s->nbytes : 1));
+  grown = calloc(1, (size_t)(nbytes ? nbytes : 1));
+  if (!old || !grown) {
+    st = tt_make_status(TT_RESOURCE_EXHAUSTED, "resize_: out of host memory");
+    goto done;
+  }
+  TT_GOTO_IF_ERROR(st, read_all(s, old), done);
+  memcpy(grown, old, (size_t)(nbytes < s->nbytes ? nbytes : s->nbytes));
+  tt_dtype d = s->dtype;
+  if (nbytes % tt_dtype_size(d) != 0) d = TT_U8;
+  s->nbytes = nbytes;
+  st = upload_flat(s, d, nbytes / tt_dtype_size(d), grown);
+done:
+  free(old);
+  free(grown);
+  pthread_mutex_unlock(&rt->mu);
+  return st;
+}
+
+// --- views <-> host -------------------------------------------------------------
+
+static int64_t view_numel(const tt_tensor *t) {
+  int64_t n = 1;
+  for (int i = 0; i < t->ndim; i++) n *= t->sizes[i];
+  return n;
+}
+
+// True when the view is exactly the whole storage, densely.
+static bool is_whole(const tt_tensor *t) {
+  int64_t expect = 1;
+  for (int i = t->ndim - 1; i >= 0; i--) {
+    if (t->sizes[i] != 1 && t->strides[i] != expect) return false;
+    expect *= t->sizes[i];
+  }
+  return t->offset == 0 &&
+         expect * tt_dtype_size(t->dtype) == tt_storage_nbytes(t->storage);
+}
+
+// Copies between a strided view inside `base` (byte array of the storage) and
+// a dense array; `to_dense` picks the direction.
+static void strided_copy(const tt_tensor *t, char *base, char *dense,
+                         bool to_dense) {
+  int64_t esize = tt_dtype_size(t->dtype);
+  int64_t numel = view_numel(t);
+  int64_t idx[TT_MAX_RANK] = {0};
+  for (int64_t n = 0; n < numel; n++) {
+    int64_t off = t->offset;
+    for (int d = 0; d < t->ndim; d++) off += idx[d] * t->strides[d];
+    char *elem = base + off * esize;
+    if (to_dense) memcpy(dense + n * esize, elem, (size_t)esize);
+    else memcpy(elem, dense + n * esize, (size_t)esize);
+    for (int d = t->ndim - 1; d >= 0; d--) {
+      if (++idx[d] < t->sizes[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+static tt_status check_view(const tt_tensor *t, const char *what) {
+  if (!t->storage)
+    return tt_make_status(TT_INVALID_ARGUMENT, "%s: undefined tensor", what);
+  if (t->dtype < 0 || t->dtype >= TT_DTYPE_COUNT)
+    return tt_make_status(TT_INVALID_ARGUMENT, "%s: invalid dtype %d", what,
+                          (int)t->dtype);
+  if (t->ndim < 0 || t->ndim > TT_MAX_RANK)
+    return tt_make_status(TT_INVALID_ARGUMENT,
+                          "%s: rank %d exceeds the supported %d", what,
+                          (int)t->ndim, TT_MAX_RANK);
+  // Keep host copies inside the storage whatever metadata arrives.
+  int64_t last = t->offset, numel = 1;
+  for (int i = 0; i < t->ndim; i++) {
+    numel *= t->sizes[i];
+    if (t->sizes[i] > 0) last += (t->sizes[i] - 1) * t->strides[i];
+  }
+  int64_t esize = tt_dtype_size(t->dtype);
+  if (numel > 0 && (t->offset < 0 || (last + 1) * esize > t->storage->nbytes))
+    return tt_make_status(TT_OUT_OF_RANGE,
+                          "%s: view reaches byte %lld of a %lld-byte storage",
+                          what, (long long)((last + 1) * esize),
+                          (long long)t->storage->nbytes);
+  return NULL;
+}
+
+static tt_status upload_locked(const tt_tensor *dst, const void *host) {
+  tt_storage *s = dst->storage;
+  int64_t numel = view_numel(dst);
+  if (numel == 0) return NULL;
+  if (is_whole(dst)) return upload_flat(s, dst->dtype, numel, host);
+  char *all = malloc((size_t)s->nbytes);
+  if (!all) return tt_make_status(TT_RESOURCE_EXHAUSTED, "copy_: out of host memory");
+  tt_status st = read_all(s, all);
+  if (!st) {
+    strided_copy(dst, all, (char *)host, false);
+    tt_dtype d = s->buf ? s->dtype : dst->dtype;
+    if (s->nbytes % tt_dtype_size(d) != 0) d = TT_U8;
+    st = upload_flat(s, d, s->nbytes / tt_dtype_size(d), all);
+  }
+  free(all);
+  return st;
+}
+
+tt_status tt_tensor_upload(tt_runtime *rt, const tt_tensor *dst,
+                           const void *host) {
+  TT_RETURN_IF_ERROR(check_view(dst, "copy to tpu"));
+  pthread_mutex_lock(&rt->mu);
+  tt_status st = upload_locked(dst, host);
+  pthread_mutex_unlock(&rt->mu);
+  return st;
+}
+
+static tt_status download_locked(const tt_tensor *src, void *host) {
+  tt_storage *s = src->storage;
+  int64_t numel = view_numel(src);
+  if (numel == 0) return NULL;
+  if (is_whole(src) && s->buf && s->dtype == src->dtype) {
+    size_t n = (size_t)(numel * tt_dtype_size(src->dtype));
+    TT_RETURN_IF_ERROR(tt_pjrt_buffer_to_host(s->rt->pjrt, s->buf, host, n));
+    s->rt->stats.device_to_host_bytes += (int64_t)n;
+    return NULL;
+  }
+  char *all = malloc((size_t)s->nbytes);
+  if (!all) return tt_make_status(TT_RESOURCE_EXHAUSTED, "copy_: out of host memory");
+  tt_status st = read_all(s, all);
+  if (!st) strided_copy(src, all, host, true);
+  free(all);
+  return st;
+}
+
+tt_status tt_tensor_download(tt_runtime *rt, const tt_tensor *src,
+                             void *host) {
+  TT_RETURN_IF_ERROR(check_view(src, "copy to cpu"));
+  pthread_mutex_lock(&rt->mu);
+  tt_status st = download_locked(src, host);
+  pthread_mutex_unlock(&rt->mu);
+  return st;
+}

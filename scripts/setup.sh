@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Sets up a development checkout: .venv with pinned PyTorch and the CPU PJRT
+# plugin, the native libraries, and torchtpu installed in editable mode.
+# Idempotent, and quick when everything is already in place.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+TORCH_VERSION=2.13.0
+# The CPU PJRT plugin (XLA's, packaged on PyPI) is pinned below: 0.11.2.
+PY=.venv/bin/python
+
+if [ ! -x "$PY" ]; then
+  echo "setup: creating .venv"
+  python3 -m venv .venv
+fi
+
+# Install only what is missing (pip's resolver is slow even when satisfied).
+mapfile -t missing < <("$PY" - "$TORCH_VERSION" <<'PYEOF'
+import importlib.metadata as md, sys
+want = {"torch": sys.argv[1], "lammps-jax-pjrt-cpu": "0.11.2",
+        "numpy": None, "pytest": None, "expecttest": None}
+for name, version in want.items():
+    try:
+        have = md.version(name).split("+")[0]
+    except md.PackageNotFoundError:
+        have = None
+    if have is None or (version is not None and have != version):
+        print(f"{name}=={version}" if version else name)
+PYEOF
+)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  # torch==2.13.0 resolves to the CPU build on this machine's local index.
+  "$PY" -m pip install --quiet "${missing[@]}"
+fi
+
+make -j2 PYTHON="$PY"
+
+if ! "$PY" -c "import importlib.metadata as m; m.version('torchtpu')" 2>/dev/null; then
+  echo "setup: installing torchtpu (editable)"
+  "$PY" -m pip install --quiet --no-build-isolation --no-deps -e .
+fi

@@ -1,0 +1,535 @@
+// device.cpp — the "tpu" device as PyTorch sees it: runtime access and error
+// conversion, dtype mapping, the allocator (a storage's data pointer is an
+// opaque core handle, never host memory), storage and tensor descriptors, the
+// device guard (current device per thread, one default stream, no-op events),
+// the PrivateUse1 hooks and the generator.
+//
+// Leaves out: kernels (kernels.cpp), op dispatch (fallback.cpp).
+#include "shim.h"
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/core/Generator.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <ATen/ops/empty.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/GeneratorImpl.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/Exception.h>
+
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+namespace torchtpu {
+
+// --- runtime and status ------------------------------------------------------
+
+tt_runtime *runtime() {
+  tt_runtime *rt = nullptr;
+  tt_status s = tt_runtime_get(&rt);
+  if (s != nullptr) throw_status(s, "tpu runtime");
+  return rt;
+}
+
+void throw_status(tt_status s, const std::string &what) {
+  const tt_code code = tt_status_code(s);
+  const char *raw = tt_status_message(s);
+  std::string msg = raw != nullptr ? raw : "unknown error";
+  tt_status_free(s);
+  // Name the op unless the core's message already does ("add.out: ...").
+  const size_t colons = what.find("::");
+  const std::string short_what = colons == std::string::npos ? what : what.substr(colons + 2);
+  if (!what.empty() && msg.find(short_what) == std::string::npos) {
+    msg = what + ": " + msg;
+  }
+  switch (code) {
+    case TT_OUT_OF_RANGE:
+      TORCH_CHECK_INDEX(false, msg);
+      break;
+    case TT_RESOURCE_EXHAUSTED:
+      TORCH_CHECK_WITH(OutOfMemoryError, false, msg);
+      break;
+    case TT_UNIMPLEMENTED:
+      TORCH_CHECK_NOT_IMPLEMENTED(false, msg);
+      break;
+    default:
+      break;
+  }
+  TORCH_CHECK(false, msg);
+}
+
+int device_count_noexcept() {
+  tt_runtime *rt = nullptr;
+  tt_status s = tt_runtime_get(&rt);
+  if (s != nullptr) {
+    tt_status_free(s);
+    return 0;
+  }
+  tt_runtime_info info;
+  std::memset(&info, 0, sizeof(info));
+  tt_runtime_info_get(rt, &info);
+  return info.device_count;
+}
+
+// --- dtypes ------------------------------------------------------------------
+
+tt_dtype to_tt_dtype(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Bool: return TT_BOOL;
+    case c10::ScalarType::Byte: return TT_U8;
+    case c10::ScalarType::Char: return TT_I8;
+    case c10::ScalarType::Short: return TT_I16;
+    case c10::ScalarType::Int: return TT_I32;
+    case c10::ScalarType::Long: return TT_I64;
+    case c10::ScalarType::Half: return TT_F16;
+    case c10::ScalarType::BFloat16: return TT_BF16;
+    case c10::ScalarType::Float: return TT_F32;
+    case c10::ScalarType::Double: return TT_F64;
+    // uint16/32/64 exist in the core for random bits, but PyTorch's own
+    // support for them is thin; they stay off the user-facing device for now.
+    default: return TT_DTYPE_NONE;
+  }
+}
+
+c10::ScalarType to_scalar_type(tt_dtype d) {
+  switch (d) {
+    case TT_BOOL: return c10::ScalarType::Bool;
+    case TT_U8: return c10::ScalarType::Byte;
+    case TT_I8: return c10::ScalarType::Char;
+    case TT_I16: return c10::ScalarType::Short;
+    case TT_I32: return c10::ScalarType::Int;
+    case TT_I64: return c10::ScalarType::Long;
+    case TT_F16: return c10::ScalarType::Half;
+    case TT_BF16: return c10::ScalarType::BFloat16;
+    case TT_F32: return c10::ScalarType::Float;
+    case TT_F64: return c10::ScalarType::Double;
+    case TT_U16: return c10::ScalarType::UInt16;
+    case TT_U32: return c10::ScalarType::UInt32;
+    case TT_U64: return c10::ScalarType::UInt64;
+    default: break;
+  }
+  TORCH_CHECK(false, "tpu: the core returned an unknown dtype ",
+              static_cast<int>(d));
+}
+
+tt_dtype to_tt_dtype_checked(c10::ScalarType t, const std::string &what) {
+  const tt_dtype d = to_tt_dtype(t);
+  // Python spells dtypes "complex64", "float8_e4m3fn": say it that way.
+  TORCH_CHECK(d != TT_DTYPE_NONE, what, ": dtype ", c10::getDtypeNames(t).first,
+              " is not supported on tpu");
+  return d;
+}
+
+// --- current device ------------------------------------------------------------
+
+namespace {
+
+thread_local c10::DeviceIndex g_current_device = 0;
+
+void check_index(c10::DeviceIndex index) {
+  const int count = device_count_noexcept();
+  TORCH_CHECK_INDEX(index >= 0 && index < count, "tpu: device index ", index,
+                    " is out of range (", count, " tpu device",
+                    count == 1 ? "" : "s", ")");
+}
+
+c10::DeviceIndex current_device() { return g_current_device; }
+
+void set_current_device(c10::DeviceIndex index) {
+  check_index(index);
+  g_current_device = index;
+}
+
+}  // namespace
+
+// --- allocator ---------------------------------------------------------------
+//
+// DataPtr(data = ctx = tt_storage*). PyTorch may do arithmetic on the data
+// pointer (data_ptr() of a view) but never dereferences it for our device.
+
+namespace {
+
+void delete_storage(void *ctx) { tt_storage_destroy(static_cast<tt_storage *>(ctx)); }
+
+c10::DataPtr make_data_ptr(tt_storage *s) {
+  const auto device = c10::Device(c10::DeviceType::PrivateUse1,
+                                  static_cast<c10::DeviceIndex>(tt_storage_device(s)));
+  return c10::DataPtr(s, s, &delete_storage, device);
+}
+
+struct TpuAllocator final : public c10::DeviceAllocator {
+  c10::DataPtr allocate(size_t nbytes) override {
+    tt_storage *s = nullptr;
+    check(tt_storage_create(runtime(), current_device(),
+                            static_cast<int64_t>(nbytes), &s),
+          "tpu allocator");
+    return make_data_ptr(s);
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+
+  void copy_data(void * /*dest*/, const void * /*src*/,
+                 std::size_t /*count*/) const override {
+    TORCH_CHECK(false, "tpu memory is not host-addressable: copy it with "
+                       "Tensor.copy_ or .to(), not through raw pointers");
+  }
+
+  // DeviceAllocator: torch.accelerator memory statistics.
+  bool initialized() override { return device_count_noexcept() > 0; }
+  void emptyCache(c10::MempoolId_t /*pool*/) override {}
+  void recordStream(const c10::DataPtr & /*ptr*/, c10::Stream /*s*/) override {}
+
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(
+      c10::DeviceIndex /*device*/) override {
+    // The core counts all devices together.
+    tt_stats st;
+    std::memset(&st, 0, sizeof(st));
+    tt_runtime_stats(runtime(), &st);
+    c10::CachingDeviceAllocator::DeviceStats out;
+    for (auto *arr : {&out.allocated_bytes, &out.reserved_bytes,
+                      &out.active_bytes, &out.requested_bytes}) {
+      auto &agg = (*arr)[0];
+      agg.current = st.bytes_in_use;
+      agg.peak = st.peak_bytes_in_use;
+    }
+    for (auto *arr : {&out.allocation, &out.segment, &out.active}) {
+      (*arr)[0].current = st.buffers_in_use;
+    }
+    return out;
+  }
+
+  void resetAccumulatedStats(c10::DeviceIndex /*device*/) override {}
+  void resetPeakStats(c10::DeviceIndex /*device*/) override {
+    tt_runtime_reset_peak(runtime());
+  }
+};
+
+TpuAllocator g_allocator;
+
+}  // namespace
+
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_allocator)
+
+c10::Allocator *allocator() { return &g_allocator; }
+
+// --- storages and tensors ----------------------------------------------------
+
+tt_storage *storage_handle(const c10::StorageImpl *storage) {
+  auto *impl = const_cast<c10::StorageImpl *>(storage);
+  const c10::DataPtr &dp = impl->_mutable_data_ptr_no_checks();
+  if (dp.get() == nullptr && dp.get_context() == nullptr) return nullptr;
+  TORCH_CHECK(dp.get_deleter() == &delete_storage,
+              "tpu: this storage was not allocated by the tpu allocator "
+              "(device ", dp.device(), ")");
+  return static_cast<tt_storage *>(dp.get_context());
+}
+
+namespace {
+
+void resize_storage_bytes(c10::StorageImpl *storage, size_t nbytes) {
+  TORCH_CHECK(storage->resizable(),
+              "Trying to resize storage that is not resizable");
+  tt_storage *s = storage_handle(storage);
+  if (s == nullptr) {
+    storage->set_data_ptr_noswap(g_allocator.allocate(nbytes));
+  } else {
+    check(tt_storage_resize(s, static_cast<int64_t>(nbytes)), "resize storage");
+  }
+  storage->set_nbytes(nbytes);
+}
+
+}  // namespace
+
+void grow_storage(c10::StorageImpl *storage, size_t nbytes) {
+  if (nbytes > storage->nbytes()) resize_storage_bytes(storage, nbytes);
+}
+
+void resize_impl(c10::TensorImpl *self, c10::IntArrayRef size,
+                 c10::OptionalIntArrayRef stride) {
+  if (self->sizes() == size && (!stride || self->strides() == *stride)) return;
+  const int64_t itemsize = static_cast<int64_t>(self->dtype().itemsize());
+  const int64_t offset = self->storage_offset();
+  size_t needed = 0;
+  if (stride) {
+    self->set_sizes_and_strides(size, *stride);
+    needed = at::detail::computeStorageNbytes(size, *stride, itemsize, offset);
+  } else {
+    self->set_sizes_contiguous(size);
+    needed = at::detail::computeStorageNbytesContiguous(size, itemsize, offset);
+  }
+  // A tensor of no elements needs no storage (and may have any offset).
+  if (self->numel() == 0) return;
+  const c10::Storage &storage = self->unsafe_storage();
+  TORCH_CHECK(storage, "tpu: resize_ of a tensor without storage");
+  grow_storage(storage.unsafeGetStorageImpl(), needed);
+}
+
+at::Tensor wrap_storage(tt_storage *storage, c10::ScalarType dtype,
+                        c10::IntArrayRef sizes) {
+  const size_t nbytes = static_cast<size_t>(tt_storage_nbytes(storage));
+  auto impl = c10::make_intrusive<c10::StorageImpl>(
+      c10::StorageImpl::use_byte_size_t(), nbytes, make_data_ptr(storage),
+      &g_allocator, /*resizable=*/true);
+  at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(
+      c10::Storage(std::move(impl)),
+      c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+      c10::scalarTypeToTypeMeta(dtype));
+  t.unsafeGetTensorImpl()->set_sizes_contiguous(sizes);
+  return t;
+}
+
+tt_tensor describe(const at::Tensor &t, const std::string &what) {
+  TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, what,
+              ": expected a tpu tensor, got one on ", t.device());
+  tt_tensor d;
+  std::memset(&d, 0, sizeof(d));
+  d.storage = storage_handle(t.storage().unsafeGetStorageImpl());
+  TORCH_CHECK(d.storage != nullptr || t.numel() == 0, what,
+              ": tpu tensor without device storage");
+  d.dtype = to_tt_dtype_checked(t.scalar_type(), what);
+  d.ndim = static_cast<int32_t>(t.dim());
+  d.sizes = t.sizes().data();
+  d.strides = t.strides().data();
+  d.offset = t.storage_offset();
+  return d;
+}
+
+// --- device guard ------------------------------------------------------------
+//
+// One default stream per device: the core orders work itself. Events are
+// accepted and recorded as nothing; waiting on one waits for the device.
+
+namespace {
+
+struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
+  static constexpr c10::DeviceType kType = c10::DeviceType::PrivateUse1;
+
+  static c10::Stream default_stream(c10::Device d) noexcept {
+    const c10::DeviceIndex index = d.index() >= 0 ? d.index() : current_device();
+    return c10::Stream(c10::Stream::DEFAULT, c10::Device(kType, index));
+  }
+
+  c10::DeviceType type() const override { return kType; }
+
+  c10::Device exchangeDevice(c10::Device d) const override {
+    const c10::DeviceIndex old = current_device();
+    if (d.index() != old) set_current_device(d.index());
+    return c10::Device(kType, old);
+  }
+  c10::Device getDevice() const override {
+    return c10::Device(kType, current_device());
+  }
+  void setDevice(c10::Device d) const override { set_current_device(d.index()); }
+  void uncheckedSetDevice(c10::Device d) const noexcept override {
+    if (d.index() >= 0) g_current_device = d.index();
+  }
+
+  c10::Stream getStream(c10::Device d) const override { return default_stream(d); }
+  c10::Stream getDefaultStream(c10::Device d) const override {
+    return default_stream(d);
+  }
+  c10::Stream getNewStream(c10::Device d, int /*priority*/) const override {
+    return default_stream(d);
+  }
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool /*high*/) const override {
+    return default_stream(d);
+  }
+  c10::Stream exchangeStream(c10::Stream s) const noexcept override {
+    return default_stream(s.device());
+  }
+
+  c10::DeviceIndex deviceCount() const noexcept override {
+    return static_cast<c10::DeviceIndex>(device_count_noexcept());
+  }
+
+  void destroyEvent(void * /*event*/, const c10::DeviceIndex /*index*/) const noexcept override {}
+  void record(void ** /*event*/, const c10::Stream & /*stream*/,
+              const c10::DeviceIndex /*index*/,
+              const c10::EventFlag /*flag*/) const override {}
+  void block(void * /*event*/, const c10::Stream & /*stream*/) const override {}
+  bool queryEvent(void * /*event*/) const override { return true; }
+  void synchronizeEvent(void * /*event*/) const override {
+    check(tt_runtime_synchronize(runtime()), "tpu synchronize");
+  }
+
+  bool queryStream(const c10::Stream & /*stream*/) const override { return true; }
+  void synchronizeStream(const c10::Stream & /*stream*/) const override {
+    check(tt_runtime_synchronize(runtime()), "tpu synchronize");
+  }
+  void synchronizeDevice(const c10::DeviceIndex /*index*/) const override {
+    check(tt_runtime_synchronize(runtime()), "tpu synchronize");
+  }
+};
+
+C10_REGISTER_GUARD_IMPL(PrivateUse1, TpuGuardImpl)
+
+}  // namespace
+
+// --- generator -----------------------------------------------------------------
+//
+// The state (seed, offset) lives in the core's tt_generator; programs take it
+// as a runtime argument. The default generators wrap the runtime's own.
+
+class TpuGenerator final : public c10::GeneratorImpl {
+ public:
+  TpuGenerator(c10::DeviceIndex index, tt_generator *gen, bool owned)
+      : c10::GeneratorImpl(c10::Device(c10::DeviceType::PrivateUse1, index),
+                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
+        gen_(gen),
+        owned_(owned) {}
+  ~TpuGenerator() override {
+    if (owned_) tt_generator_destroy(gen_);
+  }
+
+  static c10::DeviceType device_type() { return c10::DeviceType::PrivateUse1; }
+  tt_generator *handle() const { return gen_; }
+
+  void set_current_seed(uint64_t seed) override {
+    tt_generator_set_state(gen_, seed, 0);
+  }
+  uint64_t current_seed() const override { return state().first; }
+  uint64_t seed() override {
+    const uint64_t s = c10::detail::getNonDeterministicRandom();
+    set_current_seed(s);
+    return s;
+  }
+  void set_offset(uint64_t offset) override {
+    tt_generator_set_state(gen_, state().first, offset);
+  }
+  uint64_t get_offset() const override { return state().second; }
+
+  // The state tensor is a CPU uint8 tensor of 16 bytes: seed, then offset.
+  void set_state(const c10::TensorImpl &new_state) override {
+    TORCH_CHECK(new_state.device().is_cpu() &&
+                    new_state.dtype() == caffe2::TypeMeta::Make<uint8_t>() &&
+                    new_state.numel() == 16,
+                "tpu generator: expected a CPU uint8 state tensor of 16 bytes "
+                "(seed, offset), got ", new_state.numel(), " elements of ",
+                new_state.dtype(), " on ", new_state.device());
+    uint64_t words[2];
+    std::memcpy(words, new_state.data(), sizeof(words));
+    tt_generator_set_state(gen_, words[0], words[1]);
+  }
+  c10::intrusive_ptr<c10::TensorImpl> get_state() const override {
+    at::Tensor t = at::empty({16}, at::TensorOptions().dtype(at::kByte));
+    const auto st = state();
+    const uint64_t words[2] = {st.first, st.second};
+    std::memcpy(t.data_ptr(), words, sizeof(words));
+    return t.getIntrusivePtr();
+  }
+
+ private:
+  std::pair<uint64_t, uint64_t> state() const {
+    uint64_t seed = 0, offset = 0;
+    tt_generator_get_state(gen_, &seed, &offset);
+    return {seed, offset};
+  }
+
+  TpuGenerator *clone_impl() const override {
+    tt_generator *g = nullptr;
+    check(tt_generator_create(runtime(), c10::default_rng_seed_val, &g),
+          "tpu generator");
+    const auto st = state();
+    tt_generator_set_state(g, st.first, st.second);
+    return new TpuGenerator(device_.index(), g, /*owned=*/true);
+  }
+
+  tt_generator *gen_;
+  bool owned_;
+};
+
+tt_generator *generator_handle(const at::Generator &gen, const std::string &what) {
+  TORCH_CHECK(gen.defined() && gen.device().type() == c10::DeviceType::PrivateUse1,
+              what, ": expected a tpu generator, got one for ",
+              gen.defined() ? c10::DeviceTypeName(gen.device().type()) : "nothing");
+  return gen.get<TpuGenerator>()->handle();
+}
+
+namespace {
+
+const at::Generator &default_generator(c10::DeviceIndex index) {
+  static std::once_flag once;
+  static std::vector<at::Generator> gens;
+  std::call_once(once, [] {
+    tt_runtime *rt = runtime();
+    const int n = device_count_noexcept();
+    for (int i = 0; i < n; i++) {
+      gens.push_back(at::make_generator<TpuGenerator>(
+          static_cast<c10::DeviceIndex>(i), tt_runtime_default_generator(rt, i),
+          /*owned=*/false));
+    }
+  });
+  if (index < 0) index = current_device();
+  TORCH_CHECK_INDEX(index < static_cast<c10::DeviceIndex>(gens.size()),
+                    "tpu: no default generator for device ", index);
+  return gens[index];
+}
+
+}  // namespace
+
+// --- hooks -------------------------------------------------------------------
+
+namespace {
+
+struct TpuHooks final : public at::PrivateUse1HooksInterface {
+  void init() const override { (void)runtime(); }
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override { return device_count_noexcept() > 0; }
+  bool hasPrimaryContext(c10::DeviceIndex /*index*/) const override { return true; }
+
+  c10::DeviceIndex deviceCount() const override {
+    return static_cast<c10::DeviceIndex>(device_count_noexcept());
+  }
+  void setCurrentDevice(c10::DeviceIndex index) const override {
+    set_current_device(index);
+  }
+  c10::DeviceIndex getCurrentDevice() const override { return current_device(); }
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex index) const override {
+    const c10::DeviceIndex old = current_device();
+    if (index >= 0 && index != old) set_current_device(index);
+    return old;
+  }
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex index) const override {
+    const c10::DeviceIndex old = current_device();
+    if (index >= 0 && index < device_count_noexcept()) g_current_device = index;
+    return old;
+  }
+
+  const at::Generator &getDefaultGenerator(c10::DeviceIndex index) const override {
+    return default_generator(index);
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex index) const override {
+    if (index < 0) index = current_device();
+    check_index(index);
+    tt_generator *g = nullptr;
+    check(tt_generator_create(runtime(), c10::default_rng_seed_val, &g),
+          "tpu generator");
+    return at::make_generator<TpuGenerator>(index, g, /*owned=*/true);
+  }
+
+  at::Device getDeviceFromPtr(void * /*data*/) const override {
+    // Data pointers are storage handles, possibly offset into by views.
+    return at::Device(c10::DeviceType::PrivateUse1, current_device());
+  }
+  bool isPinnedPtr(const void * /*data*/) const override { return false; }
+  // Host memory needs no pinning for PJRT transfers: plain CPU memory.
+  at::Allocator *getPinnedMemoryAllocator() const override {
+    return c10::GetCPUAllocator();
+  }
+
+  // UntypedStorage.resize_ on a tpu storage.
+  void resizePrivateUse1Bytes(const c10::Storage &storage,
+                              size_t nbytes) const override {
+    resize_storage_bytes(storage.unsafeGetStorageImpl(), nbytes);
+  }
+};
+
+const bool g_hooks_registered = [] {
+  at::RegisterPrivateUse1HooksInterface(new TpuHooks());
+  return true;
+}();
+
+}  // namespace
+
+}  // namespace torchtpu

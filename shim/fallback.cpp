@@ -1,0 +1,675 @@
+// fallback.cpp — the one boxed kernel behind every "tpu" op without an
+// explicit kernel. It describes the call to the core (op id, arguments as
+// tt_values, where each result goes), runs it, and turns fresh results into
+// tensors. Ops the core has no lowering for run on the CPU through ATen's
+// cpu_fallback: counted, warned about once per op, or refused in "error" mode.
+//
+// Per operator, the schema is read once: the core's op id, how each argument
+// is described, where each return comes from.
+//
+// Leaves out: any knowledge of particular ops.
+#include "shim.h"
+
+#include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
+#include <c10/core/DefaultDtype.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+#include <vector>
+
+namespace torchtpu {
+
+// --- fallback mode -------------------------------------------------------------
+
+namespace {
+std::atomic<int> g_fallback_mode{static_cast<int>(FallbackMode::kWarn)};
+}  // namespace
+
+FallbackMode fallback_mode() { return static_cast<FallbackMode>(g_fallback_mode.load()); }
+void set_fallback_mode(FallbackMode mode) { g_fallback_mode.store(static_cast<int>(mode)); }
+
+namespace {
+
+// --- schema, read once per operator ---------------------------------------------
+
+enum class ArgKind {
+  kTensor,      // Tensor, Tensor?
+  kTensorList,  // Tensor[]
+  kOptTensorList,  // Tensor?[]: CPU index tensors move to the device, as on CUDA
+  kScalar,      // Scalar, float
+  kInt,         // int, SymInt
+  kBool,
+  kInts,        // int[], SymInt[]
+  kFloats,      // float[]  -> list of scalars
+  kBools,       // bool[]   -> list of bools
+  kScalars,     // Scalar[] -> list of scalars
+  kString,
+  kDtype,
+  kDevice,      // checked, passed as None
+  kGenerator,
+  kIgnored,     // Layout, MemoryFormat, Stream: passed as None
+  kUnsupported,
+};
+
+enum class RetKind { kTensor, kTensorList, kBool, kInt, kFloat, kScalar };
+
+struct ArgSpec {
+  ArgKind kind;
+  bool written;  // Tensor(a!)
+  std::string name;
+};
+
+struct RetSpec {
+  RetKind kind;
+  int32_t alias_arg;  // the written argument this return is, or -1 if fresh
+};
+
+struct OpInfo {
+  std::string name;  // "aten::add.Tensor"
+  int32_t id = -1;   // core op id; -1: run on the CPU
+  std::vector<ArgSpec> args;
+  std::vector<RetSpec> rets;
+};
+
+c10::TypePtr unwrap_optional(const c10::TypePtr &t) {
+  if (t->kind() == c10::TypeKind::OptionalType) {
+    return t->castRaw<c10::OptionalType>()->getElementType();
+  }
+  return t;
+}
+
+ArgKind classify(const c10::TypePtr &type) {
+  const c10::TypePtr t = unwrap_optional(type);
+  switch (t->kind()) {
+    case c10::TypeKind::TensorType: return ArgKind::kTensor;
+    case c10::TypeKind::NumberType:
+    case c10::TypeKind::FloatType:
+    case c10::TypeKind::SymFloatType: return ArgKind::kScalar;
+    case c10::TypeKind::IntType:
+    case c10::TypeKind::SymIntType: return ArgKind::kInt;
+    case c10::TypeKind::BoolType:
+    case c10::TypeKind::SymBoolType: return ArgKind::kBool;
+    case c10::TypeKind::StringType: return ArgKind::kString;
+    case c10::TypeKind::ScalarTypeType: return ArgKind::kDtype;
+    case c10::TypeKind::DeviceObjType: return ArgKind::kDevice;
+    case c10::TypeKind::GeneratorType: return ArgKind::kGenerator;
+    case c10::TypeKind::LayoutType:
+    case c10::TypeKind::MemoryFormatType:
+    case c10::TypeKind::StreamObjType: return ArgKind::kIgnored;
+    case c10::TypeKind::ListType: {
+      const c10::TypePtr &elem = t->castRaw<c10::ListType>()->getElementType();
+      switch (elem->kind()) {
+        case c10::TypeKind::TensorType: return ArgKind::kTensorList;
+        case c10::TypeKind::OptionalType:
+          return unwrap_optional(elem)->kind() == c10::TypeKind::TensorType
+                     ? ArgKind::kOptTensorList
+                     : ArgKind::kUnsupported;
+        case c10::TypeKind::IntType:
+        case c10::TypeKind::SymIntType: return ArgKind::kInts;
+        case c10::TypeKind::FloatType: return ArgKind::kFloats;
+        case c10::TypeKind::BoolType: return ArgKind::kBools;
+        case c10::TypeKind::NumberType: return ArgKind::kScalars;
+        default: return ArgKind::kUnsupported;
+      }
+    }
+    default: return ArgKind::kUnsupported;
+  }
+}
+
+// False when the return type is one the core cannot produce.
+bool classify_return(const c10::TypePtr &t, RetKind *out) {
+  switch (t->kind()) {
+    case c10::TypeKind::TensorType: *out = RetKind::kTensor; return true;
+    case c10::TypeKind::BoolType: *out = RetKind::kBool; return true;
+    case c10::TypeKind::IntType:
+    case c10::TypeKind::SymIntType: *out = RetKind::kInt; return true;
+    case c10::TypeKind::FloatType: *out = RetKind::kFloat; return true;
+    case c10::TypeKind::NumberType: *out = RetKind::kScalar; return true;
+    case c10::TypeKind::ListType:
+      if (t->castRaw<c10::ListType>()->getElementType()->kind() ==
+          c10::TypeKind::TensorType) {
+        *out = RetKind::kTensorList;
+        return true;
+      }
+      return false;
+    default: return false;
+  }
+}
+
+std::unique_ptr<OpInfo> read_schema(const c10::FunctionSchema &schema) {
+  auto info = std::make_unique<OpInfo>();
+  info->name = schema.name();
+  if (!schema.overload_name().empty()) info->name += "." + schema.overload_name();
+  bool supported = !schema.is_vararg() && !schema.is_varret();
+
+  const auto &args = schema.arguments();
+  for (const auto &a : args) {
+    const c10::AliasInfo *alias = a.alias_info();
+    ArgSpec spec{classify(a.type()), alias != nullptr && alias->isWrite(), a.name()};
+    if (spec.kind == ArgKind::kUnsupported) supported = false;
+    info->args.push_back(spec);
+  }
+  for (const auto &r : schema.returns()) {
+    RetSpec spec{RetKind::kTensor, -1};
+    if (!classify_return(r.type(), &spec.kind)) supported = false;
+    const c10::AliasInfo *alias = r.alias_info();
+    if (alias != nullptr) {
+      // A view (non-written alias) cannot be a fresh result: leave to the CPU.
+      if (!alias->isWrite()) supported = false;
+      for (size_t i = 0; i < args.size() && spec.alias_arg < 0; i++) {
+        const c10::AliasInfo *aa = args[i].alias_info();
+        if (aa != nullptr && aa->isWrite() && aa->beforeSets() == alias->beforeSets()) {
+          spec.alias_arg = static_cast<int32_t>(i);
+        }
+      }
+      if (spec.alias_arg < 0) supported = false;
+    }
+    info->rets.push_back(spec);
+  }
+  info->id = supported ? tt_op_lookup(info->name.c_str()) : -1;
+  return info;
+}
+
+const OpInfo &op_info(const c10::OperatorHandle &op) {
+  static std::mutex mu;
+  static std::unordered_map<const c10::FunctionSchema *, std::unique_ptr<OpInfo>> cache;
+  const c10::FunctionSchema *key = &op.schema();
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(key);
+  if (it != cache.end()) return *it->second;
+  auto info = read_schema(*key);
+  const OpInfo &ref = *info;
+  cache.emplace(key, std::move(info));
+  return ref;
+}
+
+// --- arguments -> tt_values -----------------------------------------------------
+
+std::string shape_str(const at::Tensor &t) {
+  std::ostringstream os;
+  os << "[";
+  for (int64_t i = 0; i < t.dim(); i++) os << (i ? ", " : "") << t.size(i);
+  os << "]";
+  return os.str();
+}
+
+bool is_tpu(const at::Tensor &t) {
+  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
+}
+
+tt_scalar scalar_from(const c10::Scalar &s, const std::string &what) {
+  tt_scalar out{};
+  out.wrapped = true;
+  if (s.isBoolean()) {
+    out.dtype = TT_BOOL;
+    out.i = s.toBool() ? 1 : 0;
+    out.f = static_cast<double>(out.i);
+  } else if (s.isIntegral(/*includeBool=*/false)) {
+    out.dtype = TT_I64;
+    out.i = s.toLong();
+    out.f = static_cast<double>(out.i);
+  } else if (s.isFloatingPoint()) {
+    out.dtype = TT_F64;
+    out.f = s.toDouble();
+    out.i = static_cast<int64_t>(out.f);
+  } else {
+    TORCH_CHECK(false, what, ": dtype complex128 is not supported on tpu");
+  }
+  return out;
+}
+
+// A 0-dim CPU tensor: a runtime scalar of its own dtype.
+tt_scalar scalar_from_tensor(const at::Tensor &t, const std::string &what) {
+  tt_scalar out = scalar_from(t.item(), what);
+  out.dtype = to_tt_dtype_checked(t.scalar_type(), what);
+  out.wrapped = t.unsafeGetTensorImpl()->is_wrapped_number();
+  return out;
+}
+
+// Everything the tt_values of one call point into, kept alive for the call.
+struct Call {
+  const OpInfo &info;
+  std::vector<c10::IValue> args;  // the popped stack arguments
+  int32_t device = 0;
+  std::vector<tt_value> values;
+  std::vector<std::vector<int64_t>> ints;
+  std::vector<std::vector<tt_value>> lists;
+  std::vector<at::Tensor> keep;  // tensors made here (moved index tensors)
+  std::vector<tt_dest> dests;
+
+  explicit Call(const OpInfo &i) : info(i) {}
+};
+
+[[noreturn]] void wrong_device(const Call &c, size_t i, const at::Tensor &t) {
+  TORCH_CHECK(false, c.info.name, ": expected all tensors on tpu:", c.device,
+              ", but argument ", c.info.args[i].name, " (shape ", shape_str(t),
+              ") is on ", t.device());
+}
+
+// The device the op runs on: its first tpu tensor, else a Device argument,
+// else the current device.
+int32_t call_device(const Call &c, const c10::FunctionSchema &schema) {
+  for (const auto &iv : c.args) {
+    if (iv.isTensor() && is_tpu(iv.toTensor())) return iv.toTensor().device().index();
+    if (iv.isList()) {
+      for (const c10::IValue &e : iv.toListRef()) {
+        if (e.isTensor() && is_tpu(e.toTensor())) return e.toTensor().device().index();
+      }
+    }
+  }
+  for (size_t i = 0; i < c.args.size(); i++) {
+    const c10::IValue &iv = c.args[i];
+    if (!iv.isDevice()) continue;
+    const c10::Device d = iv.toDevice();
+    TORCH_CHECK(d.type() == c10::DeviceType::PrivateUse1, c.info.name,
+                ": argument '", schema.arguments()[i].name(), "' asks for device ",
+                d, " in a tpu op");
+    if (d.has_index()) return d.index();
+  }
+  return c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)->getDevice().index();
+}
+
+tt_value tensor_value(Call &c, size_t i, const at::Tensor &t, bool in_index_list) {
+  tt_value v{};
+  if (!t.defined()) {
+    v.kind = TT_VALUE_NONE;
+    return v;
+  }
+  if (is_tpu(t)) {
+    if (t.device().index() != c.device) wrong_device(c, i, t);
+    v.kind = TT_VALUE_TENSOR;
+    v.u.tensor = describe(t, c.info.name);
+    return v;
+  }
+  if (t.device().is_cpu() && in_index_list) {
+    // Indices may live on the CPU, as with CUDA: move them over.
+    c.keep.push_back(t.to(c10::Device(c10::DeviceType::PrivateUse1,
+                                      static_cast<c10::DeviceIndex>(c.device))));
+    v.kind = TT_VALUE_TENSOR;
+    v.u.tensor = describe(c.keep.back(), c.info.name);
+    return v;
+  }
+  if (t.device().is_cpu() && t.dim() == 0 && !in_index_list) {
+    v.kind = TT_VALUE_SCALAR;
+    v.u.scalar = scalar_from_tensor(t, c.info.name);
+    return v;
+  }
+  wrong_device(c, i, t);
+}
+
+tt_value list_value(Call &c, std::vector<tt_value> items) {
+  tt_value v{};
+  v.kind = TT_VALUE_LIST;
+  c.lists.push_back(std::move(items));
+  v.u.list.items = c.lists.back().data();
+  v.u.list.n = static_cast<int32_t>(c.lists.back().size());
+  return v;
+}
+
+tt_value arg_value(Call &c, size_t i) {
+  const c10::IValue &iv = c.args[i];
+  const ArgKind kind = c.info.args[i].kind;
+  tt_value v{};
+  v.kind = TT_VALUE_NONE;
+  if (iv.isNone()) return v;
+  switch (kind) {
+    case ArgKind::kTensor:
+      return tensor_value(c, i, iv.toTensor(), /*in_index_list=*/false);
+    case ArgKind::kTensorList:
+    case ArgKind::kOptTensorList: {
+      const bool index_list = kind == ArgKind::kOptTensorList;
+      std::vector<tt_value> items;
+      if (iv.isTensorList()) {
+        for (const at::Tensor &t : iv.toTensorVector()) {
+          items.push_back(tensor_value(c, i, t, index_list));
+        }
+      } else {
+        for (const c10::IValue &e : iv.toListRef()) {
+          items.push_back(e.isNone() ? tt_value{}
+                                     : tensor_value(c, i, e.toTensor(), index_list));
+        }
+      }
+      return list_value(c, std::move(items));
+    }
+    case ArgKind::kScalar:
+      v.kind = TT_VALUE_SCALAR;
+      v.u.scalar = scalar_from(iv.toScalar(), c.info.name);
+      return v;
+    case ArgKind::kInt:
+      v.kind = TT_VALUE_INT;
+      v.u.i = iv.isSymInt() ? iv.toSymInt().guard_int(__FILE__, __LINE__) : iv.toInt();
+      return v;
+    case ArgKind::kBool:
+      v.kind = TT_VALUE_BOOL;
+      v.u.b = iv.isSymBool() ? iv.toSymBool().guard_bool(__FILE__, __LINE__) : iv.toBool();
+      return v;
+    case ArgKind::kInts: {
+      std::vector<int64_t> data;
+      if (iv.isIntList()) {
+        data = iv.toIntVector();
+      } else {
+        for (const c10::IValue &e : iv.toListRef()) {
+          data.push_back(e.isSymInt() ? e.toSymInt().guard_int(__FILE__, __LINE__)
+                                      : e.toInt());
+        }
+      }
+      c.ints.push_back(std::move(data));
+      v.kind = TT_VALUE_INTS;
+      v.u.ints.data = c.ints.back().data();
+      v.u.ints.n = static_cast<int32_t>(c.ints.back().size());
+      return v;
+    }
+    case ArgKind::kFloats:
+    case ArgKind::kScalars: {
+      std::vector<tt_value> items;
+      for (const c10::IValue &e : iv.toListRef()) {
+        tt_value s{};
+        s.kind = TT_VALUE_SCALAR;
+        s.u.scalar = scalar_from(e.toScalar(), c.info.name);
+        items.push_back(s);
+      }
+      return list_value(c, std::move(items));
+    }
+    case ArgKind::kBools: {
+      std::vector<tt_value> items;
+      for (const c10::IValue &e : iv.toListRef()) {
+        tt_value b{};
+        b.kind = TT_VALUE_BOOL;
+        b.u.b = e.toBool();
+        items.push_back(b);
+      }
+      return list_value(c, std::move(items));
+    }
+    case ArgKind::kString:
+      v.kind = TT_VALUE_STRING;
+      v.u.str = iv.toStringRef().c_str();  // lives in c.args
+      return v;
+    case ArgKind::kDtype:
+      v.kind = TT_VALUE_DTYPE;
+      v.u.dtype = to_tt_dtype_checked(static_cast<c10::ScalarType>(iv.toInt()),
+                                      c.info.name);
+      return v;
+    case ArgKind::kGenerator:
+      v.kind = TT_VALUE_GENERATOR;
+      v.u.gen = generator_handle(iv.toGenerator(), c.info.name);
+      return v;
+    case ArgKind::kDevice:
+    case ArgKind::kIgnored:
+    case ArgKind::kUnsupported:
+      return v;
+  }
+  return v;
+}
+
+void build_values(Call &c) {
+  c.values.clear();
+  c.ints.clear();
+  c.lists.clear();
+  // Reserve so that pointers into these vectors' elements stay put.
+  c.ints.reserve(c.args.size());
+  c.lists.reserve(c.args.size());
+  for (size_t i = 0; i < c.args.size(); i++) c.values.push_back(arg_value(c, i));
+}
+
+// An upper bound on the length of a fresh Tensor[] result.
+int32_t list_bound(const Call &c) {
+  int64_t bound = 1;
+  for (const tt_value &v : c.values) {
+    if (v.kind == TT_VALUE_LIST) bound = std::max<int64_t>(bound, v.u.list.n);
+    if (v.kind == TT_VALUE_INTS) bound = std::max<int64_t>(bound, v.u.ints.n + 1);
+    if (v.kind == TT_VALUE_TENSOR) {
+      for (int32_t d = 0; d < v.u.tensor.ndim; d++) {
+        bound = std::max<int64_t>(bound, v.u.tensor.sizes[d]);
+      }
+    }
+  }
+  return static_cast<int32_t>(std::min<int64_t>(bound, 1 << 16));
+}
+
+void push_written_arg(Call &c, int32_t arg) {
+  const c10::IValue &iv = c.args[arg];
+  if (iv.isTensor()) {
+    if (iv.toTensor().defined()) c.dests.push_back({arg, -1});
+  } else if (iv.isTensorList()) {
+    const int32_t n = static_cast<int32_t>(iv.toTensorList().size());
+    for (int32_t k = 0; k < n; k++) c.dests.push_back({arg, k});
+  }
+}
+
+void build_dests(Call &c) {
+  c.dests.clear();
+  if (c.info.rets.empty()) {
+    for (size_t i = 0; i < c.info.args.size(); i++) {
+      if (c.info.args[i].written) push_written_arg(c, static_cast<int32_t>(i));
+    }
+    return;
+  }
+  for (const RetSpec &r : c.info.rets) {
+    if (r.alias_arg >= 0) {
+      push_written_arg(c, r.alias_arg);
+    } else if (r.kind == RetKind::kTensorList) {
+      const int32_t n = list_bound(c);
+      for (int32_t k = 0; k < n; k++) c.dests.push_back({-1, -1});
+    } else {
+      c.dests.push_back({-1, -1});
+    }
+  }
+}
+
+// --- results -> stack -----------------------------------------------------------
+
+c10::IValue scalar_return(const at::Tensor &t, RetKind kind) {
+  const c10::Scalar s = t.item();
+  switch (kind) {
+    case RetKind::kBool: return c10::IValue(s.toBool());
+    case RetKind::kInt: return c10::IValue(s.toLong());
+    case RetKind::kFloat: return c10::IValue(s.toDouble());
+    default: return c10::IValue(s);
+  }
+}
+
+void push_returns(const Call &c, std::vector<at::Tensor> fresh,
+                  torch::jit::Stack *stack) {
+  size_t fixed = 0;  // fresh results not part of a Tensor[] return
+  for (const RetSpec &r : c.info.rets) {
+    if (r.alias_arg < 0 && r.kind != RetKind::kTensorList) fixed++;
+  }
+  TORCH_CHECK(fresh.size() >= fixed, c.info.name, ": the core returned ",
+              fresh.size(), " results, expected at least ", fixed);
+  size_t next = 0;
+  for (const RetSpec &r : c.info.rets) {
+    if (r.alias_arg >= 0) {
+      stack->push_back(c.args[r.alias_arg]);
+    } else if (r.kind == RetKind::kTensorList) {
+      const size_t n = fresh.size() - fixed;
+      std::vector<at::Tensor> list(fresh.begin() + next, fresh.begin() + next + n);
+      next += n;
+      fixed += n;  // consumed
+      stack->push_back(c10::IValue(std::move(list)));
+    } else if (r.kind == RetKind::kTensor) {
+      stack->push_back(c10::IValue(fresh[next++]));
+    } else {
+      stack->push_back(scalar_return(fresh[next++], r.kind));
+    }
+  }
+}
+
+// Takes ownership of every fresh result; a result that cannot be wrapped
+// (and all after it) is destroyed rather than leaked.
+std::vector<at::Tensor> wrap_results(tt_op_result *results, int32_t n) {
+  std::vector<at::Tensor> out;
+  out.reserve(n);
+  int32_t i = 0;
+  try {
+    for (; i < n; i++) {
+      const c10::ScalarType dtype = to_scalar_type(results[i].dtype);
+      tt_storage *s = results[i].storage;
+      results[i].storage = nullptr;
+      out.push_back(wrap_storage(s, dtype, c10::IntArrayRef(results[i].sizes, results[i].ndim)));
+    }
+  } catch (...) {
+    for (; i < n; i++) tt_storage_destroy(results[i].storage);
+    throw;
+  }
+  return out;
+}
+
+// --- running -------------------------------------------------------------------
+
+tt_op_call make_call(const Call &c) {
+  tt_op_call call{};
+  call.op = c.info.id;
+  call.device = c.device;
+  call.default_dtype = to_tt_dtype(c10::get_default_dtype_as_scalartype());
+  call.args = c.values.data();
+  call.nargs = static_cast<int32_t>(c.values.size());
+  call.dests = c.dests.data();
+  call.ndests = static_cast<int32_t>(c.dests.size());
+  return call;
+}
+
+// out= tensors of the wrong shape: resize them to what the core infers.
+void resize_outs(Call &c) {
+  const tt_op_call call = make_call(c);
+  std::vector<tt_op_result> shapes(std::max<size_t>(c.dests.size(), 1));
+  int32_t n = 0;
+  check(tt_op_infer(runtime(), &call, shapes.data(),
+                    static_cast<int32_t>(shapes.size()), &n),
+        c.info.name.c_str());
+  for (int32_t k = 0; k < n && k < static_cast<int32_t>(c.dests.size()); k++) {
+    const tt_dest d = c.dests[k];
+    if (d.arg < 0) continue;
+    const c10::IValue &iv = c.args[d.arg];
+    const at::Tensor t = d.item < 0 ? iv.toTensor() : iv.toTensorList().get(d.item);
+    at::native::resize_output(t, c10::IntArrayRef(shapes[k].sizes, shapes[k].ndim));
+  }
+}
+
+void run_on_cpu(const OpInfo &info, const c10::OperatorHandle &op,
+                torch::jit::Stack *stack, const std::string &why) {
+  const FallbackMode mode = fallback_mode();
+  if (mode == FallbackMode::kError) {
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        false, info.name,
+        " has no tpu lowering (set TORCHTPU_FALLBACK=warn to run it on the CPU)",
+        why.empty() ? "" : ": ", why);
+  }
+  const bool first = tt_runtime_note_fallback(runtime(), info.name.c_str());
+  if (first && mode == FallbackMode::kWarn) {
+    TORCH_WARN(info.name, " has no tpu lowering: it runs on the CPU, copying its "
+               "tensors to the host and back (set TORCHTPU_FALLBACK=silent to "
+               "hide this warning, =error to raise instead)",
+               why.empty() ? "" : ". Reason: ", why);
+  }
+  at::native::cpu_fallback(op, stack);
+}
+
+}  // namespace
+
+void boxed_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
+  const OpInfo &info = op_info(op);
+  if (info.id < 0) {
+    run_on_cpu(info, op, stack, "");
+    return;
+  }
+  const size_t nargs = op.schema().arguments().size();
+  Call c(info);
+  c.args.assign(stack->end() - static_cast<std::ptrdiff_t>(nargs), stack->end());
+  c.device = call_device(c, op.schema());
+  build_values(c);
+  build_dests(c);
+
+  tt_runtime *rt = runtime();
+  const c10::DeviceGuard guard(
+      c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(c.device)));
+  for (int attempt = 0;; attempt++) {
+    const tt_op_call call = make_call(c);
+    std::vector<tt_op_result> results(std::max<size_t>(c.dests.size(), 1));
+    int32_t n = 0;
+    tt_status s = tt_op_run(rt, &call, results.data(),
+                            static_cast<int32_t>(results.size()), &n);
+    if (s == nullptr) {
+      std::vector<at::Tensor> fresh = wrap_results(results.data(), n);
+      torch::jit::drop(*stack, nargs);
+      push_returns(c, std::move(fresh), stack);
+      return;
+    }
+    const tt_code code = tt_status_code(s);
+    if (code == TT_UNIMPLEMENTED) {
+      const std::string why = tt_status_message(s) ? tt_status_message(s) : "";
+      tt_status_free(s);
+      run_on_cpu(info, op, stack, why);
+      return;
+    }
+    if (code == TT_OUT_RESIZE && attempt == 0) {
+      tt_status_free(s);
+      resize_outs(c);
+      build_values(c);
+      build_dests(c);
+      continue;
+    }
+    throw_status(s, info.name);
+  }
+}
+
+namespace {
+
+std::string full_name(const c10::OperatorName &n) {
+  return n.overload_name.empty() ? n.name : n.name + "." + n.overload_name;
+}
+
+bool has_cpu_kernel(const std::string &name, const std::string &overload) {
+  const auto op = c10::Dispatcher::singleton().findOp({name, overload});
+  return op && op->hasKernelForDispatchKey(c10::DispatchKey::CPU);
+}
+
+// The structured out= sibling of a functional or in-place op ("add.Tensor",
+// "add_.Tensor" -> "add.out"; "pow.Tensor_Scalar" -> "pow.Tensor_Scalar_out"),
+// or "" when there is none with a CPU kernel.
+std::string structured_out(const c10::OperatorName &n) {
+  std::string base = n.name;
+  if (!base.empty() && base.back() == '_') base.pop_back();
+  if (has_cpu_kernel(base, "out")) return base + ".out";
+  if (!n.overload_name.empty() && has_cpu_kernel(base, n.overload_name + "_out")) {
+    return base + "." + n.overload_name + "_out";
+  }
+  return "";
+}
+
+}  // namespace
+
+void register_structured_ops(torch::Library &m) {
+  auto &dispatcher = c10::Dispatcher::singleton();
+  for (const c10::OperatorName &n : dispatcher.getAllOpNames()) {
+    if (n.name.rfind("aten::", 0) != 0) continue;
+    const auto op = dispatcher.findOp(n);
+    if (!op ||
+        !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
+        op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) {
+      continue;
+    }
+    const std::string full = full_name(n);
+    if (tt_op_lookup(full.c_str()) < 0) {
+      // Not lowered. Generated "_copy" ops decompose into views + clone on
+      // the device: keep them. Structured ops whose out= form the core lowers
+      // keep PyTorch's route to it; the others run on the CPU under their own
+      // name (one CPU call, not a wrapper around a CPU out= call).
+      if (n.name.size() > 5 && n.name.compare(n.name.size() - 5, 5, "_copy") == 0) continue;
+      const std::string out = structured_out(n);
+      if (out.empty() || tt_op_lookup(out.c_str()) >= 0) continue;
+    }
+    m.impl(full.substr(6).c_str(), torch::CppFunction::makeFromBoxedFunction<&boxed_fallback>());
+  }
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&boxed_fallback>());
+}
+
+}  // namespace torchtpu

@@ -1,0 +1,245 @@
+// kernels.cpp — the ops that must be explicit on "tpu": creation (empty,
+// empty_strided), metadata-only views (as_strided, view, _reshape_alias,
+// unfold), storage changes (resize_, set_), host <-> device copies
+// (_copy_from, _copy_from_and_resize, _local_scalar_dense), and trivial
+// queries (is_set_to, record_stream).
+//
+// Views reuse ATen's device-agnostic implementations. Nothing here touches
+// device memory except through tt_tensor_upload / tt_tensor_download, and
+// device-to-device copies go to the core like any other op (fallback.cpp).
+#include "shim.h"
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/is_set_to_native.h>
+#include <ATen/ops/resize.h>
+#include <ATen/ops/set_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+namespace torchtpu {
+namespace {
+
+constexpr c10::DispatchKeySet kTpuKeys(c10::DispatchKey::PrivateUse1);
+
+// --- creation ------------------------------------------------------------------
+
+void check_creation(const c10::Device &device, std::optional<c10::Layout> layout,
+                    std::optional<bool> pin_memory) {
+  TORCH_CHECK(device.type() == c10::DeviceType::PrivateUse1,
+              "tpu: asked to create a tensor on ", device);
+  TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided,
+              "tpu: only strided tensors are supported, got layout ",
+              c10::layout_or_default(layout));
+  TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory),
+              "tpu: pin_memory applies to CPU tensors only");
+}
+
+at::Tensor empty_memory_format(c10::SymIntArrayRef size,
+                               std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout,
+                               std::optional<c10::Device> device,
+                               std::optional<bool> pin_memory,
+                               std::optional<c10::MemoryFormat> memory_format) {
+  const c10::Device dev = c10::device_or_default(device);
+  check_creation(dev, layout, pin_memory);
+  const c10::OptionalDeviceGuard guard(dev);
+  return at::detail::empty_generic(C10_AS_INTARRAYREF_SLOW(size), allocator(),
+                                   kTpuKeys, c10::dtype_or_default(dtype),
+                                   memory_format);
+}
+
+at::Tensor empty_strided(c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
+                         std::optional<c10::ScalarType> dtype,
+                         std::optional<c10::Layout> layout,
+                         std::optional<c10::Device> device,
+                         std::optional<bool> pin_memory) {
+  const c10::Device dev = c10::device_or_default(device);
+  check_creation(dev, layout, pin_memory);
+  const c10::OptionalDeviceGuard guard(dev);
+  return at::detail::empty_strided_generic(
+      C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride),
+      allocator(), kTpuKeys, c10::dtype_or_default(dtype));
+}
+
+// --- views -------------------------------------------------------------------
+
+at::Tensor as_strided(const at::Tensor &self, c10::SymIntArrayRef size,
+                      c10::SymIntArrayRef stride,
+                      std::optional<c10::SymInt> storage_offset) {
+  std::optional<int64_t> offset;
+  if (storage_offset) offset = storage_offset->guard_int(__FILE__, __LINE__);
+  return at::native::as_strided_tensorimpl(self, C10_AS_INTARRAYREF_SLOW(size),
+                                           C10_AS_INTARRAYREF_SLOW(stride), offset);
+}
+
+at::Tensor view(const at::Tensor &self, c10::SymIntArrayRef size) {
+  return at::native::view(self, C10_AS_INTARRAYREF_SLOW(size));
+}
+
+at::Tensor reshape_alias(const at::Tensor &self, c10::SymIntArrayRef size,
+                         c10::SymIntArrayRef stride) {
+  return at::native::_reshape_alias(self, C10_AS_INTARRAYREF_SLOW(size),
+                                    C10_AS_INTARRAYREF_SLOW(stride));
+}
+
+at::Tensor unfold(const at::Tensor &self, int64_t dimension, int64_t size,
+                  int64_t step) {
+  return at::native::unfold(self, dimension, size, step);
+}
+
+// --- storage changes -----------------------------------------------------------
+
+const at::Tensor &resize_(const at::Tensor &self, c10::SymIntArrayRef size,
+                          std::optional<c10::MemoryFormat> memory_format) {
+  resize_impl(self.unsafeGetTensorImpl(), C10_AS_INTARRAYREF_SLOW(size),
+              std::nullopt);
+  if (memory_format) {
+    TORCH_CHECK(*memory_format != c10::MemoryFormat::Preserve,
+                "Unsupported memory format", *memory_format);
+    self.unsafeGetTensorImpl()->empty_tensor_restride(*memory_format);
+  }
+  return self;
+}
+
+at::Tensor &set_storage_offset_(at::Tensor &self, at::Storage source,
+                                c10::SymInt storage_offset,
+                                c10::SymIntArrayRef size,
+                                c10::SymIntArrayRef stride) {
+  const int64_t offset = storage_offset.guard_int(__FILE__, __LINE__);
+  const c10::IntArrayRef sizes = C10_AS_INTARRAYREF_SLOW(size);
+  const c10::IntArrayRef strides = C10_AS_INTARRAYREF_SLOW(stride);
+  at::native::checkSetStorage(self, std::move(source), offset, sizes, strides);
+  self.unsafeGetTensorImpl()->set_storage_offset(offset);
+  const c10::OptionalIntArrayRef stride_opt =
+      strides.data() != nullptr ? c10::OptionalIntArrayRef(strides) : std::nullopt;
+  resize_impl(self.unsafeGetTensorImpl(), sizes, stride_opt);
+  return self;
+}
+
+at::Tensor &set_storage_(at::Tensor &self, at::Storage source) {
+  return at::native::set_(self, std::move(source));
+}
+
+at::Tensor &set_tensor_(at::Tensor &self, const at::Tensor &source) {
+  return at::native::set_tensor_(self, source);
+}
+
+at::Tensor &set_empty_(at::Tensor &self) {
+  const c10::DeviceGuard guard(self.device());
+  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, allocator(),
+                       /*resizable=*/true);
+  return self.set_(std::move(storage), 0, {0}, {});
+}
+
+// --- host <-> device -------------------------------------------------------------
+
+// `src` (any CPU tensor broadcastable to dst) into the tpu view `dst`.
+void upload(const at::Tensor &dst, const at::Tensor &src) {
+  TORCH_CHECK(src.device().is_cpu(), "tpu: cannot copy from ", src.device(),
+              " to ", dst.device(), " directly; copy through the CPU");
+  at::Tensor host = src;
+  if (host.scalar_type() != dst.scalar_type()) host = host.to(dst.scalar_type());
+  if (host.sizes() != dst.sizes()) host = host.expand(dst.sizes());
+  host = host.resolve_conj().resolve_neg().contiguous();
+  const tt_tensor desc = describe(dst, "copy to tpu");
+  const c10::DeviceGuard guard(dst.device());
+  check(tt_tensor_upload(runtime(), &desc, host.const_data_ptr()), "copy to tpu");
+}
+
+// The tpu view `src` as a dense CPU tensor of the same dtype and shape.
+at::Tensor download(const at::Tensor &src) {
+  at::Tensor host = at::empty(src.sizes(), src.options().device(c10::kCPU));
+  if (src.numel() == 0) return host;
+  const tt_tensor desc = describe(src, "copy from tpu");
+  const c10::DeviceGuard guard(src.device());
+  check(tt_tensor_download(runtime(), &desc, host.mutable_data_ptr()),
+        "copy from tpu");
+  return host;
+}
+
+at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst,
+                     bool non_blocking) {
+  TORCH_CHECK(self.defined() && dst.defined(), "tpu copy: undefined tensor");
+  if (dst.numel() == 0) return dst;
+  const bool src_tpu = self.device().type() == c10::DeviceType::PrivateUse1;
+  const bool dst_tpu = dst.device().type() == c10::DeviceType::PrivateUse1;
+  if (src_tpu && dst_tpu) {
+    if (self.device() == dst.device()) {
+      // Device to device is a program like any other op: the core's copy_.
+      static const c10::OperatorHandle op =
+          c10::Dispatcher::singleton().findSchemaOrThrow("aten::copy_", "");
+      torch::jit::Stack stack{dst, self, non_blocking};
+      boxed_fallback(op, &stack);
+      return dst;
+    }
+    upload(dst, download(self));  // across devices: through the host
+    return dst;
+  }
+  if (dst_tpu) {
+    upload(dst, self);
+    return dst;
+  }
+  // tpu -> CPU (or another host-side device): download, then let the
+  // destination's copy_ convert and broadcast.
+  if (dst.is_cpu() && dst.is_contiguous() && dst.scalar_type() == self.scalar_type() &&
+      dst.sizes() == self.sizes() && !dst.is_conj() && !dst.is_neg()) {
+    const tt_tensor desc = describe(self, "copy from tpu");
+    const c10::DeviceGuard guard(self.device());
+    check(tt_tensor_download(runtime(), &desc, dst.mutable_data_ptr()),
+          "copy from tpu");
+    return dst;
+  }
+  const_cast<at::Tensor &>(dst).copy_(download(self), non_blocking);
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor &self, const at::Tensor &dst) {
+  dst.resize_(self.sizes());
+  return copy_from(self, dst, /*non_blocking=*/false);
+}
+
+at::Scalar local_scalar_dense(const at::Tensor &self) {
+  TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(),
+              " elements cannot be converted to Scalar");
+  return download(self).item();
+}
+
+// --- queries -------------------------------------------------------------------
+
+bool is_set_to(const at::Tensor &self, const at::Tensor &tensor) {
+  return at::native::is_set_to(self, tensor);
+}
+
+void record_stream(at::Tensor & /*self*/, c10::Stream /*s*/) {
+  // One stream per device: nothing to record.
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
+  m.impl("empty_strided", TORCH_FN(empty_strided));
+  m.impl("as_strided", TORCH_FN(as_strided));
+  m.impl("view", TORCH_FN(view));
+  m.impl("_reshape_alias", TORCH_FN(reshape_alias));
+  m.impl("unfold", TORCH_FN(unfold));
+  m.impl("resize_", TORCH_FN(resize_));
+  m.impl("set_.source_Storage", TORCH_FN(set_storage_));
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage_offset_));
+  m.impl("set_.source_Tensor", TORCH_FN(set_tensor_));
+  m.impl("set_", TORCH_FN(set_empty_));
+  m.impl("_copy_from", TORCH_FN(copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+  m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+  m.impl("is_set_to", TORCH_FN(is_set_to));
+  m.impl("record_stream", TORCH_FN(record_stream));
+  register_structured_ops(m);
+}
+
+}  // namespace torchtpu

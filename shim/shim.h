@@ -1,0 +1,97 @@
+// shim.h — what the shim's files share: the runtime, dtype mapping, tensor
+// descriptors, the storage handle inside a DataPtr, and the boxed entry point.
+//
+// The shim is generic PyTorch glue. It knows no op, no StableHLO and no PJRT:
+// everything it needs from the core comes through torchtpu.h.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <c10/core/Allocator.h>
+#include <c10/core/StorageImpl.h>
+#include <torch/library.h>
+
+#include <string>
+
+#include "torchtpu.h"
+
+namespace torchtpu {
+
+// --- runtime and status ------------------------------------------------------
+
+// The process-wide core runtime; throws the core's message when it failed to
+// start (no plugin, bad plugin, ...).
+tt_runtime *runtime();
+
+// Frees `s` and throws a c10::Error carrying its message (IndexError for
+// TT_OUT_OF_RANGE, OutOfMemoryError for TT_RESOURCE_EXHAUSTED,
+// NotImplementedError for TT_UNIMPLEMENTED). `what` prefixes the message when
+// the core's message does not already say which op failed.
+[[noreturn]] void throw_status(tt_status s, const std::string &what);
+
+// Throws (freeing the status) when `s` is an error; does nothing on OK.
+inline void check(tt_status s, const char *what) {
+  if (s != nullptr) throw_status(s, what);
+}
+
+// Number of devices the runtime sees; 0 when it cannot start. Never throws.
+int device_count_noexcept();
+
+// --- dtypes ------------------------------------------------------------------
+
+// TT_DTYPE_NONE when PyTorch's dtype has no tpu counterpart.
+tt_dtype to_tt_dtype(c10::ScalarType t);
+c10::ScalarType to_scalar_type(tt_dtype d);
+// Like to_tt_dtype, but throws "<what>: dtype complex64 is not supported on tpu".
+tt_dtype to_tt_dtype_checked(c10::ScalarType t, const std::string &what);
+
+// --- storages and tensors ----------------------------------------------------
+
+c10::Allocator *allocator();
+
+// The tt_storage behind a tpu StorageImpl (NULL for a storage that never got
+// one, e.g. a zero-byte storage made elsewhere). Throws when the storage was
+// not made by our allocator.
+tt_storage *storage_handle(const c10::StorageImpl *storage);
+
+// Grows (never shrinks) a tpu storage to `nbytes`, keeping its contents.
+void grow_storage(c10::StorageImpl *storage, size_t nbytes);
+
+// Sets sizes/strides of `self` (contiguous when `stride` is empty) and grows
+// its storage to fit, as resize_ does on CPU, without touching device memory.
+void resize_impl(c10::TensorImpl *self, c10::IntArrayRef size,
+                 c10::OptionalIntArrayRef stride);
+
+// A fresh tpu tensor owning `storage` (ownership moves in), dense row-major.
+at::Tensor wrap_storage(tt_storage *storage, c10::ScalarType dtype,
+                        c10::IntArrayRef sizes);
+
+// A view descriptor of a defined tpu tensor. It borrows sizes/strides from
+// the tensor: keep the tensor alive while the descriptor is used.
+tt_tensor describe(const at::Tensor &t, const std::string &what);
+
+// The core generator behind a tpu at::Generator; throws for other devices.
+tt_generator *generator_handle(const at::Generator &gen, const std::string &what);
+
+// --- ops ---------------------------------------------------------------------
+
+// The boxed kernel behind every op without an explicit kernel: runs the op on
+// the core, or on the CPU when the core has no lowering for it.
+void boxed_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack);
+
+// PyTorch gives structured ops (add.Tensor, mul_.Tensor, exp, ...) a default
+// kernel for every backend that allocates the result and calls the out=
+// variant. Route them to the boxed kernel instead when the core lowers them
+// (one program, a fresh result, the core's error messages), or when neither
+// they nor their out= variant are lowered (one CPU fallback, under the name
+// the user called). Ops whose out= variant alone is lowered keep PyTorch's
+// route to it.
+void register_structured_ops(torch::Library &m);
+
+// How ops without a lowering are treated.
+enum class FallbackMode { kWarn = 0, kError = 1, kSilent = 2 };
+FallbackMode fallback_mode();
+void set_fallback_mode(FallbackMode mode);
+
+}  // namespace torchtpu

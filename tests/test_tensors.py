@@ -1,0 +1,113 @@
+"""Real tensors on "tpu": factories, dtype round trips, printing, views that
+share storage, in-place writes through views. Every value is compared with
+PyTorch's own CPU result."""
+import pytest
+import torch
+
+import torchtpu  # noqa: F401
+
+DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32,
+          torch.int64, torch.float16, torch.bfloat16, torch.float32]
+
+
+@pytest.mark.parametrize("dtype", DTYPES + [torch.float64])
+def test_round_trip(dtype):
+    if dtype == torch.float64 and not torchtpu.runtime_info()["supports_f64"]:
+        pytest.skip("device has no float64")
+    cpu = (torch.randn(4, 5) * 10).to(dtype)
+    back = cpu.to("tpu").cpu()
+    assert back.dtype == dtype
+    assert torch.equal(back, cpu)
+
+
+def test_factories():
+    assert torch.equal(torch.zeros(2, 3, device="tpu").cpu(), torch.zeros(2, 3))
+    assert torch.equal(torch.ones(2, 3, device="tpu").cpu(), torch.ones(2, 3))
+    assert torch.equal(torch.full((2, 2), 7.5, device="tpu").cpu(),
+                       torch.full((2, 2), 7.5))
+    assert torch.equal(torch.arange(10, device="tpu").cpu(), torch.arange(10))
+    assert torch.equal(torch.arange(1, 4, 0.5, device="tpu").cpu(),
+                       torch.arange(1, 4, 0.5))
+    e = torch.empty(3, 4, device="tpu")
+    assert e.shape == (3, 4) and e.device.type == "tpu"
+
+
+def test_random_factories():
+    torch.manual_seed(0)
+    r = torch.rand(1000, device="tpu").cpu()
+    assert r.min() >= 0 and r.max() < 1 and abs(r.mean() - 0.5) < 0.05
+    n = torch.randn(4000, device="tpu").cpu()
+    assert abs(n.mean()) < 0.1 and abs(n.std() - 1) < 0.1
+    i = torch.randint(3, 9, (1000,), device="tpu").cpu()
+    assert i.dtype == torch.int64 and i.min() == 3 and i.max() == 8
+    # Same seed, same numbers; different seed, different numbers.
+    torch.manual_seed(123)
+    a = torch.rand(16, device="tpu").cpu()
+    torch.manual_seed(123)
+    b = torch.rand(16, device="tpu").cpu()
+    c = torch.rand(16, device="tpu").cpu()
+    assert torch.equal(a, b) and not torch.equal(a, c)
+
+
+def test_printing():
+    x = torch.arange(6, dtype=torch.float32).reshape(2, 3).to("tpu")
+    s = str(x)
+    assert "device='tpu:0'" in s and "5." in s
+
+
+def test_views_share_storage():
+    base_cpu = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    base = base_cpu.to("tpu")
+    views = {
+        "view": lambda t: t.view(6, 4),
+        "reshape": lambda t: t.reshape(2, 12),
+        "transpose": lambda t: t.transpose(0, 1),
+        "permute": lambda t: t.view(2, 2, 6).permute(2, 0, 1),
+        "slice": lambda t: t[1:3, ::2],
+        "select": lambda t: t[2],
+        "unsqueeze": lambda t: t.unsqueeze(1),
+        "as_strided": lambda t: t.as_strided((3, 3), (5, 1), 2),
+        "expand": lambda t: t[0:1].expand(3, 6),
+    }
+    for name, f in views.items():
+        v = f(base)
+        assert v.untyped_storage().data_ptr() == base.untyped_storage().data_ptr(), name
+        assert torch.equal(v.cpu(), f(base_cpu)), name
+
+
+def test_inplace_through_view_is_seen_by_aliases():
+    cpu = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    dev = cpu.to("tpu")
+    for t in (cpu, dev):
+        col = t[:, 1]
+        row = t[2]
+        col.add_(100)        # strided view
+        row.mul_(2)          # dense view with offset
+        t.t()[3:5, 0:2].sub_(1)  # transposed slice
+        t[0, 0] = -5.0       # setitem on a 0-d view
+    assert torch.equal(dev.cpu(), cpu)
+    # Another alias created before the writes sees them too.
+    cpu2 = torch.zeros(3, 3)
+    dev2 = cpu2.to("tpu")
+    alias_c, alias_d = cpu2.view(9), dev2.view(9)
+    cpu2.diagonal().fill_(1)
+    dev2.diagonal().fill_(1)
+    assert torch.equal(alias_d.cpu(), alias_c)
+
+
+def test_copy_between_views_and_dtypes():
+    a = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    d = a.to("tpu")
+    d[1:, 2:] = torch.tensor([[7.0, 8.0], [9.0, 10.0]])  # CPU -> tpu view
+    a[1:, 2:] = torch.tensor([[7.0, 8.0], [9.0, 10.0]])
+    assert torch.equal(d.cpu(), a)
+    assert torch.equal(d.to(torch.int32).cpu(), a.to(torch.int32))
+    assert torch.equal(d.t().contiguous().cpu(), a.t().contiguous())
+    assert d.t()[1, 2].item() == a.t()[1, 2].item()
+
+
+def test_item_and_tolist():
+    x = torch.tensor([[1.5, 2.5]], device="tpu")
+    assert x[0, 1].item() == 2.5
+    assert x.tolist() == [[1.5, 2.5]]
+    assert torch.tensor(3, device="tpu").item() == 3

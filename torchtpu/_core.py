@@ -1,0 +1,246 @@
+"""ctypes bindings of the part of the core's C API (core/include/torchtpu.h)
+that Python uses: runtime info, counters, execution mode, generators' state,
+plus the shim's fallback-mode switch.
+
+Structs mirror the header field for field. A non-NULL tt_status becomes a
+RuntimeError carrying the core's message (and is freed)."""
+import ctypes
+import os
+import threading
+
+_LIB_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib")
+CORE_PATH = os.path.join(_LIB_DIR, "libtorchtpu_core.so")
+SHIM_PATH = os.path.join(_LIB_DIR, "libtorchtpu_shim.so")
+
+# tt_code
+TT_OK = 0
+TT_INVALID_ARGUMENT = 1
+TT_UNIMPLEMENTED = 2
+TT_NOT_FOUND = 3
+TT_FAILED_PRECONDITION = 4
+TT_INTERNAL = 5
+TT_RESOURCE_EXHAUSTED = 6
+TT_OUT_OF_RANGE = 7
+
+# tt_exec_mode
+TT_MODE_STRICT = 0
+TT_MODE_DEBUG = 1
+
+
+class RuntimeInfo(ctypes.Structure):  # tt_runtime_info
+    _fields_ = [
+        ("platform", ctypes.c_char_p),
+        ("platform_version", ctypes.c_char_p),
+        ("plugin_path", ctypes.c_char_p),
+        ("api_major", ctypes.c_int),
+        ("api_minor", ctypes.c_int),
+        ("device_count", ctypes.c_int),
+        ("device_kind", ctypes.c_char_p),
+        ("supports_f64", ctypes.c_bool),
+    ]
+
+
+class Stats(ctypes.Structure):  # tt_stats
+    _fields_ = [
+        ("op_calls", ctypes.c_int64),
+        ("sig_hits", ctypes.c_int64),
+        ("compiles", ctypes.c_int64),
+        ("cache_requests", ctypes.c_int64),
+        ("cache_hits", ctypes.c_int64),
+        ("compile_seconds", ctypes.c_double),
+        ("fallback_calls", ctypes.c_int64),
+        ("bytes_in_use", ctypes.c_int64),
+        ("peak_bytes_in_use", ctypes.c_int64),
+        ("buffers_in_use", ctypes.c_int64),
+        ("host_to_device_bytes", ctypes.c_int64),
+        ("device_to_host_bytes", ctypes.c_int64),
+    ]
+
+
+_p = ctypes.c_void_p
+_u64 = ctypes.c_uint64
+
+# name: (restype, argtypes)
+_CORE_FUNCS = {
+    "tt_status_code": (ctypes.c_int, [_p]),
+    "tt_status_message": (ctypes.c_char_p, [_p]),
+    "tt_status_free": (None, [_p]),
+    "tt_runtime_get": (_p, [ctypes.POINTER(_p)]),
+    "tt_runtime_info_get": (None, [_p, ctypes.POINTER(RuntimeInfo)]),
+    "tt_runtime_set_mode": (None, [_p, ctypes.c_int]),
+    "tt_runtime_mode": (ctypes.c_int, [_p]),
+    "tt_runtime_synchronize": (_p, [_p]),
+    "tt_runtime_stats": (None, [_p, ctypes.POINTER(Stats)]),
+    "tt_runtime_reset_peak": (None, [_p]),
+    "tt_runtime_fallback_counts": (ctypes.c_int, [_p, ctypes.POINTER(ctypes.c_char_p),
+                                                  ctypes.POINTER(ctypes.c_int64), ctypes.c_int]),
+    "tt_runtime_default_generator": (_p, [_p, ctypes.c_int]),
+    "tt_generator_set_state": (None, [_p, _u64, _u64]),
+    "tt_generator_get_state": (None, [_p, ctypes.POINTER(_u64), ctypes.POINTER(_u64)]),
+}
+
+_SHIM_FUNCS = {
+    "torchtpu_shim_set_fallback_mode": (ctypes.c_bool, [ctypes.c_int]),
+    "torchtpu_shim_fallback_mode": (ctypes.c_int, []),
+}
+
+core = None
+shim = None
+
+
+def _bind(lib, table):
+    for name, (restype, argtypes) in table.items():
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+
+
+def load():
+    """Loads the core, then the shim (whose static initialisers register the
+    "tpu" device with PyTorch). torch must be imported first."""
+    global core, shim
+    if shim is not None:
+        return
+    for path in (CORE_PATH, SHIM_PATH):
+        if not os.path.exists(path):
+            raise ImportError(
+                f"torchtpu: {path} is missing; build it with `make` in the "
+                f"repository root (or `pip install -e .`)")
+    core = ctypes.CDLL(CORE_PATH, mode=ctypes.RTLD_GLOBAL)
+    _bind(core, _CORE_FUNCS)
+    shim = ctypes.CDLL(SHIM_PATH, mode=ctypes.RTLD_GLOBAL)
+    _bind(shim, _SHIM_FUNCS)
+
+
+def check(status):
+    """Raises RuntimeError with the core's message when `status` is an error."""
+    if not status:
+        return
+    code = core.tt_status_code(status)
+    msg = core.tt_status_message(status)
+    msg = msg.decode("utf-8", "replace") if msg else "unknown error"
+    core.tt_status_free(status)
+    if code == TT_OUT_OF_RANGE:
+        raise IndexError(msg)
+    raise RuntimeError(msg)
+
+
+# --- runtime ---------------------------------------------------------------------
+
+_lock = threading.Lock()
+_rt = None
+_on_first_runtime = []  # callbacks run once the runtime exists
+
+
+def runtime():
+    """The process-wide runtime handle; RuntimeError when it cannot start."""
+    global _rt
+    if _rt is not None:
+        return _rt
+    with _lock:
+        if _rt is None:
+            handle = _p()
+            check(core.tt_runtime_get(ctypes.byref(handle)))
+            _rt = handle
+            for fn in _on_first_runtime:
+                fn(_rt)
+    return _rt
+
+
+def runtime_or_none():
+    try:
+        return runtime()
+    except RuntimeError:
+        return None
+
+
+def _s(b):
+    return b.decode("utf-8", "replace") if b is not None else None
+
+
+def info():
+    out = RuntimeInfo()
+    core.tt_runtime_info_get(runtime(), ctypes.byref(out))
+    return {
+        "platform": _s(out.platform),
+        "platform_version": _s(out.platform_version),
+        "plugin_path": _s(out.plugin_path),
+        "api_version": (out.api_major, out.api_minor),
+        "device_count": out.device_count,
+        "device_kind": _s(out.device_kind),
+        "supports_f64": bool(out.supports_f64),
+    }
+
+
+def device_count():
+    """Devices the runtime sees; 0 when it cannot start. Never raises."""
+    rt = runtime_or_none()
+    if rt is None:
+        return 0
+    out = RuntimeInfo()
+    core.tt_runtime_info_get(rt, ctypes.byref(out))
+    return out.device_count
+
+
+def stats():
+    out = Stats()
+    core.tt_runtime_stats(runtime(), ctypes.byref(out))
+    return {name: getattr(out, name) for name, _ in Stats._fields_}
+
+
+def reset_peak():
+    core.tt_runtime_reset_peak(runtime())
+
+
+def synchronize():
+    check(core.tt_runtime_synchronize(runtime()))
+
+
+def set_mode(mode):
+    core.tt_runtime_set_mode(runtime(), mode)
+
+
+def mode():
+    return core.tt_runtime_mode(runtime())
+
+
+def fallback_counts():
+    rt = runtime_or_none()
+    if rt is None:
+        return {}
+    n = core.tt_runtime_fallback_counts(rt, (ctypes.c_char_p * 1)(), (ctypes.c_int64 * 1)(), 0)
+    if n <= 0:
+        return {}
+    names = (ctypes.c_char_p * n)()
+    counts = (ctypes.c_int64 * n)()
+    n = min(n, core.tt_runtime_fallback_counts(rt, names, counts, n))
+    return {_s(names[i]): int(counts[i]) for i in range(n)}
+
+
+def generator_state(device):
+    g = core.tt_runtime_default_generator(runtime(), device)
+    seed, offset = _u64(), _u64()
+    core.tt_generator_get_state(g, ctypes.byref(seed), ctypes.byref(offset))
+    return seed.value, offset.value
+
+
+def set_generator_state(device, seed, offset=0):
+    g = core.tt_runtime_default_generator(runtime(), device)
+    core.tt_generator_set_state(g, seed & 0xFFFFFFFFFFFFFFFF, offset & 0xFFFFFFFFFFFFFFFF)
+
+
+# --- shim ------------------------------------------------------------------------
+
+_FALLBACK_MODES = {"warn": 0, "error": 1, "silent": 2}
+
+
+def set_fallback_mode(name):
+    if name not in _FALLBACK_MODES:
+        raise ValueError(f"fallback mode {name!r}: expected one of "
+                         f"{', '.join(_FALLBACK_MODES)}")
+    shim.torchtpu_shim_set_fallback_mode(_FALLBACK_MODES[name])
+
+
+def fallback_mode():
+    code = shim.torchtpu_shim_fallback_mode()
+    return {v: k for k, v in _FALLBACK_MODES.items()}[code]
