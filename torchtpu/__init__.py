@@ -11,6 +11,7 @@ import torch
 from . import _env
 
 _env.export_site_packages()  # before the core can start
+_env.quiet_plugin_logs()
 
 from . import _core  # noqa: E402
 

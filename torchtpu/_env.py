@@ -8,6 +8,7 @@ Names follow DESIGN.md (compatible with Google's TorchTPU where one exists):
     TPU_LAUNCH_BLOCKING     1: debug eager, synchronous after every op
     TORCHTPU_PLUGIN_PATH    an explicit PJRT plugin (read by the core)
     TORCHTPU_CPU_DEVICES    devices the CPU plugin creates (read by the core)
+    TF_CPP_MIN_LOG_LEVEL    XLA's log level; defaults to 1 (no info lines)
     TORCHTPU_SITE_PACKAGES  where the core looks for the CPU plugin's package;
                             set here from Python's site-packages when unset
 """
@@ -34,6 +35,12 @@ def fallback_mode():
 def launch_blocking():
     """True when TPU_LAUNCH_BLOCKING asks for synchronous (debug) eager."""
     return os.environ.get("TPU_LAUNCH_BLOCKING", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def quiet_plugin_logs():
+    """XLA's plugins log informational lines to stderr at start-up; keep
+    warnings and errors only, unless the user chose a level."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
 
 def export_site_packages():
