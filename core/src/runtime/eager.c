@@ -9,7 +9,6 @@
 // asynchronously and swaps output buffers into storages.
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/hash.h"
 #include "lower/ctx.h"
@@ -256,32 +255,6 @@ cleanup:
 
 // --- lowering and compiling on a miss ---------------------------------------------------------
 
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static tt_status compile_text(tt_runtime *rt, const char *text, size_t len,
-                              tt_pjrt_exe **out) {
-  rt->stats.cache_requests++;
-  *out = tt_prog_cache_find(rt->progs, text, len);
-  if (*out) {
-    rt->stats.cache_hits++;
-    return NULL;
-  }
-  double t0 = now_seconds();
-  TT_RETURN_IF_ERROR(tt_pjrt_compile(rt->pjrt, text, len, out));
-  rt->stats.compiles++;
-  rt->stats.compile_seconds += now_seconds() - t0;
-  tt_status st = tt_prog_cache_insert(rt->progs, text, len, *out);
-  if (st) {
-    tt_pjrt_exe_destroy(rt->pjrt, *out);
-    *out = NULL;
-  }
-  return st;
-}
-
 // Lowers and compiles `call`; caches the plan (also "unimplemented" plans, so
 // an op without a lowering falls back at once on later calls).
 static tt_status make_plan(tt_runtime *rt, const tt_op_call *call,
@@ -299,7 +272,7 @@ static tt_status make_plan(tt_runtime *rt, const tt_op_call *call,
       plan->message = strdup(tt_status_message(st));
     }
   } else if (!st) {
-    st = compile_text(rt, text, len, &plan->exe);
+    st = tt_runtime_compile(rt, text, len, &plan->exe);
     if (st) st = tt_status_annotate(st, "%s: compiling its program", tt_op_name(call->op));
   }
   if (st && tt_status_code(st) != TT_UNIMPLEMENTED) {

@@ -90,6 +90,13 @@ tt_status tt_storage_materialize(tt_storage *s, tt_dtype dtype);
 // The device's default generator, created on first use; rt->mu held.
 tt_generator *tt_runtime_default_generator_locked(tt_runtime *rt, int device);
 
+// --- compiling (compile.c) ---------------------------------------------------------
+
+// The executable for StableHLO `text`: from the program cache, else compiled
+// and cached (rt->mu held). The executable is borrowed from the cache.
+tt_status tt_runtime_compile(tt_runtime *rt, const char *text, size_t len,
+                             tt_pjrt_exe **out);
+
 // --- events (runtime.c) ----------------------------------------------------------
 
 // Keeps the completion event of a launched program; in debug mode waits.
