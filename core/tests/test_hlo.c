@@ -23,47 +23,11 @@
 #include "base/status.h"
 #include "hlo/hlo.h"
 #include "pjrt/pjrt.h"
+#include "check.h"
 
-static int failures = 0;
 static tt_pjrt *g_pjrt = NULL;
 
-#define CHECK(cond, ...)                                              \
-  do {                                                                \
-    if (!(cond)) {                                                    \
-      fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                   \
-      fprintf(stderr, "\n");                                          \
-      failures++;                                                     \
-    }                                                                 \
-  } while (0)
 
-// Compares n floats (widened to double) within `tol` (absolute + relative).
-#define CHECK_CLOSE(got, want, n, tol) \
-  check_close(__FILE__, __LINE__, #got, (got), (want), (n), (tol))
-
-static void check_close(const char *file, int line, const char *what,
-                        const double *got, const double *want, int n,
-                        double tol) {
-  double worst = 0;
-  int at = -1;
-  for (int i = 0; i < n; i++) {
-    bool both_nan = isnan(got[i]) && isnan(want[i]);
-    bool same_inf = isinf(got[i]) && got[i] == want[i];
-    if (both_nan || same_inf) continue;
-    double d = fabs(got[i] - want[i]);
-    if (isnan(d) || d > tol * (1 + fabs(want[i]))) {
-      if (at < 0 || isnan(d) || d > worst) {
-        worst = d;
-        at = i;
-      }
-    }
-  }
-  if (at >= 0) {
-    fprintf(stderr, "%s:%d: FAIL %s: max abs diff %g at [%d] (got %g, want %g)\n",
-            file, line, what, worst, at, got[at], want[at]);
-    failures++;
-  }
-}
 
 // --- running a program ----------------------------------------------------------------
 
@@ -155,7 +119,7 @@ static bool prog_run_at(const char *file, int line, prog *p, const tt_hv *res,
     if (!getenv("TT_HLO_PRINT") && tt_hlo_status(p->b) == NULL && text)
       fprintf(stderr, "%s\n", text);
     tt_status_free(st);
-    failures++;
+    check_failures++;
   }
   tt_hlo_destroy(p->b);
   p->b = NULL;
@@ -550,8 +514,8 @@ int main(void) {
   test_gather_scatter();
   test_rng();
   tt_pjrt_destroy(g_pjrt);
-  if (failures) {
-    fprintf(stderr, "test_hlo: %d failure(s)\n", failures);
+  if (check_failures) {
+    fprintf(stderr, "test_hlo: %d failure(s)\n", check_failures);
     return 1;
   }
   printf("test_hlo: all passed\n");

@@ -23,31 +23,10 @@
 
 #include "base/status.h"
 #include "pjrt/pjrt.h"
+#include "check.h"
 
-static int failures = 0;
 
-#define CHECK(cond, ...)                                     \
-  do {                                                       \
-    if (!(cond)) {                                           \
-      fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                          \
-      fprintf(stderr, "\n");                                 \
-      failures++;                                            \
-    }                                                        \
-  } while (0)
 
-// Fails (and returns from the calling test) on a non-OK status.
-#define CHECK_OK(expr)                                                   \
-  do {                                                                   \
-    tt_status s_ = (expr);                                               \
-    if (s_) {                                                            \
-      fprintf(stderr, "%s:%d: FAIL %s: %s\n", __FILE__, __LINE__, #expr, \
-              tt_status_message(s_));                                    \
-      tt_status_free(s_);                                                \
-      failures++;                                                        \
-      return;                                                            \
-    }                                                                    \
-  } while (0)
 
 // --- the program -------------------------------------------------------------
 
@@ -80,21 +59,21 @@ static float max_abs_diff(const float *a, const float *b, int n) {
 // the inputs right after the launch: the plugin must keep them alive.
 static void run_and_check(tt_pjrt *p, tt_pjrt_exe *e, int device) {
   tt_pjrt_buffer *in[3] = {NULL, NULL, NULL};
-  CHECK_OK(tt_pjrt_buffer_from_host(p, device, TT_F32, kDims, 2, kX, &in[0]));
-  CHECK_OK(tt_pjrt_buffer_from_host(p, device, TT_F32, kDims, 2, kY, &in[1]));
-  CHECK_OK(tt_pjrt_buffer_from_host(p, device, TT_F32, NULL, 0, &kS, &in[2]));
+  REQUIRE_OK(tt_pjrt_buffer_from_host(p, device, TT_F32, kDims, 2, kX, &in[0]));
+  REQUIRE_OK(tt_pjrt_buffer_from_host(p, device, TT_F32, kDims, 2, kY, &in[1]));
+  REQUIRE_OK(tt_pjrt_buffer_from_host(p, device, TT_F32, NULL, 0, &kS, &in[2]));
 
   tt_pjrt_buffer *out[2] = {NULL, NULL};
   tt_pjrt_event *done = NULL;
   tt_status st = tt_pjrt_execute(p, e, device, in, 3, out, &done);
   for (int i = 0; i < 3; i++) tt_pjrt_buffer_destroy(p, in[i]);
-  CHECK_OK(st);
+  REQUIRE_OK(st);
   CHECK(done != NULL, "no completion event");
 
-  CHECK_OK(tt_pjrt_event_await(p, done));
+  REQUIRE_OK(tt_pjrt_event_await(p, done));
   CHECK(tt_pjrt_event_is_ready(p, done), "event not ready after await");
   tt_pjrt_event_destroy(p, done);
-  CHECK_OK(tt_pjrt_buffer_await(p, out[0]));
+  REQUIRE_OK(tt_pjrt_buffer_await(p, out[0]));
 
   float want_prod[6], want_sum[6], got_prod[6], got_sum[6];
   for (int i = 0; i < 6; i++) {
@@ -107,7 +86,7 @@ static void run_and_check(tt_pjrt *p, tt_pjrt_exe *e, int device) {
         (int)tt_pjrt_buffer_dtype(p, out[0]));
   tt_pjrt_buffer_destroy(p, out[0]);
   tt_pjrt_buffer_destroy(p, out[1]);
-  CHECK_OK(st);
+  REQUIRE_OK(st);
   float d0 = max_abs_diff(got_prod, want_prod, 6);
   float d1 = max_abs_diff(got_sum, want_sum, 6);
   CHECK(d0 <= 1e-6f, "device %d: (x+y)*s max abs diff %g", device, d0);
@@ -119,7 +98,7 @@ static void run_and_check(tt_pjrt *p, tt_pjrt_exe *e, int device) {
 static void test_compile_options(void) {
   void *data = NULL;
   size_t len = 0;
-  CHECK_OK(tt_pjrt_compile_options(&data, &len));
+  REQUIRE_OK(tt_pjrt_compile_options(&data, &len));
   // 3: { 1: -1, 4: 1, 5: 1 }, 4: true
   static const unsigned char want[] = {
       0x1a, 0x0f, 0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
@@ -159,7 +138,7 @@ static void test_roundtrip(tt_pjrt *p) {
                                      ? 0x3c
                                      : i * 7);
     tt_pjrt_buffer *b = NULL;
-    CHECK_OK(tt_pjrt_buffer_from_host(p, 0, (tt_dtype)d, kDims, 2, src, &b));
+    REQUIRE_OK(tt_pjrt_buffer_from_host(p, 0, (tt_dtype)d, kDims, 2, src, &b));
     int64_t dims[TT_MAX_RANK];
     int rank = tt_pjrt_buffer_dims(p, b, dims);
     CHECK(rank == 2 && dims[0] == 2 && dims[1] == 3, "%s: rank %d",
@@ -172,7 +151,7 @@ static void test_roundtrip(tt_pjrt *p) {
     memset(dst, 0xee, sizeof dst);
     tt_status st = tt_pjrt_buffer_to_host(p, b, dst, n);
     tt_pjrt_buffer_destroy(p, b);
-    CHECK_OK(st);
+    REQUIRE_OK(st);
     CHECK(memcmp(src, dst, n) == 0, "%s: bytes differ",
           tt_dtype_name((tt_dtype)d));
   }
@@ -180,23 +159,23 @@ static void test_roundtrip(tt_pjrt *p) {
   // Rank 0 and zero elements.
   double one = 1.25, back = 0;
   tt_pjrt_buffer *b = NULL;
-  CHECK_OK(tt_pjrt_buffer_from_host(p, 0, TT_F64, NULL, 0, &one, &b));
+  REQUIRE_OK(tt_pjrt_buffer_from_host(p, 0, TT_F64, NULL, 0, &one, &b));
   tt_status st = tt_pjrt_buffer_to_host(p, b, &back, sizeof back);
   int64_t dims[TT_MAX_RANK];
   CHECK(tt_pjrt_buffer_dims(p, b, dims) == 0, "rank-0 buffer has dims");
   tt_pjrt_buffer_destroy(p, b);
-  CHECK_OK(st);
+  REQUIRE_OK(st);
   CHECK(back == one, "rank 0: got %g", back);
   int64_t empty[2] = {0, 4};
-  CHECK_OK(tt_pjrt_buffer_from_host(p, 0, TT_F32, empty, 2, NULL, &b));
+  REQUIRE_OK(tt_pjrt_buffer_from_host(p, 0, TT_F32, empty, 2, NULL, &b));
   st = tt_pjrt_buffer_to_host(p, b, NULL, 0);
   tt_pjrt_buffer_destroy(p, b);
-  CHECK_OK(st);
+  REQUIRE_OK(st);
 }
 
 static void test_execute(tt_pjrt *p) {
   tt_pjrt_exe *e = NULL;
-  CHECK_OK(tt_pjrt_compile(p, kProgram, strlen(kProgram), &e));
+  REQUIRE_OK(tt_pjrt_compile(p, kProgram, strlen(kProgram), &e));
   CHECK(tt_pjrt_exe_num_outputs(p, e) == 2, "%d outputs",
         tt_pjrt_exe_num_outputs(p, e));
   run_and_check(p, e, 0);
@@ -236,16 +215,16 @@ static void test_execute(tt_pjrt *p) {
 
 static void test_serialize(tt_pjrt *p) {
   tt_pjrt_exe *e = NULL, *e2 = NULL;
-  CHECK_OK(tt_pjrt_compile(p, kProgram, strlen(kProgram), &e));
+  REQUIRE_OK(tt_pjrt_compile(p, kProgram, strlen(kProgram), &e));
   void *data = NULL;
   size_t len = 0;
   tt_status st = tt_pjrt_exe_serialize(p, e, &data, &len);
   tt_pjrt_exe_destroy(p, e);
-  CHECK_OK(st);
+  REQUIRE_OK(st);
   CHECK(len > 0, "empty serialization");
   st = tt_pjrt_exe_deserialize(p, data, len, &e2);
   free(data);
-  CHECK_OK(st);
+  REQUIRE_OK(st);
   CHECK(tt_pjrt_exe_num_outputs(p, e2) == 2, "%d outputs after reload",
         tt_pjrt_exe_num_outputs(p, e2));
   run_and_check(p, e2, 0);
@@ -324,8 +303,8 @@ int main(void) {
   tt_status_free(st);
   tt_pjrt_destroy(p);
 
-  if (failures) {
-    fprintf(stderr, "test_pjrt: %d failure(s)\n", failures);
+  if (check_failures) {
+    fprintf(stderr, "test_pjrt: %d failure(s)\n", check_failures);
     return 1;
   }
   printf("test_pjrt: OK\n");

@@ -1,45 +1,21 @@
 // Runtime tests without PyTorch: storages, views, op calls through the rule
 // table on the real XLA CPU plugin, in-place writes through views, the
 // signature cache (scalar values never recompile) and memory counters.
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "torchtpu.h"
-
-static int failures;
-
-#define CHECK(cond)                                                  \
-  do {                                                               \
-    if (!(cond)) {                                                   \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      failures++;                                                    \
-    }                                                                \
-  } while (0)
-
-#define CHECK_OK(expr)                                               \
-  do {                                                               \
-    tt_status s_ = (expr);                                           \
-    if (s_) {                                                        \
-      fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr, \
-              tt_status_message(s_));                                \
-      tt_status_free(s_);                                            \
-      failures++;                                                    \
-    }                                                                \
-  } while (0)
+#include "check.h"
 
 static void check_close(const char *what, const float *got, const float *want,
                         int n, int line) {
-  double maxdiff = 0;
-  for (int i = 0; i < n; i++) {
-    double d = fabs((double)got[i] - (double)want[i]);
-    if (d > maxdiff || d != d) maxdiff = d != d ? INFINITY : d;
+  double g[16], w[16];
+  for (int i = 0; i < n && i < 16; i++) {
+    g[i] = got[i];
+    w[i] = want[i];
   }
-  if (maxdiff > 1e-5) {
-    fprintf(stderr, "%s:%d: %s: max abs diff %g\n", __FILE__, line, what, maxdiff);
-    failures++;
-  }
+  check_close_at(__FILE__, line, what, g, w, n < 16 ? n : 16, 1e-6);
 }
 
 // --- helpers: a dense f32 tensor over a fresh storage ------------------------------
@@ -208,6 +184,6 @@ int main(void) {
   test_bad_shapes(rt);
   test_memory_returns_to_zero(rt);
   tt_runtime_destroy(rt);
-  printf("test_runtime: %s\n", failures ? "FAILED" : "ok");
-  return failures ? 1 : 0;
+  printf("test_runtime: %s\n", check_failures ? "FAILED" : "ok");
+  return check_exit_code();
 }

@@ -23,41 +23,11 @@
 #include "base/status.h"
 #include "lower/lower.h"
 #include "torchtpu.h"
+#include "check.h"
 
-static int failures = 0;
 static tt_runtime *g_rt = NULL;
 
-#define CHECK(cond, ...)                                              \
-  do {                                                                \
-    if (!(cond)) {                                                    \
-      fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                   \
-      fprintf(stderr, "\n");                                          \
-      failures++;                                                     \
-    }                                                                 \
-  } while (0)
 
-#define CHECK_CLOSE(got, want, n, tol) \
-  check_close(__FILE__, __LINE__, #got, (got), (want), (n), (tol))
-
-static void check_close(const char *file, int line, const char *what,
-                        const double *got, const double *want, int n, double tol) {
-  double worst = 0;
-  int at = -1;
-  for (int i = 0; i < n; i++) {
-    if ((isnan(got[i]) && isnan(want[i])) || (isinf(want[i]) && got[i] == want[i])) continue;
-    double d = fabs(got[i] - want[i]);
-    if ((isnan(d) || d > tol * (1 + fabs(want[i]))) && (at < 0 || isnan(d) || d > worst)) {
-      worst = d;
-      at = i;
-    }
-  }
-  if (at >= 0) {
-    fprintf(stderr, "%s:%d: FAIL %s: max abs diff %g at [%d] (got %.9g, want %.9g)\n",
-            file, line, what, worst, at, got[at], want[at]);
-    failures++;
-  }
-}
 
 // --- host values -----------------------------------------------------------------------------
 
@@ -138,7 +108,7 @@ static void fetch(const tt_tensor *t, double *out, int cap) {
   if (st) {
     fprintf(stderr, "download: %s\n", tt_status_message(st));
     tt_status_free(st);
-    failures++;
+    check_failures++;
   }
   for (int64_t i = 0; i < n && i < cap; i++) out[i] = get(t->dtype, host, i);
   free(host);
@@ -208,7 +178,7 @@ static bool run_at(const char *file, int line, const char *name, const tt_value 
   if (!st) return true;
   fprintf(stderr, "%s:%d: FAIL %s: %s\n", file, line, name, tt_status_message(st));
   tt_status_free(st);
-  failures++;
+  check_failures++;
   return false;
 }
 
@@ -224,7 +194,7 @@ static void expect_error(const char *file, int line, const char *name, const tt_
   if (tt_status_code(st) != code || !strstr(tt_status_message(st), short_name)) {
     fprintf(stderr, "%s:%d: FAIL %s: want code %d naming the op, got %d: %s\n", file,
             line, name, (int)code, (int)tt_status_code(st), tt_status_message(st));
-    failures++;
+    check_failures++;
   }
   tt_status_free(st);
 }
@@ -657,8 +627,8 @@ int main(void) {
   test_random();
   test_arange();
   tt_runtime_destroy(g_rt);
-  if (failures) {
-    fprintf(stderr, "test_table: %d failure(s)\n", failures);
+  if (check_failures) {
+    fprintf(stderr, "test_table: %d failure(s)\n", check_failures);
     return 1;
   }
   printf("test_table: all passed (%d rules)\n", (int)tt_op_count());
