@@ -649,6 +649,17 @@ void register_structured_ops(torch::Library &m) {
   for (const c10::OperatorName &n : dispatcher.getAllOpNames()) {
     if (n.name.rfind("aten::", 0) != 0) continue;
     const auto op = dispatcher.findOp(n);
+    if (op && op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) &&
+        !op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) {
+      // A rule that replaces the composite kernel (the core says so) gets
+      // the op; others keep PyTorch's composite.
+      const std::string full = full_name(n);
+      if (tt_op_replaces_composite(tt_op_lookup(full.c_str()))) {
+        m.impl(full.substr(6).c_str(),
+               torch::CppFunction::makeFromBoxedFunction<&boxed_fallback>());
+      }
+      continue;
+    }
     if (!op ||
         !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
         op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) {

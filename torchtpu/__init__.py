@@ -29,6 +29,14 @@ torch.utils.rename_privateuse1_backend("tpu")
 torch._register_device_module("tpu", tpu)
 torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
 
+from . import amp  # noqa: E402
+
+amp.install(tpu)  # torch.autocast("tpu", dtype=torch.bfloat16)
+
+from . import compile as _compile  # noqa: E402
+
+_compile.register()  # torch.compile(backend="tpu")
+
 
 def _patch_printing():
     """Tensor printing runs many small ops (abs, isfinite, masked_select ...)
@@ -74,32 +82,101 @@ def fallback_mode():
     return _core.fallback_mode()
 
 
-_launch_blocking = False
-
-
-def _apply_mode(rt=None):
-    del rt
-    _core.set_mode(_core.TT_MODE_DEBUG if _launch_blocking else _core.TT_MODE_STRICT)
+from . import modes  # noqa: E402
+from .modes import set_mode, get_mode, mode, sync  # noqa: E402,F401
 
 
 def set_launch_blocking(flag=True):
     """Debug eager: synchronous after every op, so an error surfaces at the op
-    that caused it (like CUDA_LAUNCH_BLOCKING). Env: TPU_LAUNCH_BLOCKING=1."""
-    global _launch_blocking
-    _launch_blocking = bool(flag)
-    if _core.runtime_or_none() is not None:
-        _apply_mode()
+    that caused it (like CUDA_LAUNCH_BLOCKING). Env: TPU_LAUNCH_BLOCKING=1.
+    Same as set_mode("debug"); False returns from debug to strict."""
+    if flag:
+        set_mode("debug")
+    elif get_mode() == "debug":
+        set_mode("strict")
 
 
 def launch_blocking():
-    return _launch_blocking
+    return get_mode() == "debug"
 
 
 def synchronize():
     tpu.synchronize()
 
 
-_core._on_first_runtime.append(_apply_mode)
 set_fallback_mode(_env.fallback_mode())
-if _env.launch_blocking():
-    set_launch_blocking(True)
+modes._init_from_env()  # TPU_LAUNCH_BLOCKING=1, TORCH_TPU_DEFER_AND_FUSE=1
+__all__ += ["set_mode", "get_mode", "mode", "sync"]
+
+
+# --- compilation cache, recompile explainer, numerics checker ---------------------------
+
+_cache_dir = _env.cache_dir()
+_cache_max_bytes = _env.cache_max_bytes()
+_explain = _env.explain_recompiles()
+
+
+def _apply_cache(rt=None):
+    del rt
+    try:
+        _core.set_cache_dir(_cache_dir, _cache_max_bytes)
+    except RuntimeError as e:  # a bad path: run without the disk cache
+        import warnings
+        warnings.warn(f"torchtpu: persistent compilation cache off: {e}")
+    _core.set_explain_recompiles(_explain)
+
+
+def set_cache_dir(path, max_bytes=None):
+    """Keeps compiled programs in `path` so later processes load them instead
+    of compiling (None: no persistent cache). `max_bytes` bounds the
+    directory (least recently used files go first; <= 0: unbounded). The
+    default comes from TORCHTPU_CACHE_DIR / TORCHTPU_CACHE_MAX_BYTES, else
+    ~/.cache/torchtpu and 2 GiB."""
+    global _cache_dir, _cache_max_bytes
+    import os
+    _cache_dir = os.path.abspath(os.fspath(path)) if path else None
+    if max_bytes is not None:
+        _cache_max_bytes = int(max_bytes)
+    if _core.runtime_or_none() is not None:
+        _apply_cache()
+
+
+def cache_dir():
+    """The persistent compilation cache directory, or None when it is off."""
+    return _cache_dir
+
+
+def explain_recompiles(flag=True):
+    """Prints to stderr why every program is compiled (the op, and what
+    differs from its nearest earlier signature: shape, dtype, layout,
+    argument, storage, graph) and a summary of the causes at exit.
+    Env: TORCHTPU_EXPLAIN_RECOMPILES=1."""
+    global _explain
+    _explain = bool(flag)
+    if _core.runtime_or_none() is not None:
+        _core.set_explain_recompiles(_explain)
+
+
+def recompile_summary():
+    """The explainer's summary: compiles by cause and the most recompiled ops."""
+    return _core.recompile_summary()
+
+
+def _print_recompile_summary():
+    if _explain and _core._rt is not None:
+        import sys
+        sys.stderr.write(_core.recompile_summary())
+        sys.stderr.flush()
+
+
+_core._on_first_runtime.append(_apply_cache)
+__all__ += ["set_cache_dir", "cache_dir", "explain_recompiles", "recompile_summary"]
+
+import atexit  # noqa: E402
+
+atexit.register(_print_recompile_summary)
+
+if _env.check_numerics():
+    from . import debug  # noqa: E402
+
+    debug.enable_check_numerics()

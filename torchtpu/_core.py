@@ -25,6 +25,7 @@ TT_OUT_OF_RANGE = 7
 # tt_exec_mode
 TT_MODE_STRICT = 0
 TT_MODE_DEBUG = 1
+TT_MODE_FUSED = 2
 
 
 class RuntimeInfo(ctypes.Structure):  # tt_runtime_info
@@ -54,7 +55,32 @@ class Stats(ctypes.Structure):  # tt_stats
         ("buffers_in_use", ctypes.c_int64),
         ("host_to_device_bytes", ctypes.c_int64),
         ("device_to_host_bytes", ctypes.c_int64),
+        ("disk_hits", ctypes.c_int64),
+        ("disk_misses", ctypes.c_int64),
+        ("disk_writes", ctypes.c_int64),
+        ("disk_errors", ctypes.c_int64),
+        ("disk_load_seconds", ctypes.c_double),
+        ("disk_rejected", ctypes.c_int64),
+        ("disk_evictions", ctypes.c_int64),
+        ("recompiles", ctypes.c_int64),
     ]
+
+
+class CacheEntryInfo(ctypes.Structure):  # tt_cache_entry_info
+    _fields_ = [
+        ("key", ctypes.c_char * 33),
+        ("label", ctypes.c_char * 64),
+        ("uses", ctypes.c_int64),
+        ("compile_seconds", ctypes.c_double),
+        ("from_disk", ctypes.c_bool),
+        ("text_bytes", ctypes.c_int64),
+    ]
+
+
+class FusedStats(ctypes.Structure):  # tt_fused_stats
+    _fields_ = [(name, ctypes.c_int64) for name in (
+        "graphs", "ops", "pending_ops", "last_graph_ops", "last_graph_params",
+        "last_graph_outputs", "last_graph_bytes")]
 
 
 _p = ctypes.c_void_p
@@ -70,6 +96,9 @@ _CORE_FUNCS = {
     "tt_runtime_set_mode": (None, [_p, ctypes.c_int]),
     "tt_runtime_mode": (ctypes.c_int, [_p]),
     "tt_runtime_synchronize": (_p, [_p]),
+    "tt_runtime_flush": (_p, [_p]),
+    "tt_runtime_set_fuse_limit": (None, [_p, ctypes.c_int64, ctypes.c_int64]),
+    "tt_runtime_fused_stats": (None, [_p, ctypes.POINTER(FusedStats)]),
     "tt_runtime_stats": (None, [_p, ctypes.POINTER(Stats)]),
     "tt_runtime_reset_peak": (None, [_p]),
     "tt_runtime_fallback_counts": (ctypes.c_int, [_p, ctypes.POINTER(ctypes.c_char_p),
@@ -77,6 +106,14 @@ _CORE_FUNCS = {
     "tt_runtime_default_generator": (_p, [_p, ctypes.c_int]),
     "tt_generator_set_state": (None, [_p, _u64, _u64]),
     "tt_generator_get_state": (None, [_p, ctypes.POINTER(_u64), ctypes.POINTER(_u64)]),
+    "tt_runtime_set_cache_dir": (_p, [_p, ctypes.c_char_p, ctypes.c_int64]),
+    "tt_runtime_cache_entries": (ctypes.c_int, [_p, ctypes.POINTER(CacheEntryInfo), ctypes.c_int]),
+    "tt_runtime_set_explain_recompiles": (None, [_p, ctypes.c_bool]),
+    "tt_runtime_explain_recompiles": (ctypes.c_bool, [_p]),
+    "tt_runtime_recompile_causes": (ctypes.c_int, [_p, ctypes.POINTER(ctypes.c_char_p),
+                                                   ctypes.POINTER(ctypes.c_int64), ctypes.c_int]),
+    "tt_runtime_recompile_summary": (ctypes.c_size_t, [_p, ctypes.c_char_p, ctypes.c_size_t]),
+    "tt_op_register_alias": (ctypes.c_int32, [ctypes.c_char_p, ctypes.c_char_p]),
 }
 
 _SHIM_FUNCS = {
@@ -204,6 +241,20 @@ def mode():
     return core.tt_runtime_mode(runtime())
 
 
+def flush():
+    check(core.tt_runtime_flush(runtime()))
+
+
+def set_fuse_limit(max_ops, max_bytes):
+    core.tt_runtime_set_fuse_limit(runtime(), int(max_ops), int(max_bytes))
+
+
+def fused_stats():
+    out = FusedStats()
+    core.tt_runtime_fused_stats(runtime(), ctypes.byref(out))
+    return {name: getattr(out, name) for name, _ in FusedStats._fields_}
+
+
 def fallback_counts():
     rt = runtime_or_none()
     if rt is None:
@@ -227,6 +278,65 @@ def generator_state(device):
 def set_generator_state(device, seed, offset=0):
     g = core.tt_runtime_default_generator(runtime(), device)
     core.tt_generator_set_state(g, seed & 0xFFFFFFFFFFFFFFFF, offset & 0xFFFFFFFFFFFFFFFF)
+
+
+# --- compilation cache and recompile explainer ---------------------------------------
+
+def set_cache_dir(path, max_bytes):
+    """Turns the persistent cache on at `path` (None: off)."""
+    arg = os.fsencode(path) if path else None
+    check(core.tt_runtime_set_cache_dir(runtime(), arg, int(max_bytes)))
+
+
+def cache_entries():
+    rt = runtime_or_none()
+    if rt is None:
+        return []
+    n = core.tt_runtime_cache_entries(rt, None, 0)
+    if n <= 0:
+        return []
+    buf = (CacheEntryInfo * n)()
+    n = min(n, core.tt_runtime_cache_entries(rt, buf, n))
+    return [{"key": _s(e.key), "label": _s(e.label), "uses": int(e.uses),
+             "compile_seconds": float(e.compile_seconds), "from_disk": bool(e.from_disk),
+             "text_bytes": int(e.text_bytes)} for e in buf[:n]]
+
+
+def set_explain_recompiles(flag):
+    core.tt_runtime_set_explain_recompiles(runtime(), bool(flag))
+
+
+def explain_recompiles():
+    rt = runtime_or_none()
+    return bool(rt is not None and core.tt_runtime_explain_recompiles(rt))
+
+
+def recompile_causes():
+    rt = runtime_or_none()
+    if rt is None:
+        return {}
+    names = (ctypes.c_char_p * 16)()
+    counts = (ctypes.c_int64 * 16)()
+    n = min(16, core.tt_runtime_recompile_causes(rt, names, counts, 16))
+    return {_s(names[i]): int(counts[i]) for i in range(n)}
+
+
+def recompile_summary():
+    rt = runtime_or_none()
+    if rt is None:
+        return ""
+    need = core.tt_runtime_recompile_summary(rt, None, 0)
+    buf = ctypes.create_string_buffer(need + 1)
+    core.tt_runtime_recompile_summary(rt, buf, need + 1)
+    return _s(buf.value)
+
+
+def register_alias(name, existing):
+    """Makes op `name` use the lowering rule of `existing`; returns its id."""
+    op = core.tt_op_register_alias(name.encode(), existing.encode())
+    if op < 0:
+        raise RuntimeError(f"register_alias: {existing!r} has no lowering rule")
+    return op
 
 
 # --- shim ------------------------------------------------------------------------

@@ -6,11 +6,23 @@ Names follow DESIGN.md (compatible with Google's TorchTPU where one exists):
                             lowering run on the CPU with a warning, raise, or
                             run on the CPU quietly
     TPU_LAUNCH_BLOCKING     1: debug eager, synchronous after every op
+    TORCH_TPU_DEFER_AND_FUSE  1: fused eager, ops deferred into one graph run
+                            when a value is needed (launch blocking wins)
     TORCHTPU_PLUGIN_PATH    an explicit PJRT plugin (read by the core)
     TORCHTPU_CPU_DEVICES    devices the CPU plugin creates (read by the core)
     TF_CPP_MIN_LOG_LEVEL    XLA's log level; defaults to 1 (no info lines)
     TORCHTPU_SITE_PACKAGES  where the core looks for the CPU plugin's package;
                             set here from Python's site-packages when unset
+    TORCHTPU_CACHE_DIR      persistent compilation cache directory; unset:
+                            $XDG_CACHE_HOME/torchtpu (~/.cache/torchtpu);
+                            "0", "off", "none", "false" or empty: no disk cache
+    TORCHTPU_CACHE_MAX_BYTES  size bound of that directory (default 2G;
+                            suffixes K, M, G; 0: unbounded)
+    TORCHTPU_EXPLAIN_RECOMPILES  1: print why each program is compiled, and a
+                            summary of the causes at exit
+    TORCHTPU_CHECK_NUMERICS 1: compare every tpu op with PyTorch's CPU result
+                            (torchtpu.debug.check_numerics), raise on the first
+                            divergence
 """
 import os
 import site
@@ -37,6 +49,11 @@ def launch_blocking():
     return os.environ.get("TPU_LAUNCH_BLOCKING", "").strip().lower() in ("1", "true", "yes", "on")
 
 
+def defer_and_fuse():
+    """True when TORCH_TPU_DEFER_AND_FUSE asks for fused eager."""
+    return os.environ.get("TORCH_TPU_DEFER_AND_FUSE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def quiet_plugin_logs():
     """XLA's plugins log informational lines to stderr at start-up; keep
     warnings and errors only, unless the user chose a level."""
@@ -57,3 +74,58 @@ def export_site_packages():
         if d and os.path.isdir(d) and d not in dirs:
             dirs.append(d)
     os.environ["TORCHTPU_SITE_PACKAGES"] = os.pathsep.join(dirs)
+
+
+# --- compilation cache and debugging tools ------------------------------------------
+
+_OFF = ("0", "off", "none", "false", "no")
+_TRUE = ("1", "true", "yes", "on")
+
+
+def cache_dir():
+    """The persistent compilation cache directory from TORCHTPU_CACHE_DIR, or
+    None when it is turned off. Unset: $XDG_CACHE_HOME/torchtpu, else
+    ~/.cache/torchtpu."""
+    value = os.environ.get("TORCHTPU_CACHE_DIR")
+    if value is None:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        return os.path.join(base, "torchtpu")
+    value = value.strip()
+    if not value or value.lower() in _OFF:
+        return None
+    return os.path.abspath(os.path.expanduser(value))
+
+
+DEFAULT_CACHE_MAX_BYTES = 2 << 30
+
+
+def parse_bytes(text):
+    """"2G", "512M", "1000" -> bytes; ValueError when malformed."""
+    t = str(text).strip().upper().removesuffix("B").removesuffix("I")
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(t[-1:], 1)
+    if scale != 1:
+        t = t[:-1]
+    return int(float(t) * scale)
+
+
+def cache_max_bytes():
+    """TORCHTPU_CACHE_MAX_BYTES (default 2 GiB; 0 or less: unbounded)."""
+    value = os.environ.get("TORCHTPU_CACHE_MAX_BYTES", "").strip()
+    if not value:
+        return DEFAULT_CACHE_MAX_BYTES
+    try:
+        return parse_bytes(value)
+    except ValueError:
+        warnings.warn(f"TORCHTPU_CACHE_MAX_BYTES={value!r} is not a size; "
+                      f"using {DEFAULT_CACHE_MAX_BYTES}")
+        return DEFAULT_CACHE_MAX_BYTES
+
+
+def explain_recompiles():
+    """True when TORCHTPU_EXPLAIN_RECOMPILES asks for compile explanations."""
+    return os.environ.get("TORCHTPU_EXPLAIN_RECOMPILES", "").strip().lower() in _TRUE
+
+
+def check_numerics():
+    """True when TORCHTPU_CHECK_NUMERICS asks to check every op against the CPU."""
+    return os.environ.get("TORCHTPU_CHECK_NUMERICS", "").strip().lower() in _TRUE

@@ -298,7 +298,15 @@ def empty_cache():
 # --- compilation cache -------------------------------------------------------------------
 
 def _get_cache_stats():
-    """Counters of the eager op cache and the compilation cache."""
+    """Counters of the eager op cache and the compilation cache.
+
+    requests/hits: program-cache lookups and in-memory hits; compiles and
+    compile_seconds: programs actually compiled; sig_hits: eager calls that
+    reused a plan without lowering; disk_*: the persistent cache (a miss in
+    memory is a disk hit or a disk miss); recompiles: compiles of an op or
+    graph already compiled with another signature; causes: compiles by cause
+    (see torchtpu.explain_recompiles); entries: one dict per program (key,
+    label, uses, compile_seconds, from_disk, text_bytes)."""
     st = _core.stats()
     return {
         "requests": st["cache_requests"],
@@ -308,5 +316,15 @@ def _get_cache_stats():
         "sig_hits": st["sig_hits"],
         "op_calls": st["op_calls"],
         "fallback_calls": st["fallback_calls"],
+        "disk_hits": st["disk_hits"],
+        "disk_misses": st["disk_misses"],
+        "disk_writes": st["disk_writes"],
+        "disk_errors": st["disk_errors"],
+        "disk_rejected": st["disk_rejected"],
+        "disk_evictions": st["disk_evictions"],
+        "disk_load_seconds": st["disk_load_seconds"],
+        "recompiles": st["recompiles"],
+        "causes": _core.recompile_causes(),
+        "entries": _core.cache_entries(),
     }
 

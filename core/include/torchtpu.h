@@ -107,13 +107,51 @@ TT_API void tt_runtime_info_get(tt_runtime *rt, tt_runtime_info *out);
 typedef enum tt_exec_mode {
   TT_MODE_STRICT = 0,  // asynchronous, one program per op (default)
   TT_MODE_DEBUG = 1,   // synchronous after each op
+  TT_MODE_FUSED = 2,   // ops recorded into a deferred graph, run as one
+                       // program at a flush (see tt_runtime_flush)
 } tt_exec_mode;
 
 TT_API void tt_runtime_set_mode(tt_runtime *rt, tt_exec_mode mode);
 TT_API tt_exec_mode tt_runtime_mode(tt_runtime *rt);
 
 // Waits for every program launched so far; returns the first async error.
+// In fused mode it flushes the deferred graph first.
 TT_API tt_status tt_runtime_synchronize(tt_runtime *rt);
+
+// --- fused eager ---------------------------------------------------------------
+//
+// In TT_MODE_FUSED an op is lowered at once (a user error raises at the op,
+// as in strict mode) into a deferred graph; its fresh results are pending
+// storages that hold no device memory. The graph runs as one program, whose
+// outputs are the live storages it wrote, when it is flushed: by
+// tt_runtime_flush, by reading a value it wrote (tt_tensor_download, a
+// partial upload into it, resizing it), by tt_runtime_synchronize, by a mode
+// switch, or when it grows past its bound. Programs are cached by their
+// text, so a training loop compiles its step once. A flush error names the
+// graph's first ops and is returned by the call that caused the flush.
+
+// Compiles (when new) and launches the deferred graph without waiting for
+// it; no-op when the graph is empty.
+TT_API tt_status tt_runtime_flush(tt_runtime *rt);
+
+// Bounds the deferred graph: it is flushed before an op that would make it
+// longer than `max_ops` ops or whose text already exceeds `max_bytes` bytes.
+// A value <= 0 restores that bound's default (10000 ops, 64 MiB).
+TT_API void tt_runtime_set_fuse_limit(tt_runtime *rt, int64_t max_ops,
+                                      int64_t max_bytes);
+
+typedef struct tt_fused_stats {
+  int64_t graphs;              // graphs flushed (run, or dropped when no
+                               // output was still alive)
+  int64_t ops;                 // ops recorded in fused mode
+  int64_t pending_ops;         // ops in the graph being recorded now
+  int64_t last_graph_ops;      // of the last graph flushed
+  int64_t last_graph_params;
+  int64_t last_graph_outputs;
+  int64_t last_graph_bytes;    // StableHLO text length
+} tt_fused_stats;
+
+TT_API void tt_runtime_fused_stats(tt_runtime *rt, tt_fused_stats *out);
 
 typedef struct tt_stats {
   int64_t op_calls;         // native op executions
@@ -128,6 +166,17 @@ typedef struct tt_stats {
   int64_t buffers_in_use;   // live device buffers
   int64_t host_to_device_bytes;
   int64_t device_to_host_bytes;
+  // The persistent compilation cache (see tt_runtime_set_cache_dir). Every
+  // program-cache miss is one disk hit or one disk miss while it is on.
+  int64_t disk_hits;          // executables loaded from the cache directory
+  int64_t disk_misses;        // no usable file: compiled (then written)
+  int64_t disk_writes;        // entries written
+  int64_t disk_errors;        // I/O failures; the op went on without the disk
+  double disk_load_seconds;   // reading, checking and deserialising hits
+  int64_t disk_rejected;      // corrupt, truncated or foreign files ignored
+  int64_t disk_evictions;     // files removed to stay under the size bound
+  int64_t recompiles;         // compiles of an op or graph already compiled
+                              // with another signature (see explain)
 } tt_stats;
 
 TT_API void tt_runtime_stats(tt_runtime *rt, tt_stats *out);
@@ -260,6 +309,17 @@ typedef struct tt_op_result {
 TT_API int32_t tt_op_lookup(const char *name);
 TT_API const char *tt_op_name(int32_t op);  // static
 TT_API int32_t tt_op_count(void);
+// True when the op's rule replaces PyTorch's CompositeExplicitAutograd
+// kernel (the shim then registers the op for the device, so calls reach the
+// core instead of the composite: _foreach_*, convolution_overrideable, ...).
+TT_API bool tt_op_replaces_composite(int32_t op);
+
+// Registers `name` ("aten::foo.overload") with the lowering rule of the
+// existing op `existing_name`, so calls of `name` run natively from then on
+// (see the shim's per-schema cache: only ops not yet called in the process
+// pick it up). Returns the new op's id, or -1 when `existing_name` has no
+// rule or the table is full. A name that already has a rule is replaced.
+TT_API int32_t tt_op_register_alias(const char *name, const char *existing_name);
 
 // Runs `call`. Fresh results are written to `results` (capacity `cap`); the
 // number written goes to `out_nresults`. On TT_UNIMPLEMENTED nothing ran and
@@ -276,6 +336,57 @@ TT_API tt_status tt_op_run(tt_runtime *rt, const tt_op_call *call,
 TT_API tt_status tt_op_infer(tt_runtime *rt, const tt_op_call *call,
                              tt_op_result *results, int32_t cap,
                              int32_t *out_nresults);
+
+// --- compilation cache --------------------------------------------------------
+//
+// Every program goes through one cache: in memory for the life of the
+// runtime and, once a directory is set, on disk across processes. Files are
+// named by a 128-bit key of (StableHLO text, compile options, plugin platform,
+// platform version, PJRT API version, device count and kind) and hold the
+// serialised executable after a header (magic, format version, key, text,
+// checksums); a corrupt, truncated or foreign file is ignored, counted and
+// overwritten. Writes are atomic (temp file, fsync, rename), so processes may
+// share a directory. Disk errors never fail an op: they are counted.
+
+// Turns the persistent cache on (`dir`, created when first written) or off
+// (NULL or ""). `max_bytes` bounds the directory (<= 0: unbounded); the least
+// recently used files (by mtime, touched on every hit) are removed first.
+// The Python package calls this at start-up from TORCHTPU_CACHE_DIR.
+TT_API tt_status tt_runtime_set_cache_dir(tt_runtime *rt, const char *dir,
+                                          int64_t max_bytes);
+
+// One program in the in-memory cache.
+typedef struct tt_cache_entry_info {
+  char key[33];            // 32 hex digits: the file name stem on disk
+  char label[64];          // eager op name, or "graph: first ops", truncated
+  int64_t uses;            // lookups that returned it, the first included
+  double compile_seconds;  // compile time, or load time when from_disk
+  bool from_disk;
+  int64_t text_bytes;      // StableHLO text length
+} tt_cache_entry_info;
+
+// Fills up to `cap` entries (insertion order); returns how many there are.
+TT_API int tt_runtime_cache_entries(tt_runtime *rt, tt_cache_entry_info *out,
+                                    int cap);
+
+// --- recompile explainer -------------------------------------------------------
+//
+// While on, every compile prints one line to stderr naming the op (or the
+// first ops of a graph) and what differs from the nearest signature of the
+// same op compiled before: "shape", "dtype", "layout" (strides/offset),
+// "argument" (a structural value), "storage" (sizes or aliasing of storages),
+// "graph" (new graph structure) or "new op". Causes are counted always.
+
+TT_API void tt_runtime_set_explain_recompiles(tt_runtime *rt, bool on);
+TT_API bool tt_runtime_explain_recompiles(tt_runtime *rt);
+// Compile counts by cause: fills up to `cap` (static name, count) pairs,
+// returns the number of causes.
+TT_API int tt_runtime_recompile_causes(tt_runtime *rt, const char **names,
+                                       int64_t *counts, int cap);
+// A printable summary (top causes and ops) into `buf`; returns the length it
+// needs (excluding the NUL), like snprintf.
+TT_API size_t tt_runtime_recompile_summary(tt_runtime *rt, char *buf,
+                                           size_t cap);
 
 #ifdef __cplusplus
 }

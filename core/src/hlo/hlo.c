@@ -89,6 +89,24 @@ void tt_hlo_reset(tt_hlo *b) {
   b->status = NULL;
 }
 
+tt_hlo_mark tt_hlo_get_mark(const tt_hlo *b) {
+  return (tt_hlo_mark){b->nvals, b->nparams, b->next_name, b->body.len, b->indent};
+}
+
+void tt_hlo_rewind(tt_hlo *b, const tt_hlo_mark *m) {
+  b->nvals = m->nvals;
+  b->nparams = m->nparams;
+  b->next_name = m->next_name;
+  b->indent = m->indent;
+  if (b->body.len > m->body_len) b->body.len = m->body_len;
+  b->body.oom = false;  // the text up to the mark is intact
+  if (b->body.p) b->body.p[b->body.len] = '\0';
+  tt_status_free(b->status);
+  b->status = NULL;
+}
+
+size_t tt_hlo_body_bytes(const tt_hlo *b) { return b->body.len; }
+
 tt_status tt_hlo_status(const tt_hlo *b) { return b->status; }
 
 tt_status tt_hlo_take_status(tt_hlo *b) {

@@ -50,6 +50,21 @@ int64_t tt_hlo_numel(const tt_hlo_type *t);
 tt_hlo_type tt_hlo_make_type(tt_dtype d, int rank, const int64_t *dims);
 bool tt_hlo_same_type(const tt_hlo_type *x, const tt_hlo_type *y);
 
+// A point in the builder to return to: a caller that records many ops into
+// one builder (fused eager) rewinds an op that failed half-way, so that its
+// values, parameters, text and error vanish.
+typedef struct tt_hlo_mark {
+  int32_t nvals, nparams, next_name;
+  size_t body_len;
+  int indent;
+} tt_hlo_mark;
+
+tt_hlo_mark tt_hlo_get_mark(const tt_hlo *b);
+// Drops everything emitted after `m` and the builder's error, if any.
+void tt_hlo_rewind(tt_hlo *b, const tt_hlo_mark *m);
+// Bytes of op text emitted so far (the size of the finished module, roughly).
+size_t tt_hlo_body_bytes(const tt_hlo *b);
+
 // --- function signature ------------------------------------------------------
 
 // Appends a parameter of @main and returns its value.
@@ -179,5 +194,44 @@ tt_hv tt_hlo_scatter(tt_hlo *b, tt_hv x, tt_hv indices, tt_hv updates,
 // stablehlo.rng_bit_generator (THREE_FRY) from a ui64[2] state (key,
 // counter): returns random bits of type `t` (TT_U32 or TT_U64).
 tt_hv tt_hlo_rng_bits(tt_hlo *b, tt_hv state, const tt_hlo_type *t);
+
+// --- convolution, windows, sort (hlo_nn.c) ---------------------------------------------
+
+// stablehlo.convolution. Each operand names which of its dims is batch /
+// feature / spatial i; the result type is computed (x's dtype; x and w must
+// share it). Padding may be negative (it crops).
+typedef struct tt_hlo_conv_dims {
+  int nspatial;
+  int64_t in_batch, in_feature, in_spatial[TT_MAX_RANK];
+  int64_t k_out, k_in, k_spatial[TT_MAX_RANK];
+  int64_t out_batch, out_feature, out_spatial[TT_MAX_RANK];
+  int64_t stride[TT_MAX_RANK], pad_lo[TT_MAX_RANK], pad_hi[TT_MAX_RANK];
+  int64_t lhs_dilation[TT_MAX_RANK], rhs_dilation[TT_MAX_RANK];
+  int64_t feature_groups, batch_groups;
+} tt_hlo_conv_dims;
+tt_hv tt_hlo_convolution(tt_hlo *b, tt_hv x, tt_hv w, const tt_hlo_conv_dims *d);
+
+// A window over every dim of the operand (size 1, stride 1, no padding and
+// dilation 1 leave a dim alone).
+typedef struct tt_hlo_window {
+  int64_t dims[TT_MAX_RANK], strides[TT_MAX_RANK];
+  int64_t pad_lo[TT_MAX_RANK], pad_hi[TT_MAX_RANK];
+  int64_t base_dilation[TT_MAX_RANK], window_dilation[TT_MAX_RANK];
+} tt_hlo_window;
+// An identity window for rank `rank` (then set what differs).
+tt_hlo_window tt_hlo_window_identity(int rank);
+// stablehlo.reduce_window with init (0-d, x's dtype); padding reads init.
+tt_hv tt_hlo_reduce_window(tt_hlo *b, tt_hv x, tt_hv init,
+                           const tt_hlo_window *w, tt_hlo_reduce_kind kind);
+// The max (or min) of each window with the `idx` value at its position
+// (ties: smaller index): padding reads (-inf or lowest, -1).
+void tt_hlo_argreduce_window(tt_hlo *b, tt_hv x, tt_hv idx,
+                             const tt_hlo_window *w, bool is_max,
+                             tt_hv *out_values, tt_hv *out_idx);
+
+// Stable sort of x along `dim`, carrying `payload` (same shape, any dtype;
+// may be TT_HV_INVALID). NaN sorts as the largest value, like PyTorch.
+void tt_hlo_sort(tt_hlo *b, tt_hv x, tt_hv payload, int64_t dim,
+                 bool descending, tt_hv *out_values, tt_hv *out_payload);
 
 #endif

@@ -92,4 +92,9 @@ void tt_hlo_combiner_region(tt_hlo *b, const tt_dtype *dtypes, int n,
 
 const char *tt_hlo_elem_name(tt_dtype d);  // "f32", NULL when unknown
 
+// The argmax/argmin combiner over (value, index) pairs of dtypes vd, id: the
+// better value wins (NaN is the max and the min, like PyTorch), ties go to
+// the smaller index. Shared by reduce and reduce_window.
+void tt_hlo_argreduce_region(tt_hlo *b, tt_dtype vd, tt_dtype id, bool is_max);
+
 #endif

@@ -593,7 +593,7 @@ tt_hv tt_hlo_reduce(tt_hlo *b, tt_hv x, tt_hv init, const int64_t *dims,
 // The argmax/argmin comparator over (value, index) pairs a and c: a wins when
 // it is strictly better (NaN beats numbers for both max and min, like
 // PyTorch), or equal (NaN equals NaN) with the smaller index.
-static void argreduce_region(tt_hlo *b, tt_dtype vd, tt_dtype id, bool is_max) {
+void tt_hlo_argreduce_region(tt_hlo *b, tt_dtype vd, tt_dtype id, bool is_max) {
   tt_dtype dts[4] = {vd, id, vd, id};
   tt_hv a[4];
   tt_hlo_region_begin(b, dts, 4, a);
@@ -642,7 +642,7 @@ void tt_hlo_argreduce(tt_hlo *b, tt_hv x, int64_t dim, bool is_max,
   tt_hv r = tt_hlo_new_values(b, rt, 2);
   if (r == TT_HV_INVALID) return;
   reduce_begin(b, r, xs, 2);  // operands (x, iota), inits (x_init, 0)
-  argreduce_region(b, xt.dtype, idx_dtype, is_max);
+  tt_hlo_argreduce_region(b, xt.dtype, idx_dtype, is_max);
   reduce_end(b, r, xs, 2, &dim, 1);
   *out_values = r;
   *out_idx = r + 1;

@@ -287,5 +287,12 @@ tt_hv tt_lower_reduce(tt_lower_ctx *c, tt_hv v, const bool *mask, bool keepdim,
     kept[d] = mask[d] ? 1 : t.dims[d];
   }
   tt_hv r = tt_hlo_reduce(b, v, tt_lower_reduce_init(c, t.dtype, kind), dims, n, kind);
+  if (tt_dtype_is_float(t.dtype) && (kind == TT_HLO_REDUCE_MAX || kind == TT_HLO_REDUCE_MIN)) {
+    // XLA's CPU reductions drop NaNs in max/min; PyTorch propagates them.
+    tt_hv isnan = tt_hlo_compare(b, TT_HLO_NE, v, v);
+    tt_hv any = tt_hlo_reduce(b, isnan, tt_lower_reduce_init(c, TT_BOOL, TT_HLO_REDUCE_OR), dims,
+                              n, TT_HLO_REDUCE_OR);
+    r = tt_hlo_select(b, any, tt_lower_splat_like(c, r, NAN), r);
+  }
   return keepdim ? tt_hlo_reshape(b, r, t.rank, kept) : r;
 }

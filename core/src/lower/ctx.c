@@ -8,6 +8,11 @@
 // become a broadcast; anything else is a gather with computed indices.
 // Writing mirrors it: the whole storage is replaced, or the view is patched
 // with dynamic_update_slice / scatter and the storage gets the new buffer.
+//
+// Strict eager lowers one op into a module of its own. Fused eager lowers
+// ops into a graph (tt_lower_into_graph): a storage the graph already holds
+// is read from its value there instead of a parameter, and the values of the
+// op's outputs go back to the recorder instead of into a finished module.
 #include "lower/ctx.h"
 
 #include <stdarg.h>
@@ -21,6 +26,7 @@ struct tt_lower_ctx {
   const tt_op_call *call;
   const tt_rule *rule;
   tt_lower_options opts;
+  const tt_lower_graph *graph;  // NULL in strict eager
   char op_name[96];  // "add.Tensor"
   tt_hlo *b;
   tt_slot *slots;
@@ -30,6 +36,7 @@ struct tt_lower_ctx {
   tt_hv *group_cur;    // storage value after this program's writes
   tt_hv *offset_param; // offset parameter per slot
   tt_param *params;
+  tt_hv *param_vals;   // builder value of each parameter
   int nparams, cap_params;
   tt_hv *results;
   int nresults, cap_results;
@@ -83,19 +90,38 @@ static tt_hv add_param(tt_lower_ctx *c, tt_param p, const tt_hlo_type *t) {
   if (c->nparams == c->cap_params) {
     int cap = c->cap_params ? 2 * c->cap_params : 8;
     tt_param *np = realloc(c->params, (size_t)cap * sizeof *np);
-    if (!np) {
+    if (np) c->params = np;
+    tt_hv *nv = np ? realloc(c->param_vals, (size_t)cap * sizeof *nv) : NULL;
+    if (!nv) {
       tt_hlo_fail(c->b, tt_make_status(TT_RESOURCE_EXHAUSTED, "out of memory"));
       return TT_HV_INVALID;
     }
-    c->params = np;
+    c->param_vals = nv;
     c->cap_params = cap;
   }
-  c->params[c->nparams++] = p;
-  return tt_hlo_param(c->b, t);
+  tt_hv v = tt_hlo_param(c->b, t);
+  c->params[c->nparams] = p;
+  c->param_vals[c->nparams++] = v;
+  return v;
+}
+
+// The value an enclosing graph holds for the slot's storage, or invalid.
+static tt_hv graph_value(const tt_lower_ctx *c, int slot) {
+  if (!c->graph) return TT_HV_INVALID;
+  return c->graph->value_of(c->graph->ctx, c->slots[slot].t->storage);
+}
+
+// The dtype of the slot storage's flat buffer (its graph value's, in a graph).
+static tt_dtype buffer_dtype(const tt_lower_ctx *c, int slot) {
+  tt_hv v = graph_value(c, slot);
+  const tt_hlo_type *ty = v == TT_HV_INVALID ? NULL : tt_hlo_type_of(c->b, v);
+  return ty ? ty->dtype : tt_slot_buffer_dtype(c->slots[slot].t);
 }
 
 static tt_hv storage_param(tt_lower_ctx *c, int slot) {
   int g = c->slots[slot].group;
+  if (c->group_param[g] != TT_HV_INVALID) return c->group_param[g];
+  c->group_param[g] = graph_value(c, g);
   if (c->group_param[g] != TT_HV_INVALID) return c->group_param[g];
   const tt_tensor *t = c->slots[g].t;
   tt_param p = {.kind = TT_PARAM_STORAGE, .slot = g, .arg = -1,
@@ -230,8 +256,9 @@ static tt_hv extract(tt_lower_ctx *c, int slot, tt_hv flat, const view *v,
   return gather_view(c, slot, flat, v, d);
 }
 
-static tt_status check_buffer_dtype(const tt_lower_ctx *c, const tt_tensor *t) {
-  tt_dtype s = tt_slot_buffer_dtype(t);
+static tt_status check_buffer_dtype(const tt_lower_ctx *c, int slot) {
+  const tt_tensor *t = c->slots[slot].t;
+  tt_dtype s = buffer_dtype(c, slot);
   if (tt_dtype_size(s) != tt_dtype_size(t->dtype))
     return tt_lower_fail(c, TT_UNIMPLEMENTED,
                          "a %s view of a %s storage is not lowered",
@@ -255,12 +282,12 @@ static tt_hv materialize(tt_lower_ctx *c, int slot) {
     tt_hlo_type ty = tt_hlo_make_type(t->dtype, t->ndim, t->sizes);
     return tt_hlo_splat(c->b, &ty, 0);
   }
-  tt_status st = check_buffer_dtype(c, t);
+  tt_status st = check_buffer_dtype(c, slot);
   if (st) {
     tt_hlo_fail(c->b, st);
     return TT_HV_INVALID;
   }
-  tt_dtype bd = tt_slot_buffer_dtype(t);
+  tt_dtype bd = buffer_dtype(c, slot);
   tt_hv x = extract(c, slot, storage_param(c, slot), &core, bd);
   if (bd != t->dtype) x = tt_hlo_bitcast(c->b, x, t->dtype);
   if (expanded) {
@@ -351,6 +378,24 @@ tt_hv tt_lower_scalar(tt_lower_ctx *c, int i, tt_dtype d) {
     return fl ? tt_hlo_const(c->b, d, s->f) : tt_hlo_const_i(c->b, d, s->i);
   }
   tt_param p = {.kind = TT_PARAM_SCALAR, .slot = -1, .arg = i, .dtype = d};
+  tt_hlo_type ty = tt_hlo_make_type(d, 0, NULL);
+  return add_param(c, p, &ty);
+}
+
+tt_hv tt_lower_list_scalar(tt_lower_ctx *c, int i, int j, tt_dtype d) {
+  const tt_value *v = tt_lower_arg(c, i);
+  if (v->kind != TT_VALUE_LIST || j < 0 || j >= v->u.list.n ||
+      v->u.list.items[j].kind != TT_VALUE_SCALAR) {
+    tt_hlo_fail(c->b, tt_lower_fail(c, TT_INTERNAL,
+                                    "argument %d item %d is not a scalar", i, j));
+    return TT_HV_INVALID;
+  }
+  if (c->rule->flags & TT_RULE_SCALARS_IN_SIGNATURE) {
+    const tt_scalar *s = &v->u.list.items[j].u.scalar;
+    bool fl = tt_dtype_is_float(s->dtype);
+    return fl ? tt_hlo_const(c->b, d, s->f) : tt_hlo_const_i(c->b, d, s->i);
+  }
+  tt_param p = {.kind = TT_PARAM_SCALAR, .slot = -1, .arg = i, .item = j, .dtype = d};
   tt_hlo_type ty = tt_hlo_make_type(d, 0, NULL);
   return add_param(c, p, &ty);
 }
@@ -456,8 +501,8 @@ static tt_status write_view(tt_lower_ctx *c, int slot, tt_hv v) {
     return NULL;
   }
   if (numel == 0) return NULL;
-  TT_RETURN_IF_ERROR(check_buffer_dtype(c, t));
-  tt_dtype bd = tt_slot_buffer_dtype(t);
+  TT_RETURN_IF_ERROR(check_buffer_dtype(c, slot));
+  tt_dtype bd = buffer_dtype(c, slot);
   if (bd != t->dtype) v = tt_hlo_bitcast(c->b, v, bd);
   if (c->group_cur[g] == TT_HV_INVALID) c->group_cur[g] = storage_param(c, slot);
   view w = {.rank = t->ndim};
@@ -482,6 +527,24 @@ static tt_status write_view(tt_lower_ctx *c, int slot, tt_hv v) {
   return NULL;
 }
 
+void tt_lower_write_arg(tt_lower_ctx *c, int i, tt_hv v) {
+  if (c->opts.infer_only) return;
+  int s = find_slot(c, i, -1);
+  const tt_hlo_type *ty = tt_hlo_type_of(c->b, v);
+  if (s < 0 || !ty) {
+    if (s < 0)
+      tt_hlo_fail(c->b, tt_lower_fail(c, TT_INTERNAL, "argument %d is not a tpu tensor", i));
+    return;
+  }
+  const tt_tensor *t = c->slots[s].t;
+  if (!same_shape(ty, t)) {
+    tt_hlo_fail(c->b, tt_lower_fail(c, TT_INTERNAL, "write to argument %d: shape differs", i));
+    return;
+  }
+  tt_status st = write_view(c, s, tt_hlo_convert(c->b, v, t->dtype));
+  if (st) tt_hlo_fail(c->b, st);
+}
+
 static void record_meta(tt_op_result *m, const tt_hlo_type *ty) {
   memset(m, 0, sizeof *m);
   m->dtype = ty->dtype;
@@ -490,8 +553,9 @@ static void record_meta(tt_op_result *m, const tt_hlo_type *ty) {
 }
 
 // After the rule: route results, assemble the plan and the program outputs.
+// In a graph the output values go to `*graph_outs` (owned) instead of a module.
 static tt_status finish(tt_lower_ctx *c, tt_plan *plan, const char **text,
-                        size_t *len) {
+                        size_t *len, tt_hv **graph_outs) {
   if (c->nresults > c->call->ndests)
     return tt_lower_fail(c, TT_INTERNAL, "rule made %d results for %d outputs",
                          c->nresults, c->call->ndests);
@@ -536,6 +600,10 @@ static tt_status finish(tt_lower_ctx *c, tt_plan *plan, const char **text,
   }
   plan->nouts = nout;
   if (!st) st = tt_hlo_take_status(c->b);
+  if (!st && graph_outs) {
+    *graph_outs = outv;  // the recorder keeps the values; no module
+    return NULL;
+  }
   if (!st && !c->opts.infer_only) st = tt_hlo_finish(c->b, outv, nout, text, len);
   free(outv);
   return st;
@@ -581,30 +649,67 @@ static void ctx_deinit(tt_lower_ctx *c) {
   free(c->group_cur);
   free(c->offset_param);
   free(c->params);
+  free(c->param_vals);
   free(c->results);
+}
+
+// Runs the rule and finishes; on success the plan takes the parameter list
+// (and, in a graph, `graph_out` takes the parameter and output values).
+static tt_status lower(const tt_op_call *call, const tt_rule *rule,
+                       const tt_lower_options *opts, tt_hlo *b,
+                       const tt_lower_graph *graph, tt_plan **out_plan,
+                       const char **out_text, size_t *out_len,
+                       tt_lower_graph_out *graph_out) {
+  *out_plan = NULL;
+  tt_lower_ctx c;
+  memset(&c, 0, sizeof c);
+  tt_hv *outs = NULL;
+  tt_plan *plan = calloc(1, sizeof *plan);
+  tt_status st = plan ? ctx_init(&c, call, rule, opts, b)
+                      : tt_make_status(TT_RESOURCE_EXHAUSTED, "out of memory");
+  c.graph = graph;
+  if (!st) st = rule->fn(&c);
+  if (!st) st = tt_hlo_take_status(b);
+  if (!st) st = finish(&c, plan, out_text, out_len, graph_out ? &outs : NULL);
+  if (!st) {
+    plan->params = c.params;  // the plan takes the parameter list
+    plan->nparams = c.nparams;
+    c.params = NULL;
+    *out_plan = plan;
+    if (graph_out) {
+      graph_out->plan = plan;
+      graph_out->param_vals = c.param_vals;
+      graph_out->out_vals = outs;
+      c.param_vals = NULL;
+    }
+  } else {
+    tt_plan_free(plan);
+  }
+  ctx_deinit(&c);
+  return st;
 }
 
 tt_status tt_lower_call(const tt_op_call *call, const tt_rule *rule,
                         const tt_lower_options *opts, tt_hlo *b,
                         tt_plan **out_plan, const char **out_text,
                         size_t *out_len) {
-  *out_plan = NULL;
-  tt_lower_ctx c;
-  memset(&c, 0, sizeof c);
-  tt_plan *plan = calloc(1, sizeof *plan);
-  tt_status st = plan ? ctx_init(&c, call, rule, opts, b)
-                      : tt_make_status(TT_RESOURCE_EXHAUSTED, "out of memory");
-  if (!st) st = rule->fn(&c);
-  if (!st) st = tt_hlo_take_status(b);
-  if (!st) st = finish(&c, plan, out_text, out_len);
-  if (!st) {
-    plan->params = c.params;  // the plan takes the parameter list
-    plan->nparams = c.nparams;
-    c.params = NULL;
-    *out_plan = plan;
-  } else {
-    tt_plan_free(plan);
-  }
-  ctx_deinit(&c);
-  return st;
+  return lower(call, rule, opts, b, NULL, out_plan, out_text, out_len, NULL);
+}
+
+tt_status tt_lower_into_graph(const tt_op_call *call, const tt_rule *rule,
+                              const tt_lower_options *opts, tt_hlo *b,
+                              const tt_lower_graph *graph,
+                              tt_lower_graph_out *out) {
+  memset(out, 0, sizeof *out);
+  tt_lower_options o = *opts;
+  o.infer_only = false;
+  tt_plan *plan = NULL;
+  return lower(call, rule, &o, b, graph, &plan, NULL, NULL, out);
+}
+
+void tt_lower_graph_out_deinit(tt_lower_graph_out *out) {
+  tt_plan_free(out->plan);
+  free(out->param_vals);
+  free(out->out_vals);
+  memset(out, 0, sizeof *out);
 }

@@ -39,4 +39,34 @@ tt_status tt_lower_call(const tt_op_call *call, const tt_rule *rule,
                         tt_plan **out_plan, const char **out_text,
                         size_t *out_len);
 
+// --- lowering into a graph (fused eager) ----------------------------------------
+//
+// A graph is many op calls lowered into one builder that persists across
+// calls. The recorder tells the context which storages the graph already
+// holds a value for (a pending result, a storage written or read earlier);
+// those are read from that value instead of becoming a new parameter.
+
+typedef struct tt_lower_graph {
+  // The storage's current value in the builder, or TT_HV_INVALID when the
+  // graph does not hold it (then it becomes a new parameter).
+  tt_hv (*value_of)(void *ctx, const tt_storage *s);
+  void *ctx;
+} tt_lower_graph;
+
+typedef struct tt_lower_graph_out {
+  tt_plan *plan;      // owned: params, outs and result metas (exe unset)
+  tt_hv *param_vals;  // owned: builder value of each plan param
+  tt_hv *out_vals;    // owned: builder value of each plan out (a flat
+                      // buffer: a fresh result or a storage's new value)
+} tt_lower_graph_out;
+
+// Lowers `call` into `b`, which holds the graph so far (not reset), and
+// emits no module: the recorder keeps the values in `out`. On error the
+// builder may hold part of the op: the caller rewinds it (tt_hlo_rewind).
+tt_status tt_lower_into_graph(const tt_op_call *call, const tt_rule *rule,
+                              const tt_lower_options *opts, tt_hlo *b,
+                              const tt_lower_graph *graph,
+                              tt_lower_graph_out *out);
+void tt_lower_graph_out_deinit(tt_lower_graph_out *out);
+
 #endif

@@ -12,7 +12,9 @@
 //
 // Leaves out: complex numbers; integer division by zero raising (XLA returns
 // -1 where PyTorch's CPU kernel raises); ops that PyTorch decomposes before
-// they reach a backend (square, softplus, ...).
+// they reach a backend (square, ...); erfc, the gamma family and special
+// functions.
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -22,6 +24,17 @@
 
 static tt_hv bin(tt_lower_ctx *c, tt_hlo_binop op, tt_hv x, tt_hv y) {
   return tt_hlo_binary(tt_lower_hlo(c), op, x, y);
+}
+
+// max / min (op) that propagate NaN like PyTorch: XLA's CPU backend does not
+// on vectorised arrays.
+static tt_hv nmax(tt_lower_ctx *c, tt_hlo_binop op, tt_hv x, tt_hv y) {
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hv r = tt_hlo_binary(b, op, x, y);
+  const tt_hlo_type *t = tt_hlo_type_of(b, r);
+  if (!t || !tt_dtype_is_float(t->dtype)) return r;
+  r = tt_hlo_select(b, tt_hlo_compare(b, TT_HLO_NE, y, y), y, r);
+  return tt_hlo_select(b, tt_hlo_compare(b, TT_HLO_NE, x, x), x, r);
 }
 
 static tt_hv un(tt_lower_ctx *c, tt_hlo_unop op, tt_hv x) {
@@ -159,8 +172,7 @@ static tt_hv floor_div_int(tt_lower_ctx *c, tt_hv a, tt_hv b) {
 }
 
 // div with rounding_mode None ("true"), "trunc" or "floor" (argument 2).
-static tt_status lower_div(tt_lower_ctx *c) {
-  const char *mode = str_arg(c, 2, NULL);
+static tt_status div_mode(tt_lower_ctx *c, const char *mode) {
   if (mode && strcmp(mode, "trunc") != 0 && strcmp(mode, "floor") != 0)
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "div expected rounding_mode to be "
                          "one of None, 'trunc', or 'floor' but found '%s'", mode);
@@ -183,6 +195,8 @@ static tt_status lower_div(tt_lower_ctx *c) {
   }
   return out(c, r, rt);
 }
+
+static tt_status lower_div(tt_lower_ctx *c) { return div_mode(c, str_arg(c, 2, NULL)); }
 
 // Python's %: the result takes the divisor's sign.
 static tt_status lower_remainder(tt_lower_ctx *c) {
@@ -316,7 +330,7 @@ static tt_status lower_relu(tt_lower_ctx *c) {
   tt_hv x = tt_lower_tensor(c, 0);
   if (type_of(c, x) == TT_BOOL) return tt_lower_fail(c, TT_UNIMPLEMENTED, "relu of bool");
   // max(x, 0) propagates NaN like PyTorch's relu.
-  tt_lower_result(c, bin(c, TT_HLO_MAX, x, k(c, x, 0)));
+  tt_lower_result(c, nmax(c, TT_HLO_MAX, x, k(c, x, 0)));
   return NULL;
 }
 
@@ -462,7 +476,7 @@ static tt_status minmax(tt_lower_ctx *c, tt_hlo_binop op) {
   tt_dtype rt;
   tt_hv v[2];
   TT_RETURN_IF_ERROR(two(c, false, &rt, v));
-  return out(c, bin(c, op, v[0], v[1]), rt);  // NaN-propagating, like PyTorch
+  return out(c, nmax(c, op, v[0], v[1]), rt);  // NaN-propagating, like PyTorch
 }
 
 static tt_status lower_maximum(tt_lower_ctx *c) { return minmax(c, TT_HLO_MAX); }
@@ -483,8 +497,8 @@ static tt_status clamp_args(tt_lower_ctx *c, int lo_arg, int hi_arg) {
   TT_RETURN_IF_ERROR(promoted(c, idx, n, &rt));
   TT_RETURN_IF_ERROR(tt_lower_operands(c, idx, n, rt, v));
   tt_hv x = v[0];
-  if (has_lo) x = bin(c, TT_HLO_MAX, x, v[1]);
-  if (has_hi) x = bin(c, TT_HLO_MIN, x, v[n - 1]);
+  if (has_lo) x = nmax(c, TT_HLO_MAX, x, v[1]);
+  if (has_hi) x = nmax(c, TT_HLO_MIN, x, v[n - 1]);
   return out(c, x, rt);
 }
 
@@ -611,9 +625,549 @@ static tt_status lower_masked_fill(tt_lower_ctx *c) {
   return NULL;
 }
 
+// --- more unary math ------------------------------------------------------------------------------
+//
+// StableHLO has no inverse or hyperbolic trig ops: they are built from
+// atan2, log1p and expm1 in forms that stay accurate near 0.
+
+static tt_hv sqrt_(tt_lower_ctx *c, tt_hv x) { return un(c, TT_HLO_SQRT, x); }
+static tt_hv add_(tt_lower_ctx *c, tt_hv x, tt_hv y) { return bin(c, TT_HLO_ADD, x, y); }
+static tt_hv sub_(tt_lower_ctx *c, tt_hv x, tt_hv y) { return bin(c, TT_HLO_SUB, x, y); }
+static tt_hv mul_(tt_lower_ctx *c, tt_hv x, tt_hv y) { return bin(c, TT_HLO_MUL, x, y); }
+static tt_hv div_(tt_lower_ctx *c, tt_hv x, tt_hv y) { return bin(c, TT_HLO_DIV, x, y); }
+
+typedef tt_hv (*math_fn)(tt_lower_ctx *c, tt_hv x);
+
+static tt_status float_math(tt_lower_ctx *c, math_fn f) {
+  tt_dtype rt;
+  tt_hv x = float_input(c, &rt);
+  return out(c, f(c, x), rt);
+}
+
+// sqrt(1 - x^2) as sqrt((1 - x)(1 + x)), exact near |x| = 1.
+static tt_hv one_minus_sq(tt_lower_ctx *c, tt_hv x) {
+  return sqrt_(c, mul_(c, sub_(c, k(c, x, 1), x), add_(c, k(c, x, 1), x)));
+}
+
+static tt_hv f_asin(tt_lower_ctx *c, tt_hv x) { return bin(c, TT_HLO_ATAN2, x, one_minus_sq(c, x)); }
+static tt_hv f_acos(tt_lower_ctx *c, tt_hv x) { return bin(c, TT_HLO_ATAN2, one_minus_sq(c, x), x); }
+// atan(x) = 2 atan2(x, 1 + sqrt(1 + x^2)) (+-pi/2 where x^2 overflows). Not
+// atan2(x, 1): XLA's CPU backend miscomputes atan2 with a constant operand
+// on vectorised (>= 16 element) arrays.
+static tt_hv f_atan(tt_lower_ctx *c, tt_hv x) {
+  tt_hv den = add_(c, k(c, x, 1), sqrt_(c, add_(c, k(c, x, 1), mul_(c, x, x))));
+  tt_hv r = mul_(c, bin(c, TT_HLO_ATAN2, x, den), k(c, x, 2));
+  tt_hv big = cmp(c, TT_HLO_GT, un(c, TT_HLO_ABS, x), k(c, x, 1e18));
+  return sel(c, big, mul_(c, un(c, TT_HLO_SIGN, x), k(c, x, M_PI_2)), r);
+}
+
+static tt_hv f_sinh(tt_lower_ctx *c, tt_hv x) {  // (expm1(x) - expm1(-x)) / 2
+  tt_hv d = sub_(c, un(c, TT_HLO_EXPM1, x), un(c, TT_HLO_EXPM1, un(c, TT_HLO_NEG, x)));
+  return mul_(c, d, k(c, x, 0.5));
+}
+
+static tt_hv f_cosh(tt_lower_ctx *c, tt_hv x) {  // e^|x| / 2 + e^-|x| / 2
+  tt_hv a = un(c, TT_HLO_ABS, x);
+  tt_hv e = un(c, TT_HLO_EXP, sub_(c, a, k(c, a, M_LN2)));  // e^|x| / 2 without overflow
+  return add_(c, e, div_(c, k(c, e, 0.25), e));
+}
+
+// asinh(x) = sign(x) log1p(|x| + x^2 / (1 + sqrt(1 + x^2))); log(2|x|) when
+// x^2 would overflow.
+static tt_hv f_asinh(tt_lower_ctx *c, tt_hv x) {
+  tt_hv a = un(c, TT_HLO_ABS, x);
+  tt_hv a2 = mul_(c, a, a);
+  tt_hv small = un(c, TT_HLO_LOG1P, add_(c, a, div_(c, a2, add_(c, k(c, a, 1),
+                                                               sqrt_(c, add_(c, k(c, a, 1), a2))))));
+  tt_hv big = add_(c, un(c, TT_HLO_LOG, a), k(c, a, M_LN2));
+  tt_hv r = sel(c, cmp(c, TT_HLO_GT, a, k(c, a, 1e18)), big, small);
+  return sel(c, cmp(c, TT_HLO_LT, x, k(c, x, 0)), un(c, TT_HLO_NEG, r), r);
+}
+
+// acosh(x) = log1p((x - 1) + sqrt((x - 1)(x + 1))); log(2x) for huge x.
+static tt_hv f_acosh(tt_lower_ctx *c, tt_hv x) {
+  tt_hv xm1 = sub_(c, x, k(c, x, 1));
+  tt_hv small = un(c, TT_HLO_LOG1P, add_(c, xm1, sqrt_(c, mul_(c, xm1, add_(c, x, k(c, x, 1))))));
+  tt_hv big = add_(c, un(c, TT_HLO_LOG, x), k(c, x, M_LN2));
+  return sel(c, cmp(c, TT_HLO_GT, x, k(c, x, 1e18)), big, small);
+}
+
+// atanh(x) = log1p(2x / (1 - x)) / 2.
+static tt_hv f_atanh(tt_lower_ctx *c, tt_hv x) {
+  tt_hv q = div_(c, mul_(c, x, k(c, x, 2)), sub_(c, k(c, x, 1), x));
+  return mul_(c, un(c, TT_HLO_LOG1P, q), k(c, x, 0.5));
+}
+
+static tt_hv f_log2(tt_lower_ctx *c, tt_hv x) { return div_(c, un(c, TT_HLO_LOG, x), k(c, x, M_LN2)); }
+static tt_hv f_log10(tt_lower_ctx *c, tt_hv x) { return div_(c, un(c, TT_HLO_LOG, x), k(c, x, M_LN10)); }
+static tt_hv f_exp2(tt_lower_ctx *c, tt_hv x) { return bin(c, TT_HLO_POW, k(c, x, 2), x); }
+
+// sinc(x) = sin(pi x) / (pi x), 1 at 0.
+static tt_hv f_sinc(tt_lower_ctx *c, tt_hv x) {
+  tt_hv px = mul_(c, x, k(c, x, M_PI));
+  return sel(c, cmp(c, TT_HLO_EQ, x, k(c, x, 0)), k(c, x, 1), div_(c, un(c, TT_HLO_SIN, px), px));
+}
+
+static tt_status lower_asin(tt_lower_ctx *c) { return float_math(c, f_asin); }
+static tt_status lower_acos(tt_lower_ctx *c) { return float_math(c, f_acos); }
+static tt_status lower_atan(tt_lower_ctx *c) { return float_math(c, f_atan); }
+static tt_status lower_sinh(tt_lower_ctx *c) { return float_math(c, f_sinh); }
+static tt_status lower_cosh(tt_lower_ctx *c) { return float_math(c, f_cosh); }
+static tt_status lower_asinh(tt_lower_ctx *c) { return float_math(c, f_asinh); }
+static tt_status lower_acosh(tt_lower_ctx *c) { return float_math(c, f_acosh); }
+static tt_status lower_atanh(tt_lower_ctx *c) { return float_math(c, f_atanh); }
+static tt_status lower_log2(tt_lower_ctx *c) { return float_math(c, f_log2); }
+static tt_status lower_log10(tt_lower_ctx *c) { return float_math(c, f_log10); }
+static tt_status lower_exp2(tt_lower_ctx *c) { return float_math(c, f_exp2); }
+static tt_status lower_sinc(tt_lower_ctx *c) { return float_math(c, f_sinc); }
+
+// logit(self, eps?): log(z / (1 - z)), z = x clamped to [eps, 1 - eps].
+static tt_status lower_logit(tt_lower_ctx *c) {
+  tt_dtype rt;
+  tt_hv x = float_input(c, &rt);
+  if (!tt_lower_is_none(c, 1)) {
+    tt_hv lo = scalar_like(c, 1, x);
+    tt_hv hi = sub_(c, k(c, x, 1), lo);
+    x = sel(c, cmp(c, TT_HLO_LT, x, lo), lo, sel(c, cmp(c, TT_HLO_GT, x, hi), hi, x));
+  }
+  return out(c, un(c, TT_HLO_LOG, div_(c, x, sub_(c, k(c, x, 1), x))), rt);
+}
+
+// trunc / frac: integers are already whole.
+static tt_status lower_trunc(tt_lower_ctx *c) {
+  tt_hv x = tt_lower_tensor(c, 0);
+  tt_lower_result(c, tt_dtype_is_float(type_of(c, x)) ? trunc_float(c, x) : x);
+  return NULL;
+}
+
+static tt_status lower_frac(tt_lower_ctx *c) {
+  tt_hv x = tt_lower_tensor(c, 0);
+  if (!tt_dtype_is_float(type_of(c, x)))
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "frac is only implemented for floating "
+                         "point tensors, got %s", tt_dtype_name(type_of(c, x)));
+  tt_lower_result(c, sub_(c, x, trunc_float(c, x)));
+  return NULL;
+}
+
+// --- float classification ----------------------------------------------------------------------
+
+// The sign bit of a float (set for -0.0 and negative NaNs), as i1.
+static tt_hv sign_bit(tt_lower_ctx *c, tt_hv x) {
+  tt_dtype d = type_of(c, x);
+  tt_dtype bits = d == TT_F64 ? TT_I64 : d == TT_F32 ? TT_I32 : TT_I16;
+  tt_hv i = tt_hlo_bitcast(tt_lower_hlo(c), x, bits);
+  return cmp(c, TT_HLO_LT, i, k(c, i, 0));
+}
+
+// isinf / isposinf / isneginf (sign 0 / +1 / -1); integers never are.
+static tt_status inf_test(tt_lower_ctx *c, int sign) {
+  tt_hv x = tt_lower_tensor(c, 0);
+  if (!tt_dtype_is_float(type_of(c, x))) {
+    tt_lower_result(c, tt_hlo_convert(tt_lower_hlo(c), k(c, x, 0), TT_BOOL));
+    return NULL;
+  }
+  tt_hv v = sign ? x : un(c, TT_HLO_ABS, x);
+  tt_lower_result(c, cmp(c, TT_HLO_EQ, v, k(c, v, sign < 0 ? -INFINITY : INFINITY)));
+  return NULL;
+}
+
+static tt_status lower_isinf(tt_lower_ctx *c) { return inf_test(c, 0); }
+static tt_status lower_isposinf(tt_lower_ctx *c) { return inf_test(c, 1); }
+static tt_status lower_isneginf(tt_lower_ctx *c) { return inf_test(c, -1); }
+
+static tt_status lower_isfinite(tt_lower_ctx *c) {
+  tt_hv x = tt_lower_tensor(c, 0);
+  tt_lower_result(c, tt_dtype_is_float(type_of(c, x))
+                         ? un(c, TT_HLO_IS_FINITE, x)
+                         : tt_hlo_convert(tt_lower_hlo(c), k(c, x, 1), TT_BOOL));
+  return NULL;
+}
+
+static tt_status lower_signbit(tt_lower_ctx *c) {
+  tt_hv x = tt_lower_tensor(c, 0);
+  tt_dtype d = type_of(c, x);
+  if (tt_dtype_is_float(d)) tt_lower_result(c, sign_bit(c, x));
+  else if (d == TT_BOOL || is_unsigned(d)) tt_lower_result(c, tt_hlo_convert(tt_lower_hlo(c), k(c, x, 0), TT_BOOL));
+  else tt_lower_result(c, cmp(c, TT_HLO_LT, x, k(c, x, 0)));
+  return NULL;
+}
+
+// nan_to_num(self, nan?, posinf?, neginf?): defaults 0 and the dtype's
+// largest / lowest finite values.
+static tt_status lower_nan_to_num(tt_lower_ctx *c) {
+  tt_hv x = tt_lower_tensor(c, 0);
+  tt_dtype d = type_of(c, x);
+  if (!tt_dtype_is_float(d)) {
+    tt_lower_result(c, x);
+    return NULL;
+  }
+  double big = d == TT_F64 ? DBL_MAX : d == TT_F32 ? FLT_MAX : d == TT_F16 ? 65504.0
+                                                                          : 3.3895313892515355e38;
+  tt_hv nan = tt_lower_is_none(c, 1) ? k(c, x, 0) : scalar_like(c, 1, x);
+  tt_hv pos = tt_lower_is_none(c, 2) ? k(c, x, big) : scalar_like(c, 2, x);
+  tt_hv neg = tt_lower_is_none(c, 3) ? k(c, x, -big) : scalar_like(c, 3, x);
+  tt_hv r = sel(c, cmp(c, TT_HLO_NE, x, x), nan, x);
+  r = sel(c, cmp(c, TT_HLO_EQ, x, k(c, x, INFINITY)), pos, r);
+  r = sel(c, cmp(c, TT_HLO_EQ, x, k(c, x, -INFINITY)), neg, r);
+  tt_lower_result(c, r);
+  return NULL;
+}
+
+// --- more binary math ----------------------------------------------------------------------------
+
+static tt_status lower_atan2(tt_lower_ctx *c) {
+  tt_dtype rt;
+  tt_hv v[2];
+  TT_RETURN_IF_ERROR(two(c, true, &rt, v));
+  return out(c, bin(c, TT_HLO_ATAN2, v[0], v[1]), rt);
+}
+
+// |a| with b's sign bit.
+static tt_status lower_copysign(tt_lower_ctx *c) {
+  tt_dtype rt;
+  tt_hv v[2];
+  TT_RETURN_IF_ERROR(two(c, true, &rt, v));
+  tt_hv a = un(c, TT_HLO_ABS, v[0]);
+  return out(c, sel(c, sign_bit(c, v[1]), un(c, TT_HLO_NEG, a), a), rt);
+}
+
+// fmax / fmin: like maximum / minimum, but a NaN loses to a number.
+static tt_status fminmax(tt_lower_ctx *c, tt_hlo_binop op) {
+  tt_dtype rt;
+  tt_hv v[2];
+  TT_RETURN_IF_ERROR(two(c, false, &rt, v));
+  tt_hv r = bin(c, op, v[0], v[1]);
+  if (tt_dtype_is_float(rt)) {
+    r = sel(c, cmp(c, TT_HLO_NE, v[1], v[1]), v[0], r);
+    r = sel(c, cmp(c, TT_HLO_NE, v[0], v[0]), v[1], r);
+  }
+  return out(c, r, rt);
+}
+
+static tt_status lower_fmax(tt_lower_ctx *c) { return fminmax(c, TT_HLO_MAX); }
+static tt_status lower_fmin(tt_lower_ctx *c) { return fminmax(c, TT_HLO_MIN); }
+
+// logaddexp(a, b) = max + log1p(exp(-|a - b|)) (base 2 for logaddexp2);
+// equal infinities give themselves.
+static tt_status logaddexp_like(tt_lower_ctx *c, bool base2) {
+  tt_dtype rt;
+  tt_hv v[2];
+  TT_RETURN_IF_ERROR(two(c, true, &rt, v));
+  tt_hv m = nmax(c, TT_HLO_MAX, v[0], v[1]);
+  tt_hv d = un(c, TT_HLO_NEG, un(c, TT_HLO_ABS, sub_(c, v[0], v[1])));
+  tt_hv r;
+  if (base2)
+    r = add_(c, m, div_(c, un(c, TT_HLO_LOG1P, bin(c, TT_HLO_POW, k(c, d, 2), d)), k(c, d, M_LN2)));
+  else
+    r = add_(c, m, un(c, TT_HLO_LOG1P, un(c, TT_HLO_EXP, d)));
+  tt_hv same_inf = bin(c, TT_HLO_AND, cmp(c, TT_HLO_EQ, v[0], v[1]),
+                       cmp(c, TT_HLO_EQ, un(c, TT_HLO_ABS, v[0]), k(c, v[0], INFINITY)));
+  return out(c, sel(c, same_inf, v[0], r), rt);
+}
+
+static tt_status lower_logaddexp(tt_lower_ctx *c) { return logaddexp_like(c, false); }
+static tt_status lower_logaddexp2(tt_lower_ctx *c) { return logaddexp_like(c, true); }
+
+// hypot(a, b) = m sqrt(1 + (n/m)^2), m = max(|a|, |b|), n = min: no
+// overflow; 0 when both are 0, inf when either is.
+static tt_status lower_hypot(tt_lower_ctx *c) {
+  tt_dtype rt;
+  tt_hv v[2];
+  TT_RETURN_IF_ERROR(two(c, true, &rt, v));
+  tt_hv a = un(c, TT_HLO_ABS, v[0]), b = un(c, TT_HLO_ABS, v[1]);
+  tt_hv m = nmax(c, TT_HLO_MAX, a, b), n = nmax(c, TT_HLO_MIN, a, b);
+  tt_hv q = div_(c, n, m);
+  tt_hv r = mul_(c, m, sqrt_(c, add_(c, k(c, q, 1), mul_(c, q, q))));
+  r = sel(c, cmp(c, TT_HLO_EQ, m, k(c, m, 0)), k(c, m, 0), r);
+  tt_hv inf = bin(c, TT_HLO_OR, cmp(c, TT_HLO_EQ, a, k(c, a, INFINITY)),
+                  cmp(c, TT_HLO_EQ, b, k(c, b, INFINITY)));
+  return out(c, sel(c, inf, k(c, m, INFINITY), r), rt);
+}
+
+// xlogy(x, y) = x log(y) (or x log1p(y)), 0 where x == 0 unless y is NaN.
+static tt_status xlogy_like(tt_lower_ctx *c, tt_hlo_unop lg) {
+  tt_dtype rt;
+  tt_hv v[2];
+  TT_RETURN_IF_ERROR(two(c, true, &rt, v));
+  tt_hv r = mul_(c, v[0], un(c, lg, v[1]));
+  r = sel(c, cmp(c, TT_HLO_EQ, v[0], k(c, v[0], 0)), k(c, r, 0), r);
+  return out(c, sel(c, cmp(c, TT_HLO_NE, v[1], v[1]), v[1], r), rt);
+}
+
+static tt_status lower_xlogy(tt_lower_ctx *c) { return xlogy_like(c, TT_HLO_LOG); }
+static tt_status lower_xlog1py(tt_lower_ctx *c) { return xlogy_like(c, TT_HLO_LOG1P); }
+
+// heaviside(x, values): values where x == 0, else x > 0.
+static tt_status lower_heaviside(tt_lower_ctx *c) {
+  if (tt_lower_tensor_type(c, 0, -1).dtype != tt_lower_tensor_type(c, 1, -1).dtype)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "heaviside is not yet implemented for "
+                         "tensors with different dtypes");
+  tt_dtype rt;
+  tt_hv v[2];
+  TT_RETURN_IF_ERROR(two(c, false, &rt, v));
+  tt_hv pos = tt_hlo_convert(tt_lower_hlo(c), cmp(c, TT_HLO_GT, v[0], k(c, v[0], 0)), type_of(c, v[0]));
+  return out(c, sel(c, cmp(c, TT_HLO_EQ, v[0], k(c, v[0], 0)), v[1], pos), rt);
+}
+
+// bitwise_left_shift / bitwise_right_shift (arithmetic for signed types):
+// StableHLO's shifts already give 0 / the sign for counts >= the width.
+static tt_status shift(tt_lower_ctx *c, bool left) {
+  tt_dtype rt;
+  tt_hv v[2];
+  TT_RETURN_IF_ERROR(two(c, false, &rt, v));
+  if (tt_dtype_is_float(rt) || rt == TT_BOOL)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "bitwise shifts are not implemented for %s",
+                         tt_dtype_name(rt));
+  tt_hlo_binop op = left ? TT_HLO_SHL : is_unsigned(rt) ? TT_HLO_SHR_L : TT_HLO_SHR_A;
+  return out(c, bin(c, op, v[0], v[1]), rt);
+}
+
+static tt_status lower_shl(tt_lower_ctx *c) { return shift(c, true); }
+static tt_status lower_shr(tt_lower_ctx *c) { return shift(c, false); }
+
+// lerp(self, end, weight): PyTorch's two-sided formula, exact at both ends.
+static tt_status lower_lerp(tt_lower_ctx *c) {
+  static const int idx[3] = {0, 1, 2};
+  tt_dtype d = tt_lower_tensor_type(c, 0, -1).dtype;
+  if (tt_lower_tensor_type(c, 1, -1).dtype != d)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "expected dtype %s for `end` but got dtype %s",
+                         tt_dtype_name(d), tt_dtype_name(tt_lower_tensor_type(c, 1, -1).dtype));
+  tt_hv v[3];
+  TT_RETURN_IF_ERROR(tt_lower_operands(c, idx, 3, opmath(d), v));
+  tt_hv w = v[2], diff = sub_(c, v[1], v[0]);
+  tt_hv lo = add_(c, v[0], mul_(c, w, diff));
+  tt_hv hi = sub_(c, v[1], mul_(c, diff, sub_(c, k(c, w, 1), w)));
+  return out(c, sel(c, cmp(c, TT_HLO_LT, un(c, TT_HLO_ABS, w), k(c, w, 0.5)), lo, hi), d);
+}
+
+// addcmul / addcdiv(self, tensor1, tensor2, *, value): self + value * t1 op t2.
+static tt_status addc(tt_lower_ctx *c, tt_hlo_binop op) {
+  static const int idx[3] = {0, 1, 2};
+  tt_dtype rt;
+  TT_RETURN_IF_ERROR(promoted(c, idx, 3, &rt));
+  if (op == TT_HLO_DIV && !tt_dtype_is_float(rt))
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Integer division with addcdiv is no longer "
+                         "supported, and in a future release addcdiv will perform a true "
+                         "division of tensor1 and tensor2.");
+  tt_hv v[3];
+  TT_RETURN_IF_ERROR(tt_lower_operands(c, idx, 3, opmath(rt), v));
+  tt_hv t = bin(c, op, v[1], v[2]);
+  if (!tt_lower_is_none(c, 3)) t = mul_(c, scalar_like(c, 3, t), t);
+  return out(c, add_(c, v[0], t), rt);
+}
+
+static tt_status lower_addcmul(tt_lower_ctx *c) { return addc(c, TT_HLO_MUL); }
+static tt_status lower_addcdiv(tt_lower_ctx *c) { return addc(c, TT_HLO_DIV); }
+
+static tt_status lower_floor_divide(tt_lower_ctx *c) { return div_mode(c, "floor"); }
+
+// --- more activations and their backward ops -----------------------------------------------------
+
+// x converted to its float opmath dtype, with the result dtype in *rt:
+// activations keep self's dtype.
+static tt_hv act_input(tt_lower_ctx *c, int i, tt_dtype *rt) {
+  tt_hv x = tt_lower_tensor(c, i);
+  *rt = tt_lower_tensor_type(c, i, -1).dtype;
+  return tt_hlo_convert(tt_lower_hlo(c), x, opmath(*rt));
+}
+
+static tt_status lower_hardtanh(tt_lower_ctx *c) {
+  tt_dtype rt;
+  tt_hv x = act_input(c, 0, &rt);
+  tt_hv lo = tt_lower_is_none(c, 1) ? k(c, x, -1) : scalar_like(c, 1, x);
+  tt_hv hi = tt_lower_is_none(c, 2) ? k(c, x, 1) : scalar_like(c, 2, x);
+  return out(c, nmax(c, TT_HLO_MIN, nmax(c, TT_HLO_MAX, x, lo), hi), rt);
+}
+
+// hardtanh_backward(grad, self, min, max): grad strictly inside (min, max).
+static tt_status lower_hardtanh_backward(tt_lower_ctx *c) {
+  tt_dtype rt;
+  tt_hv g, x;
+  TT_RETURN_IF_ERROR(grad_and(c, &rt, &g, &x));
+  tt_hv out_of = bin(c, TT_HLO_OR, cmp(c, TT_HLO_LE, x, scalar_like(c, 2, x)),
+                     cmp(c, TT_HLO_GE, x, scalar_like(c, 3, x)));
+  return out(c, sel(c, out_of, k(c, g, 0), g), rt);
+}
+
+static tt_hv relu6_of(tt_lower_ctx *c, tt_hv x3) {  // min(max(x3, 0), 6)
+  return nmax(c, TT_HLO_MIN, nmax(c, TT_HLO_MAX, x3, k(c, x3, 0)), k(c, x3, 6));
+}
+
+static tt_status lower_hardsigmoid(tt_lower_ctx *c) {
+  tt_dtype rt;
+  tt_hv x = act_input(c, 0, &rt);
+  return out(c, div_(c, relu6_of(c, add_(c, x, k(c, x, 3))), k(c, x, 6)), rt);
+}
+
+static tt_status lower_hardswish(tt_lower_ctx *c) {
+  tt_dtype rt;
+  tt_hv x = act_input(c, 0, &rt);
+  return out(c, div_(c, mul_(c, x, relu6_of(c, add_(c, x, k(c, x, 3)))), k(c, x, 6)), rt);
+}
+
+// grad / 6 where -3 < x < 3.
+static tt_status lower_hardsigmoid_backward(tt_lower_ctx *c) {
+  tt_dtype rt;
+  tt_hv g, x;
+  TT_RETURN_IF_ERROR(grad_and(c, &rt, &g, &x));
+  tt_hv in = bin(c, TT_HLO_AND, cmp(c, TT_HLO_GT, x, k(c, x, -3)), cmp(c, TT_HLO_LT, x, k(c, x, 3)));
+  return out(c, sel(c, in, div_(c, g, k(c, g, 6)), k(c, g, 0)), rt);
+}
+
+// 0 below -3, grad (x / 3 + 0.5) up to 3, grad above.
+static tt_status lower_hardswish_backward(tt_lower_ctx *c) {
+  tt_dtype rt;
+  tt_hv g, x;
+  TT_RETURN_IF_ERROR(grad_and(c, &rt, &g, &x));
+  tt_hv mid = mul_(c, g, add_(c, div_(c, x, k(c, x, 3)), k(c, x, 0.5)));
+  tt_hv r = sel(c, cmp(c, TT_HLO_LE, x, k(c, x, 3)), mid, g);
+  return out(c, sel(c, cmp(c, TT_HLO_LT, x, k(c, x, -3)), k(c, g, 0), r), rt);
+}
+
+// leaky_relu(self, negative_slope=0.01).
+static tt_status lower_leaky_relu(tt_lower_ctx *c) {
+  tt_dtype rt;
+  tt_hv x = act_input(c, 0, &rt);
+  tt_hv s = tt_lower_is_none(c, 1) ? k(c, x, 0.01) : scalar_like(c, 1, x);
+  return out(c, sel(c, cmp(c, TT_HLO_GT, x, k(c, x, 0)), x, mul_(c, x, s)), rt);
+}
+
+// leaky_relu_backward(grad, self, negative_slope, self_is_result).
+static tt_status lower_leaky_relu_backward(tt_lower_ctx *c) {
+  tt_dtype rt;
+  tt_hv g, x;
+  TT_RETURN_IF_ERROR(grad_and(c, &rt, &g, &x));
+  return out(c, sel(c, cmp(c, TT_HLO_GT, x, k(c, x, 0)), g, mul_(c, g, scalar_like(c, 2, g))), rt);
+}
+
+// elu(self, alpha, scale, input_scale): x scale for x > 0, else
+// alpha scale expm1(x input_scale).
+static tt_status lower_elu(tt_lower_ctx *c) {
+  tt_dtype rt;
+  tt_hv x = act_input(c, 0, &rt);
+  tt_hv alpha = tt_lower_is_none(c, 1) ? k(c, x, 1) : scalar_like(c, 1, x);
+  tt_hv scale = tt_lower_is_none(c, 2) ? k(c, x, 1) : scalar_like(c, 2, x);
+  tt_hv iscale = tt_lower_is_none(c, 3) ? k(c, x, 1) : scalar_like(c, 3, x);
+  tt_hv neg = mul_(c, mul_(c, alpha, scale), un(c, TT_HLO_EXPM1, mul_(c, x, iscale)));
+  return out(c, sel(c, cmp(c, TT_HLO_GT, x, k(c, x, 0)), mul_(c, x, scale), neg), rt);
+}
+
+// elu_backward(grad, alpha, scale, input_scale, is_result, self_or_result).
+static tt_status lower_elu_backward(tt_lower_ctx *c) {
+  static const int idx[2] = {0, 5};
+  tt_dtype rt;
+  TT_RETURN_IF_ERROR(promoted(c, idx, 2, &rt));
+  tt_hv v[2];
+  TT_RETURN_IF_ERROR(tt_lower_operands(c, idx, 2, opmath(rt), v));
+  tt_hv g = v[0], y = v[1];
+  tt_hv alpha = scalar_like(c, 1, y), scale = scalar_like(c, 2, y), iscale = scalar_like(c, 3, y);
+  tt_hv neg;
+  if (tt_lower_bool(c, 4))  // y is the result: d = iscale (y + alpha scale)
+    neg = mul_(c, mul_(c, g, iscale), add_(c, y, mul_(c, alpha, scale)));
+  else
+    neg = mul_(c, mul_(c, mul_(c, g, iscale), mul_(c, alpha, scale)),
+               un(c, TT_HLO_EXP, mul_(c, y, iscale)));
+  return out(c, sel(c, cmp(c, TT_HLO_LE, y, k(c, y, 0)), neg, mul_(c, g, scale)), rt);
+}
+
+// softplus(self, beta, threshold): log1p(exp(x beta)) / beta, x past the
+// threshold.
+static tt_status lower_softplus(tt_lower_ctx *c) {
+  tt_dtype rt;
+  tt_hv x = act_input(c, 0, &rt);
+  tt_hv beta = scalar_like(c, 1, x), th = scalar_like(c, 2, x);
+  tt_hv xb = mul_(c, x, beta);
+  tt_hv sp = div_(c, un(c, TT_HLO_LOG1P, un(c, TT_HLO_EXP, xb)), beta);
+  return out(c, sel(c, cmp(c, TT_HLO_GT, xb, th), x, sp), rt);
+}
+
+// softplus_backward(grad, self, beta, threshold): grad z / (z + 1), z = e^(x beta).
+static tt_status lower_softplus_backward(tt_lower_ctx *c) {
+  tt_dtype rt;
+  tt_hv g, x;
+  TT_RETURN_IF_ERROR(grad_and(c, &rt, &g, &x));
+  tt_hv xb = mul_(c, x, scalar_like(c, 2, x));
+  tt_hv z = un(c, TT_HLO_EXP, xb);
+  tt_hv d = mul_(c, g, div_(c, z, add_(c, z, k(c, z, 1))));
+  return out(c, sel(c, cmp(c, TT_HLO_GT, xb, scalar_like(c, 3, x)), g, d), rt);
+}
+
+// mish(x) = x tanh(softplus(x)).
+static tt_hv softplus1(tt_lower_ctx *c, tt_hv x) {
+  tt_hv sp = un(c, TT_HLO_LOG1P, un(c, TT_HLO_EXP, x));
+  return sel(c, cmp(c, TT_HLO_GT, x, k(c, x, 20)), x, sp);
+}
+
+static tt_status lower_mish(tt_lower_ctx *c) {
+  tt_dtype rt;
+  tt_hv x = act_input(c, 0, &rt);
+  return out(c, mul_(c, x, un(c, TT_HLO_TANH, softplus1(c, x))), rt);
+}
+
+// mish_backward(grad, self): grad (t + x sigmoid(x) (1 - t^2)), t = tanh(softplus(x)).
+static tt_status lower_mish_backward(tt_lower_ctx *c) {
+  tt_dtype rt;
+  tt_hv g, x;
+  TT_RETURN_IF_ERROR(grad_and(c, &rt, &g, &x));
+  tt_hv t = un(c, TT_HLO_TANH, un(c, TT_HLO_LOG1P, un(c, TT_HLO_EXP, x)));
+  tt_hv s = un(c, TT_HLO_LOGISTIC, x);
+  tt_hv d = add_(c, t, mul_(c, mul_(c, x, s), sub_(c, k(c, t, 1), mul_(c, t, t))));
+  return out(c, mul_(c, g, d), rt);
+}
+
+// threshold(self, threshold, value): value where x <= threshold.
+static tt_status lower_threshold(tt_lower_ctx *c) {
+  tt_hv x = tt_lower_tensor(c, 0);
+  tt_lower_result(c, sel(c, cmp(c, TT_HLO_LE, x, scalar_like(c, 1, x)), scalar_like(c, 2, x), x));
+  return NULL;
+}
+
+// softshrink(x, lambd): x -+ lambd outside [-lambd, lambd], else 0 (NaN stays).
+static tt_status lower_softshrink(tt_lower_ctx *c) {
+  tt_dtype rt;
+  tt_hv x = act_input(c, 0, &rt);
+  tt_hv l = tt_lower_is_none(c, 1) ? k(c, x, 0.5) : scalar_like(c, 1, x);
+  tt_hv r = sel(c, cmp(c, TT_HLO_LT, x, un(c, TT_HLO_NEG, l)), add_(c, x, l), mul_(c, x, k(c, x, 0)));
+  return out(c, sel(c, cmp(c, TT_HLO_GT, x, l), sub_(c, x, l), r), rt);
+}
+
+// hardshrink(x, lambd): 0 inside [-lambd, lambd], x elsewhere.
+static tt_status lower_hardshrink(tt_lower_ctx *c) {
+  tt_dtype rt;
+  tt_hv x = act_input(c, 0, &rt);
+  tt_hv l = tt_lower_is_none(c, 1) ? k(c, x, 0.5) : scalar_like(c, 1, x);
+  tt_hv in = bin(c, TT_HLO_AND, cmp(c, TT_HLO_GE, x, un(c, TT_HLO_NEG, l)), cmp(c, TT_HLO_LE, x, l));
+  return out(c, sel(c, in, k(c, x, 0), x), rt);
+}
+
+// log_sigmoid_forward(self) -> (output, buffer): min(x, 0) - log1p(e^-|x|),
+// and the buffer e^-|x| PyTorch's CPU kernel saves.
+static tt_status lower_log_sigmoid_forward(tt_lower_ctx *c) {
+  tt_dtype rt;
+  tt_hv x = act_input(c, 0, &rt);
+  tt_hv z = un(c, TT_HLO_EXP, un(c, TT_HLO_NEG, un(c, TT_HLO_ABS, x)));
+  tt_hv r = sub_(c, nmax(c, TT_HLO_MIN, x, k(c, x, 0)), un(c, TT_HLO_LOG1P, z));
+  TT_RETURN_IF_ERROR(out(c, r, rt));
+  return out(c, z, rt);
+}
+
+// log_sigmoid_backward(grad, self, buffer): grad (m - s z / (1 + z)),
+// z = e^-|x|, m = 1 and s = 1 for x < 0, m = 0 and s = -1 otherwise.
+static tt_status lower_log_sigmoid_backward(tt_lower_ctx *c) {
+  tt_dtype rt;
+  tt_hv g, x;
+  TT_RETURN_IF_ERROR(grad_and(c, &rt, &g, &x));
+  tt_hv z = un(c, TT_HLO_EXP, un(c, TT_HLO_NEG, un(c, TT_HLO_ABS, x)));
+  tt_hv q = div_(c, z, add_(c, k(c, z, 1), z));
+  tt_hv neg = cmp(c, TT_HLO_LT, x, k(c, x, 0));
+  return out(c, mul_(c, g, sel(c, neg, sub_(c, k(c, q, 1), q), q)), rt);
+}
+
 // --- the table ---------------------------------------------------------------------------------------
 
 #define R(name, fn) {"aten::" name, fn, 0}
+// The functional, in-place and out= forms of one op.
+#define U(name, fn) R(name, fn), R(name "_", fn), R(name ".out", fn)
 static const tt_rule kRules[] = {
     R("add.Tensor", lower_add), R("add_.Tensor", lower_add), R("add.out", lower_add),
     R("add.Scalar", lower_add), R("add_.Scalar", lower_add), R("add.Scalar_out", lower_add),
@@ -713,6 +1267,73 @@ static const tt_rule kRules[] = {
     R("bitwise_xor.Tensor", lower_bitwise_xor), R("bitwise_xor_.Tensor", lower_bitwise_xor),
     R("bitwise_xor.Tensor_out", lower_bitwise_xor), R("bitwise_xor.Scalar", lower_bitwise_xor),
     R("isnan", lower_isnan),
+    U("asin", lower_asin), U("acos", lower_acos), U("atan", lower_atan),
+    U("sinh", lower_sinh), U("cosh", lower_cosh), U("asinh", lower_asinh),
+    U("acosh", lower_acosh), U("atanh", lower_atanh),
+    U("log2", lower_log2), U("log10", lower_log10), U("exp2", lower_exp2), U("sinc", lower_sinc),
+    U("logit", lower_logit), U("trunc", lower_trunc), U("fix", lower_trunc), U("frac", lower_frac),
+    U("nan_to_num", lower_nan_to_num), U("sgn", lower_sign), U("atan2", lower_atan2),
+    U("arctan2", lower_atan2),
+    R("isinf", lower_isinf), R("isinf.out", lower_isinf), R("isposinf", lower_isposinf), R("isposinf.out", lower_isposinf),
+    R("isneginf", lower_isneginf), R("isneginf.out", lower_isneginf),
+    R("isfinite", lower_isfinite), R("signbit", lower_signbit), R("signbit.out", lower_signbit),
+    R("copysign.Tensor", lower_copysign), R("copysign_.Tensor", lower_copysign),
+    R("copysign.out", lower_copysign), R("copysign.Scalar", lower_copysign),
+    R("copysign_.Scalar", lower_copysign), R("copysign.Scalar_out", lower_copysign),
+    R("fmax", lower_fmax), R("fmax.out", lower_fmax), R("fmin", lower_fmin), R("fmin.out", lower_fmin),
+    U("logaddexp", lower_logaddexp), U("logaddexp2", lower_logaddexp2), U("hypot", lower_hypot),
+    R("xlogy.Tensor", lower_xlogy), R("xlogy_.Tensor", lower_xlogy), R("xlogy.OutTensor", lower_xlogy),
+    R("xlogy.Scalar_Other", lower_xlogy), R("xlogy_.Scalar_Other", lower_xlogy),
+    R("xlogy.OutScalar_Other", lower_xlogy), R("xlogy.Scalar_Self", lower_xlogy),
+    R("xlogy.OutScalar_Self", lower_xlogy),
+    R("special_xlog1py", lower_xlog1py), R("special_xlog1py.out", lower_xlog1py),
+    R("special_xlog1py.other_scalar", lower_xlog1py), R("special_xlog1py.self_scalar", lower_xlog1py),
+    R("special_xlog1py.other_scalar_out", lower_xlog1py),
+    R("special_xlog1py.self_scalar_out", lower_xlog1py),
+    U("heaviside", lower_heaviside),
+    R("floor_divide", lower_floor_divide), R("floor_divide_.Tensor", lower_floor_divide),
+    R("floor_divide.out", lower_floor_divide), R("floor_divide.Scalar", lower_floor_divide),
+    R("floor_divide_.Scalar", lower_floor_divide), R("floor_divide.Scalar_out", lower_floor_divide),
+    R("bitwise_left_shift.Tensor", lower_shl), R("bitwise_left_shift_.Tensor", lower_shl),
+    R("bitwise_left_shift.Tensor_out", lower_shl), R("bitwise_left_shift.Tensor_Scalar", lower_shl),
+    R("bitwise_left_shift_.Tensor_Scalar", lower_shl),
+    R("bitwise_left_shift.Tensor_Scalar_out", lower_shl),
+    R("bitwise_left_shift.Scalar_Tensor", lower_shl),
+    R("bitwise_left_shift.Scalar_Tensor_out", lower_shl),
+    R("bitwise_right_shift.Tensor", lower_shr), R("bitwise_right_shift_.Tensor", lower_shr),
+    R("bitwise_right_shift.Tensor_out", lower_shr), R("bitwise_right_shift.Tensor_Scalar", lower_shr),
+    R("bitwise_right_shift_.Tensor_Scalar", lower_shr),
+    R("bitwise_right_shift.Tensor_Scalar_out", lower_shr),
+    R("bitwise_right_shift.Scalar_Tensor", lower_shr),
+    R("bitwise_right_shift.Scalar_Tensor_out", lower_shr),
+    R("__lshift__.Tensor", lower_shl), R("__lshift__.Scalar", lower_shl),
+    R("__ilshift__.Tensor", lower_shl), R("__ilshift__.Scalar", lower_shl),
+    R("__rshift__.Tensor", lower_shr), R("__rshift__.Scalar", lower_shr),
+    R("__irshift__.Tensor", lower_shr), R("__irshift__.Scalar", lower_shr),
+    R("lerp.Scalar", lower_lerp), R("lerp_.Scalar", lower_lerp), R("lerp.Scalar_out", lower_lerp),
+    R("lerp.Tensor", lower_lerp), R("lerp_.Tensor", lower_lerp), R("lerp.Tensor_out", lower_lerp),
+    U("addcmul", lower_addcmul), U("addcdiv", lower_addcdiv),
+    U("hardtanh", lower_hardtanh), R("hardtanh_backward", lower_hardtanh_backward),
+    R("hardtanh_backward.grad_input", lower_hardtanh_backward),
+    U("hardsigmoid", lower_hardsigmoid), R("hardsigmoid_backward", lower_hardsigmoid_backward),
+    R("hardsigmoid_backward.grad_input", lower_hardsigmoid_backward),
+    U("hardswish", lower_hardswish), R("hardswish_backward", lower_hardswish_backward),
+    R("hardswish_backward.out", lower_hardswish_backward),
+    U("leaky_relu", lower_leaky_relu), R("leaky_relu_backward", lower_leaky_relu_backward),
+    R("leaky_relu_backward.grad_input", lower_leaky_relu_backward),
+    U("elu", lower_elu), R("elu_backward", lower_elu_backward),
+    R("elu_backward.grad_input", lower_elu_backward),
+    R("softplus", lower_softplus), R("softplus.out", lower_softplus),
+    R("softplus_backward", lower_softplus_backward),
+    R("softplus_backward.grad_input", lower_softplus_backward),
+    U("mish", lower_mish), R("mish_backward", lower_mish_backward),
+    U("threshold", lower_threshold),
+    R("softshrink", lower_softshrink), R("softshrink.out", lower_softshrink),
+    R("hardshrink", lower_hardshrink), R("hardshrink.out", lower_hardshrink),
+    R("log_sigmoid_forward", lower_log_sigmoid_forward),
+    R("log_sigmoid_forward.output", lower_log_sigmoid_forward),
+    R("log_sigmoid_backward", lower_log_sigmoid_backward),
+    R("log_sigmoid_backward.grad_input", lower_log_sigmoid_backward),
     R("copy_", lower_copy), R("copy", lower_copy),
     R("fill_.Scalar", lower_fill), R("fill_.Tensor", lower_fill),
     R("fill.Scalar", lower_fill), R("fill.Tensor", lower_fill),
@@ -723,5 +1344,6 @@ static const tt_rule kRules[] = {
     R("masked_fill.Tensor_out", lower_masked_fill),
 };
 #undef R
+#undef U
 
 const tt_rule_table tt_rules_elementwise = {kRules, (int)(sizeof kRules / sizeof kRules[0])};

@@ -1,11 +1,12 @@
-// factory.c — ops that make tensors from scalars: arange.start_out.
+// factory.c — ops that make tensors from scalars: arange.start_out,
+// linspace.out, logspace.out, eye.out.
 //
 // arange's Scalar arguments decide the result's length, so its rule is
 // flagged TT_RULE_SCALARS_IN_SIGNATURE: the values are known while lowering
 // (and become part of the op's signature). The result dtype is the out
 // tensor's; when its shape differs the context asks the caller to resize.
 //
-// Leaves out: linspace, logspace, full/zeros/ones (PyTorch builds them from
+// Leaves out: full/zeros/ones (PyTorch builds them from
 // empty + fill_, which the shim and elementwise.c handle).
 #include <inttypes.h>
 #include <math.h>
@@ -75,8 +76,92 @@ static tt_status lower_arange_start_out(tt_lower_ctx *c) {
   return NULL;
 }
 
+// --- linspace, logspace ------------------------------------------------------------------------
+
+// The destination's dtype (out=), else the default dtype.
+static tt_dtype out_dtype(const tt_lower_ctx *c) {
+  tt_hlo_type dest;
+  return tt_lower_dest_type(c, 0, &dest) ? dest.dtype : tt_lower_default_dtype(c);
+}
+
+// `steps` points from start to end the way PyTorch's CPU kernel walks them:
+// the first half forward from start, the second half back from end (so both
+// ends are exact). Integer results take truncated bounds and a double step;
+// float ones compute in their own dtype (float32 for the 16-bit ones).
+// Returns the points in *acc (the arithmetic dtype).
+static tt_status spaced(tt_lower_ctx *c, tt_dtype d, tt_hv *out, tt_dtype *acc) {
+  int64_t n = tt_lower_int(c, 2);
+  if (n < 0) return tt_lower_fail(c, TT_INVALID_ARGUMENT, "number of steps must be non-negative");
+  tt_hlo *b = tt_lower_hlo(c);
+  bool fl = tt_dtype_is_float(d);
+  *acc = fl ? (d == TT_F64 ? TT_F64 : TT_F32) : TT_F64;
+  tt_dtype bound = fl ? *acc : TT_I64;
+  tt_hlo_type t = tt_hlo_make_type(*acc, 1, &n);
+  tt_hv start = tt_hlo_convert(b, tt_lower_scalar(c, 0, bound), *acc);
+  tt_hv end = tt_hlo_convert(b, tt_lower_scalar(c, 1, bound), *acc);
+  if (n <= 1) {
+    *out = tt_lower_broadcast_to(c, start, 1, &n);
+    return NULL;
+  }
+  tt_hv i = tt_hlo_iota(b, &t, 0);
+  tt_hv step = tt_hlo_binary(b, TT_HLO_DIV, tt_hlo_binary(b, TT_HLO_SUB, end, start),
+                             tt_hlo_const(b, *acc, (double)(n - 1)));
+  step = tt_lower_broadcast_to(c, step, 1, &n);
+  tt_hv fwd = tt_hlo_binary(b, TT_HLO_ADD, tt_lower_broadcast_to(c, start, 1, &n),
+                            tt_hlo_binary(b, TT_HLO_MUL, step, i));
+  tt_hv back_i = tt_hlo_binary(b, TT_HLO_SUB, tt_hlo_splat(b, &t, (double)(n - 1)), i);
+  tt_hv bwd = tt_hlo_binary(b, TT_HLO_SUB, tt_lower_broadcast_to(c, end, 1, &n),
+                            tt_hlo_binary(b, TT_HLO_MUL, step, back_i));
+  tt_hv first = tt_hlo_compare(b, TT_HLO_LT, i, tt_hlo_splat(b, &t, (double)(n / 2)));
+  *out = tt_hlo_select(b, first, fwd, bwd);
+  return NULL;
+}
+
+// linspace.out(start, end, steps, *, out)
+static tt_status lower_linspace(tt_lower_ctx *c) {
+  tt_dtype d = out_dtype(c), acc;
+  tt_hv v;
+  TT_RETURN_IF_ERROR(spaced(c, d, &v, &acc));
+  tt_lower_result(c, tt_hlo_convert(tt_lower_hlo(c), v, d));
+  return NULL;
+}
+
+// logspace.out(start, end, steps, base, *, out): base ** linspace.
+static tt_status lower_logspace(tt_lower_ctx *c) {
+  tt_dtype d = out_dtype(c), acc;
+  tt_hv v;
+  TT_RETURN_IF_ERROR(spaced(c, d, &v, &acc));
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hv base = tt_lower_is_none(c, 3) ? tt_hlo_const(b, acc, 10) : tt_lower_scalar(c, 3, acc);
+  const tt_hlo_type *t = tt_hlo_type_of(b, v);
+  if (!t) return NULL;
+  tt_hv p = tt_hlo_binary(b, TT_HLO_POW, tt_lower_broadcast_to(c, base, 1, t->dims), v);
+  tt_lower_result(c, tt_hlo_convert(b, p, d));
+  return NULL;
+}
+
+// --- eye ------------------------------------------------------------------------------------------
+
+// eye.out(n, *, out) / eye.m_out(n, m, *, out): ones on the diagonal.
+static tt_status lower_eye(tt_lower_ctx *c) {
+  int64_t dims[2] = {tt_lower_int(c, 0), tt_lower_int(c, 1)};
+  if (tt_lower_arg(c, 1)->kind != TT_VALUE_INT) dims[1] = dims[0];
+  if (dims[0] < 0 || dims[1] < 0)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "n and m must be non-negative, got %" PRId64
+                         " and %" PRId64, dims[0], dims[1]);
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hlo_type it = tt_hlo_make_type(TT_I64, 2, dims);
+  tt_hv diag = tt_hlo_compare(b, TT_HLO_EQ, tt_hlo_iota(b, &it, 0), tt_hlo_iota(b, &it, 1));
+  tt_lower_result(c, tt_hlo_convert(b, diag, out_dtype(c)));
+  return NULL;
+}
+
 static const tt_rule kRules[] = {
     {"aten::arange.start_out", lower_arange_start_out, TT_RULE_SCALARS_IN_SIGNATURE},
+    {"aten::linspace.out", lower_linspace, 0},
+    {"aten::logspace.out", lower_logspace, 0},
+    {"aten::eye.out", lower_eye, 0},
+    {"aten::eye.m_out", lower_eye, 0},
 };
 
 const tt_rule_table tt_rules_factory = {kRules, (int)(sizeof kRules / sizeof kRules[0])};

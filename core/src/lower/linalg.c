@@ -1,12 +1,12 @@
-// linalg.c — matrix products: mm, bmm, mv, dot, and the fused forms addmm and
-// baddbmm (beta * self + alpha * product, with PyTorch's rule that beta == 0
-// ignores self, NaN included).
+// linalg.c — matrix products: mm, bmm, mv, dot/vdot, and the fused forms
+// addmm, addmv, addr, addbmm and baddbmm (beta * self + alpha * product,
+// with PyTorch's rule that beta == 0 ignores self, NaN included).
 //
 // 16-bit float products accumulate in float32 (preferred element type) and
 // are rounded once, like PyTorch's CPU and CUDA kernels.
 //
 // Leaves out: matmul, linear, einsum (PyTorch decomposes them into these),
-// addmv/addr/addbmm, integer overflow behaviour of int matmuls.
+// integer overflow behaviour of int matmuls.
 #include <inttypes.h>
 #include <stdio.h>
 
@@ -144,6 +144,42 @@ static tt_status lower_baddbmm(tt_lower_ctx *c) {
   return add_scaled(c, product(c, 1, 2, 2, 1, true), a.dtype);
 }
 
+// addmv(self, mat [n,k], vec [k], *, beta, alpha)
+static tt_status lower_addmv(tt_lower_ctx *c) {
+  TT_RETURN_IF_ERROR(check_operands(c, 1, 2, 2, 1));
+  if (type_at(c, 1).dims[1] != type_at(c, 2).dims[0]) return shape_error(c, 1, 2);
+  if (type_at(c, 0).dtype != type_at(c, 1).dtype)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "self and mat must have the same dtype");
+  return add_scaled(c, product(c, 1, 2, 1, 0, false), type_at(c, 1).dtype);
+}
+
+// addbmm(self, batch1 [b,n,k], batch2 [b,k,m], *, beta, alpha): the batch
+// of products summed, contracting b and k together.
+static tt_status lower_addbmm(tt_lower_ctx *c) {
+  TT_RETURN_IF_ERROR(check_operands(c, 1, 2, 3, 3));
+  tt_hlo_type a = type_at(c, 1), b = type_at(c, 2);
+  if (a.dims[0] != b.dims[0] || a.dims[2] != b.dims[1]) return shape_error(c, 1, 2);
+  if (type_at(c, 0).dtype != a.dtype)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "self and batch1 must have the same dtype");
+  static const int64_t cx[2] = {0, 2}, cy[2] = {0, 1};
+  tt_hv p = tt_hlo_dot_general(tt_lower_hlo(c), tt_lower_tensor(c, 1), tt_lower_tensor(c, 2),
+                               NULL, NULL, 0, cx, cy, 2, acc_dtype(a.dtype));
+  return add_scaled(c, p, a.dtype);
+}
+
+// addr(self, vec1 [n], vec2 [m], *, beta, alpha): the outer product.
+static tt_status lower_addr(tt_lower_ctx *c) {
+  tt_hlo_type a = type_at(c, 1), b = type_at(c, 2);
+  if (a.rank != 1 || b.rank != 1)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "addr: Expected 1-D arguments vec1 and "
+                         "vec2, but got %dD and %dD", (int)a.rank, (int)b.rank);
+  if (a.dtype != b.dtype || type_at(c, 0).dtype != a.dtype || a.dtype == TT_BOOL)
+    return tt_lower_fail(c, TT_UNIMPLEMENTED, "addr with mixed or bool dtypes");
+  tt_hv p = tt_hlo_dot_general(tt_lower_hlo(c), tt_lower_tensor(c, 1), tt_lower_tensor(c, 2),
+                               NULL, NULL, 0, NULL, NULL, 0, acc_dtype(a.dtype));
+  return add_scaled(c, p, a.dtype);
+}
+
 // --- the table ------------------------------------------------------------------------------------
 
 #define R(name, fn) {"aten::" name, fn, 0}
@@ -152,6 +188,10 @@ static const tt_rule kRules[] = {
     R("bmm", lower_bmm), R("bmm.out", lower_bmm),
     R("mv", lower_mv), R("mv.out", lower_mv),
     R("dot", lower_dot), R("dot.out", lower_dot),
+    R("vdot", lower_dot), R("vdot.out", lower_dot),  // real dtypes: vdot is dot
+    R("addmv", lower_addmv), R("addmv_", lower_addmv), R("addmv.out", lower_addmv),
+    R("addbmm", lower_addbmm), R("addbmm_", lower_addbmm), R("addbmm.out", lower_addbmm),
+    R("addr", lower_addr), R("addr_", lower_addr), R("addr.out", lower_addr),
     R("addmm", lower_addmm), R("addmm_", lower_addmm), R("addmm.out", lower_addmm),
     R("baddbmm", lower_baddbmm), R("baddbmm_", lower_baddbmm), R("baddbmm.out", lower_baddbmm),
 };

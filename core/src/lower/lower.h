@@ -35,6 +35,10 @@ enum {
   // The values of Scalar arguments shape the program (e.g. arange's length):
   // they become part of the op's signature instead of runtime parameters.
   TT_RULE_SCALARS_IN_SIGNATURE = 1u << 0,
+  // The rule replaces PyTorch's CompositeExplicitAutograd kernel of the op
+  // (which would otherwise run for "tpu" and never reach the core): the shim
+  // registers such ops for the device (e.g. _foreach_*, convolution_overrideable).
+  TT_RULE_REPLACES_COMPOSITE = 1u << 1,
 };
 
 typedef struct tt_rule {
@@ -84,6 +88,10 @@ tt_hlo_type tt_lower_tensor_type(const tt_lower_ctx *c, int i, int j);
 // argument it emits a constant.
 tt_hv tt_lower_scalar(tt_lower_ctx *c, int i, tt_dtype d);
 
+// Item j of a Scalar[] / float[] argument i as a 0-d runtime value of dtype d
+// (like tt_lower_scalar: values never recompile).
+tt_hv tt_lower_list_scalar(tt_lower_ctx *c, int i, int j, tt_dtype d);
+
 // Random state for a rule that draws `count` numbers: a ui64[2] runtime value
 // (seed, offset) from the generator in argument `gen_arg` (or the device's
 // default generator when that argument is None or -1). Each call of the op
@@ -98,6 +106,10 @@ void tt_lower_result(tt_lower_ctx *c, tt_hv v);
 // The type of the destination of result r, when it is an argument (in-place
 // or out=); returns false for a fresh result.
 bool tt_lower_dest_type(const tt_lower_ctx *c, int r, tt_hlo_type *out);
+// Writes v (converted to the argument's dtype; same shape) into tensor
+// argument i, for ops that update an argument their schema doesn't mark as
+// written (native_batch_norm's running stats). Ignored when only inferring.
+void tt_lower_write_arg(tt_lower_ctx *c, int i, tt_hv v);
 // Allows results to be converted to any destination dtype (copy_ semantics);
 // by default only PyTorch's can_cast conversions are allowed.
 void tt_lower_allow_any_cast(tt_lower_ctx *c);
@@ -174,6 +186,13 @@ extern const tt_rule_table tt_rules_shape;
 extern const tt_rule_table tt_rules_nn;
 extern const tt_rule_table tt_rules_random;
 extern const tt_rule_table tt_rules_factory;
+extern const tt_rule_table tt_rules_conv;
+extern const tt_rule_table tt_rules_norm;
+extern const tt_rule_table tt_rules_index;
+extern const tt_rule_table tt_rules_loss;
+extern const tt_rule_table tt_rules_foreach;
+extern const tt_rule_table tt_rules_attention;
+extern const tt_rule_table tt_rules_dropout;
 
 // Checks the joined built-in tables: every name is "aten::..." and unique,
 // and every rule has a function. The error lists each offender.

@@ -7,8 +7,10 @@
 // an explicit dtype= converts the input first, and out= variants without a
 // dtype take the out tensor's dtype.
 //
-// Leaves out: NaN-aware reductions (nansum, nanmean), var_mean/std_mean,
-// reductions over named dims.
+// Also: var_mean/std_mean, nansum, count_nonzero, and vector norms
+// (linalg_vector_norm, norm), whose order p is part of the signature.
+//
+// Leaves out: nanmean/nanmedian, reductions over named dims.
 #include <math.h>
 
 #include "lower/lower.h"
@@ -204,7 +206,7 @@ static tt_status lower_all_dim(tt_lower_ctx *c) { return any_all(c, 1, 2, false)
 
 // var.correction(self, dim?, *, correction?, keepdim): two-pass, divided by
 // max(N - correction, 0); correction is a runtime Scalar (default 1).
-static tt_status var_like(tt_lower_ctx *c, bool is_std) {
+static tt_status var_like(tt_lower_ctx *c, bool is_std, bool with_mean) {
   tt_hv x = tt_lower_tensor(c, 0);
   tt_hlo_type t = type_of(c, x);
   if (!tt_dtype_is_float(t.dtype))
@@ -227,11 +229,111 @@ static tt_status var_like(tt_lower_ctx *c, bool is_std) {
   tt_hv v = bin(c, TT_HLO_DIV, ss, expand_like(c, denom, ss));
   if (is_std) v = tt_hlo_unary(b, TT_HLO_SQRT, v);
   tt_lower_result(c, conv(c, v, t.dtype));
+  if (with_mean) {  // var_mean / std_mean: the mean, with keepdim applied
+    tt_hv m = tt_lower_reduce(c, x, mask, tt_lower_bool(c, 3), TT_HLO_REDUCE_ADD);
+    tt_lower_result(c, conv(c, bin(c, TT_HLO_DIV, m, tt_lower_splat_like(c, m, n)), t.dtype));
+  }
   return NULL;
 }
 
-static tt_status lower_var(tt_lower_ctx *c) { return var_like(c, false); }
-static tt_status lower_std(tt_lower_ctx *c) { return var_like(c, true); }
+static tt_status lower_var(tt_lower_ctx *c) { return var_like(c, false, false); }
+static tt_status lower_std(tt_lower_ctx *c) { return var_like(c, true, false); }
+static tt_status lower_var_mean(tt_lower_ctx *c) { return var_like(c, false, true); }
+static tt_status lower_std_mean(tt_lower_ctx *c) { return var_like(c, true, true); }
+
+// --- nansum, count_nonzero, vector norms ------------------------------------------------------------
+
+// nansum(self, dim?, keepdim, *, dtype): sum with NaNs read as 0.
+static tt_status lower_nansum(tt_lower_ctx *c) {
+  tt_hv x = tt_lower_tensor(c, 0);
+  tt_hlo_type t = type_of(c, x);
+  tt_dtype rt = accum_dtype(c, 3, t.dtype);
+  bool mask[TT_MAX_RANK];
+  TT_RETURN_IF_ERROR(tt_lower_dim_mask(c, 1, t.rank, true, mask));
+  x = conv(c, conv(c, x, rt), opmath(rt));
+  if (tt_dtype_is_float(rt)) {
+    tt_hv nan = tt_hlo_compare(tt_lower_hlo(c), TT_HLO_NE, x, x);
+    x = tt_hlo_select(tt_lower_hlo(c), nan, tt_lower_splat_like(c, x, 0), x);
+  }
+  tt_hv r = tt_lower_reduce(c, x, mask, tt_lower_bool(c, 2), TT_HLO_REDUCE_ADD);
+  tt_lower_result(c, conv(c, r, rt));
+  return NULL;
+}
+
+// count_nonzero(self, dim) with dim an int[] or an optional int: int64.
+static tt_status lower_count_nonzero(tt_lower_ctx *c) {
+  tt_hv x = tt_lower_tensor(c, 0);
+  tt_hlo_type t = type_of(c, x);
+  bool mask[TT_MAX_RANK];
+  TT_RETURN_IF_ERROR(tt_lower_dim_mask(c, 1, t.rank, true, mask));
+  tt_hv nz = conv(c, conv(c, x, TT_BOOL), TT_I64);
+  tt_lower_result(c, tt_lower_reduce(c, nz, mask, false, TT_HLO_REDUCE_ADD));
+  return NULL;
+}
+
+// The value of the Scalar argument i (in the signature: the rule is flagged
+// TT_RULE_SCALARS_IN_SIGNATURE), or dflt when it is None.
+static double scalar_value(const tt_lower_ctx *c, int i, double dflt) {
+  const tt_value *v = tt_lower_arg(c, i);
+  if (v->kind == TT_VALUE_SCALAR)
+    return tt_dtype_is_float(v->u.scalar.dtype) ? v->u.scalar.f : (double)v->u.scalar.i;
+  if (v->kind == TT_VALUE_INT) return (double)v->u.i;
+  return dflt;
+}
+
+// The p-norm of x over the masked dims, in x's (float) dtype: max/min |x|
+// for +-inf, the count of nonzeros for 0, else (sum |x|^p)^(1/p).
+static tt_hv vector_norm(tt_lower_ctx *c, tt_hv x, double p, const bool *mask, bool keep) {
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hv a = tt_hlo_unary(b, TT_HLO_ABS, x);
+  if (isinf(p))
+    return tt_lower_reduce(c, a, mask, keep, p > 0 ? TT_HLO_REDUCE_MAX : TT_HLO_REDUCE_MIN);
+  if (p == 0) {
+    tt_hv nz = tt_hlo_compare(b, TT_HLO_NE, a, tt_lower_splat_like(c, a, 0));
+    tt_dtype d = type_of(c, x).dtype;
+    return tt_lower_reduce(c, conv(c, nz, d), mask, keep, TT_HLO_REDUCE_ADD);
+  }
+  if (p == 1) return tt_lower_reduce(c, a, mask, keep, TT_HLO_REDUCE_ADD);
+  if (p == 2) {
+    tt_hv s = tt_lower_reduce(c, bin(c, TT_HLO_MUL, a, a), mask, keep, TT_HLO_REDUCE_ADD);
+    return tt_hlo_unary(b, TT_HLO_SQRT, s);
+  }
+  tt_hv s = tt_lower_reduce(c, bin(c, TT_HLO_POW, a, tt_lower_splat_like(c, a, p)), mask, keep,
+                            TT_HLO_REDUCE_ADD);
+  return bin(c, TT_HLO_POW, s, tt_lower_splat_like(c, s, 1.0 / p));
+}
+
+// linalg_vector_norm(self, ord, dim?, keepdim, *, dtype?) and the norm
+// overloads (self, p?, [dim, keepdim,] [dtype]); arguments by index.
+static tt_status norm_like(tt_lower_ctx *c, int dim_idx, int keep_idx, int dtype_idx) {
+  tt_hv x = tt_lower_tensor(c, 0);
+  tt_hlo_type t = type_of(c, x);
+  tt_dtype d = dtype_idx >= 0 ? dtype_arg(c, dtype_idx) : TT_DTYPE_NONE;
+  tt_hlo_type dest;
+  if (d == TT_DTYPE_NONE && tt_lower_dest_type(c, 0, &dest)) d = dest.dtype;
+  if (d == TT_DTYPE_NONE) d = t.dtype;
+  if (!tt_dtype_is_float(t.dtype) || !tt_dtype_is_float(d))
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "linalg.vector_norm: Expected a floating "
+                         "point or complex tensor as input. Got %s", tt_dtype_name(t.dtype));
+  double p = scalar_value(c, 1, 2.0);
+  bool mask[TT_MAX_RANK];
+  TT_RETURN_IF_ERROR(tt_lower_dim_mask(c, dim_idx, t.rank, true, mask));
+  if (p < 0 || (isinf(p) && p > 0))  // max/min with no identity: empty is an error
+    for (int i = 0; i < t.rank; i++)
+      if (mask[i] && t.dims[i] == 0)
+        return tt_lower_fail(c, TT_INVALID_ARGUMENT, "linalg.vector_norm cannot compute the "
+                             "%g norm on the empty dimension %d", p, i);
+  bool keep = keep_idx >= 0 && tt_lower_bool(c, keep_idx);
+  tt_hv r = vector_norm(c, conv(c, conv(c, x, d), opmath(d)), p, mask, keep);
+  tt_lower_result(c, conv(c, r, d));
+  return NULL;
+}
+
+static tt_status lower_vector_norm(tt_lower_ctx *c) { return norm_like(c, 2, 3, 4); }
+static tt_status lower_norm_dim(tt_lower_ctx *c) { return norm_like(c, 2, 3, -1); }
+static tt_status lower_norm_dim_dtype(tt_lower_ctx *c) { return norm_like(c, 2, 3, 4); }
+static tt_status lower_norm_all(tt_lower_ctx *c) { return norm_like(c, -1, -1, -1); }
+static tt_status lower_norm_all_dtype(tt_lower_ctx *c) { return norm_like(c, -1, -1, 2); }
 
 // --- softmax family ----------------------------------------------------------------------------------
 
@@ -296,6 +398,7 @@ static tt_status lower_log_softmax_backward(tt_lower_ctx *c) { return softmax_ba
 // --- the table ----------------------------------------------------------------------------------------
 
 #define R(name, fn) {"aten::" name, fn, 0}
+#define S(name, fn) {"aten::" name, fn, TT_RULE_SCALARS_IN_SIGNATURE}  // p shapes the program
 static const tt_rule kRules[] = {
     R("sum", lower_sum), R("sum.out", lower_sum),
     R("sum.dim_IntList", lower_sum_dim), R("sum.IntList_out", lower_sum_dim),
@@ -319,6 +422,17 @@ static const tt_rule kRules[] = {
     R("all.dims", lower_all_dim), R("all.dims_out", lower_all_dim),
     R("var.correction", lower_var), R("var.correction_out", lower_var),
     R("std.correction", lower_std), R("std.correction_out", lower_std),
+    R("var_mean.correction", lower_var_mean), R("var_mean.correction_out", lower_var_mean),
+    R("std_mean.correction", lower_std_mean), R("std_mean.correction_out", lower_std_mean),
+    R("nansum", lower_nansum), R("nansum.out", lower_nansum),
+    R("count_nonzero.dim_IntList", lower_count_nonzero),
+    R("count_nonzero.dim_IntList_out", lower_count_nonzero),
+    R("count_nonzero", lower_count_nonzero), R("count_nonzero.out", lower_count_nonzero),
+    S("linalg_vector_norm", lower_vector_norm), S("linalg_vector_norm.out", lower_vector_norm),
+    S("norm.ScalarOpt_dim", lower_norm_dim), S("norm.out", lower_norm_dim),
+    S("norm.ScalarOpt_dim_dtype", lower_norm_dim_dtype), S("norm.dtype_out", lower_norm_dim_dtype),
+    S("norm.Scalar", lower_norm_all), S("norm.Scalar_out", lower_norm_all),
+    S("norm.ScalarOpt_dtype", lower_norm_all_dtype), S("norm.ScalarOpt_dtype_out", lower_norm_all_dtype),
     R("_softmax", lower_softmax), R("_softmax.out", lower_softmax),
     R("_log_softmax", lower_log_softmax), R("_log_softmax.out", lower_log_softmax),
     R("_softmax_backward_data", lower_softmax_backward),
@@ -327,5 +441,6 @@ static const tt_rule kRules[] = {
     R("_log_softmax_backward_data.out", lower_log_softmax_backward),
 };
 #undef R
+#undef S
 
 const tt_rule_table tt_rules_reduction = {kRules, (int)(sizeof kRules / sizeof kRules[0])};

@@ -1,6 +1,6 @@
 // shape.c — ops that move elements without arithmetic: cat, index_select,
-// constant_pad_nd, flip, roll, repeat, and embedding_dense_backward (a
-// scatter-add of gradient rows).
+// constant_pad_nd, flip, roll, repeat, tril/triu, and embedding_dense_backward
+// (a scatter-add of gradient rows).
 //
 // Views (view, permute, expand, slice, ...) are not here: the shim keeps them
 // as strided views and the lowering context reads them.
@@ -124,8 +124,8 @@ static tt_status lower_index_select(tt_lower_ctx *c) {
   int64_t dim;
   TT_RETURN_IF_ERROR(tt_lower_dim(c, tt_lower_int(c, 1), xt.rank, &dim));
   tt_hv x = tt_lower_tensor(c, 0), idx = tt_lower_tensor(c, 2);
-  if (xt.rank == 0) {  // a 0-d self takes index [0] only
-    tt_lower_result(c, it.rank ? tt_hlo_reshape(tt_lower_hlo(c), x, 1, (int64_t[]){1}) : x);
+  if (xt.rank == 0) {  // a 0-d self takes index [0] only, and stays 0-d
+    tt_lower_result(c, x);
     return NULL;
   }
   tt_hv r = take(c, x, dim, idx);
@@ -136,6 +136,29 @@ static tt_status lower_index_select(tt_lower_ctx *c) {
   tt_lower_result(c, r);
   return NULL;
 }
+
+// --- tril, triu ---------------------------------------------------------------------------------
+
+// tril / triu(self, diagonal): keeps elements with col - row <= diagonal
+// (tril) or >= diagonal (triu) in the last two dims, zeros the rest.
+static tt_status tri(tt_lower_ctx *c, bool lower) {
+  tt_hlo_type t = tt_lower_tensor_type(c, 0, -1);
+  if (t.rank < 2)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "%s: input tensor must have at least 2 "
+                         "dimensions", lower ? "tril" : "triu");
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hlo_type it = tt_hlo_make_type(TT_I64, t.rank, t.dims);
+  tt_hv diff = tt_hlo_binary(b, TT_HLO_SUB, tt_hlo_iota(b, &it, t.rank - 1),
+                             tt_hlo_iota(b, &it, t.rank - 2));
+  int64_t k = tt_lower_is_none(c, 1) ? 0 : tt_lower_int(c, 1);
+  tt_hv keep = tt_hlo_compare(b, lower ? TT_HLO_LE : TT_HLO_GE, diff, tt_hlo_splat_i(b, &it, k));
+  tt_hv x = tt_lower_tensor(c, 0);
+  tt_lower_result(c, tt_hlo_select(b, keep, x, tt_hlo_splat(b, &t, 0)));
+  return NULL;
+}
+
+static tt_status lower_tril(tt_lower_ctx *c) { return tri(c, true); }
+static tt_status lower_triu(tt_lower_ctx *c) { return tri(c, false); }
 
 // --- embedding_dense_backward ------------------------------------------------------------------------
 
@@ -307,6 +330,8 @@ static tt_status lower_repeat(tt_lower_ctx *c) {
 static const tt_rule kRules[] = {
     R("cat", lower_cat), R("cat.out", lower_cat),
     R("index_select", lower_index_select), R("index_select.out", lower_index_select),
+    R("tril", lower_tril), R("tril_", lower_tril), R("tril.out", lower_tril),
+    R("triu", lower_triu), R("triu_", lower_triu), R("triu.out", lower_triu),
     R("embedding_dense_backward", lower_embedding_backward),
     R("embedding_dense_backward.out", lower_embedding_backward),
     R("constant_pad_nd", lower_constant_pad_nd), R("constant_pad_nd.out", lower_constant_pad_nd),

@@ -20,6 +20,8 @@
 static const tt_rule_table *const kFamilies[] = {
     &tt_rules_elementwise, &tt_rules_reduction, &tt_rules_linalg, &tt_rules_shape,
     &tt_rules_nn,          &tt_rules_random,    &tt_rules_factory,
+    &tt_rules_conv,        &tt_rules_norm,      &tt_rules_index,
+    &tt_rules_foreach,     &tt_rules_loss,
 };
 enum { kNumFamilies = (int)(sizeof kFamilies / sizeof kFamilies[0]) };
 
@@ -106,6 +108,11 @@ const tt_rule *tt_rule_get(int32_t op) {
 const char *tt_op_name(int32_t op) {
   const tt_rule *r = tt_rule_get(op);
   return r ? r->name : NULL;
+}
+
+bool tt_op_replaces_composite(int32_t op) {
+  const tt_rule *r = tt_rule_get(op);
+  return r && (r->flags & TT_RULE_REPLACES_COMPOSITE);
 }
 
 int32_t tt_op_count(void) {
@@ -196,4 +203,12 @@ tt_status tt_rule_table_check(void) {
   free(all);
   if (total > MAX_RULES) note(msg, sizeof msg, &bad, "too many rules for MAX_RULES", "");
   return bad ? tt_make_status(TT_INTERNAL, "rule table: %d problem(s): %s", bad, msg) : NULL;
+}
+
+// --- aliases (public API) -------------------------------------------------------------------
+
+int32_t tt_op_register_alias(const char *name, const char *existing_name) {
+  const tt_rule *r = tt_rule_get(tt_op_lookup(existing_name));
+  if (!name || !r) return -1;
+  return tt_rule_register(name, r->fn, r->flags);
 }

@@ -2,6 +2,7 @@
 // cache.h. Keys are compared in full, so hash collisions are harmless.
 #include "runtime/cache.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -140,18 +141,43 @@ tt_status tt_sig_cache_insert(tt_sig_cache *c, const void *key, size_t len,
 }
 
 // --- program cache ----------------------------------------------------------------
+//
+// Values are prog_entry records: the executable plus what
+// tt_runtime_cache_entries reports. `list` keeps them in insertion order.
+
+typedef struct prog_entry {
+  tt_pjrt_exe *exe;  // owned
+  tt_cache_key key;
+  char label[64];
+  int64_t uses;
+  double seconds;
+  bool from_disk;
+  int64_t text_bytes;
+} prog_entry;
 
 struct tt_prog_cache {
   table t;
+  prog_entry **list;  // borrowed from the table
+  int nlist, cap_list;
+  tt_disk_cache *disk;  // owned; NULL: no persistent cache
+  uint64_t env[2];
+  bool env_ready;
+  tt_explain *explain;  // owned
 };
 
-static void free_exe(void *v, void *ctx) { tt_pjrt_exe_destroy(ctx, v); }
+static void free_entry(void *v, void *ctx) {
+  prog_entry *e = v;
+  tt_pjrt_exe_destroy(ctx, e->exe);
+  free(e);
+}
 
 tt_status tt_prog_cache_create(tt_prog_cache **out) {
   *out = calloc(1, sizeof **out);
   if (!*out) return tt_make_status(TT_RESOURCE_EXHAUSTED, "cache: out of memory");
   tt_status st = table_init(&(*out)->t);
+  if (!st) st = tt_explain_create(&(*out)->explain);
   if (st) {
+    free((*out)->t.buckets);
     free(*out);
     *out = NULL;
   }
@@ -160,16 +186,85 @@ tt_status tt_prog_cache_create(tt_prog_cache **out) {
 
 void tt_prog_cache_destroy(tt_prog_cache *c, tt_pjrt *p) {
   if (!c) return;
-  table_deinit(&c->t, free_exe, p);
+  table_deinit(&c->t, free_entry, p);
+  free(c->list);
+  tt_disk_cache_destroy(c->disk);
+  tt_explain_destroy(c->explain);
   free(c);
 }
 
 tt_pjrt_exe *tt_prog_cache_find(tt_prog_cache *c, const char *text,
                                 size_t len) {
-  return table_find(&c->t, text, len);
+  prog_entry *e = table_find(&c->t, text, len);
+  if (!e) return NULL;
+  e->uses++;
+  return e->exe;
 }
 
 tt_status tt_prog_cache_insert(tt_prog_cache *c, const char *text, size_t len,
-                               tt_pjrt_exe *exe) {
-  return table_insert(&c->t, text, len, exe);
+                               tt_pjrt_exe *exe, const tt_prog_meta *meta) {
+  prog_entry *e = calloc(1, sizeof *e);
+  if (c->nlist == c->cap_list) {
+    int cap = c->cap_list ? 2 * c->cap_list : 64;
+    prog_entry **l = realloc(c->list, (size_t)cap * sizeof *l);
+    if (l) {
+      c->list = l;
+      c->cap_list = cap;
+    }
+  }
+  tt_status st = NULL;
+  if (!e || c->nlist == c->cap_list)
+    st = tt_make_status(TT_RESOURCE_EXHAUSTED, "cache: out of memory");
+  if (!st) {
+    e->exe = exe;
+    e->uses = 1;
+    e->text_bytes = (int64_t)len;
+    if (meta) {
+      e->key = meta->key;
+      snprintf(e->label, sizeof e->label, "%s", meta->label ? meta->label : "");
+      e->seconds = meta->seconds;
+      e->from_disk = meta->from_disk;
+    }
+    st = table_insert(&c->t, text, len, e);
+  }
+  if (st) {
+    free(e);
+    return st;  // the caller still owns exe
+  }
+  c->list[c->nlist++] = e;
+  return NULL;
 }
+
+int tt_prog_cache_entries(tt_prog_cache *c, tt_cache_entry_info *out, int cap) {
+  for (int i = 0; i < c->nlist && i < cap; i++) {
+    const prog_entry *e = c->list[i];
+    tt_cache_entry_info *o = &out[i];
+    memset(o, 0, sizeof *o);
+    tt_cache_key_hex(&e->key, o->key);
+    memcpy(o->label, e->label, sizeof o->label);
+    o->uses = e->uses;
+    o->compile_seconds = e->seconds;
+    o->from_disk = e->from_disk;
+    o->text_bytes = e->text_bytes;
+  }
+  return c->nlist;
+}
+
+tt_disk_cache *tt_prog_cache_disk(tt_prog_cache *c) { return c->disk; }
+
+void tt_prog_cache_set_disk(tt_prog_cache *c, tt_disk_cache *d) {
+  tt_disk_cache_destroy(c->disk);
+  c->disk = d;
+}
+
+const uint64_t *tt_prog_cache_env(const tt_prog_cache *c) {
+  return c->env_ready ? c->env : NULL;
+}
+
+void tt_prog_cache_set_env(tt_prog_cache *c, const uint64_t env[2]) {
+  c->env[0] = env[0];
+  c->env[1] = env[1];
+  c->env_ready = true;
+}
+
+tt_explain *tt_prog_cache_explain(tt_prog_cache *c) { return c->explain; }

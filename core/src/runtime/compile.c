@@ -1,8 +1,16 @@
 // Compiling programs: the program cache in front of the plugin's compiler.
 // Every executor (eager, fused) compiles through tt_runtime_compile, so the
 // cache and its counters see every program.
+//
+// A miss in memory looks in the persistent directory (disk_cache.c) when one
+// is set, then compiles; a compile is explained (explain.c) and written to
+// the directory. Disk trouble never fails the call: it is counted in
+// tt_stats and the program is compiled as usual.
+#include <stdlib.h>
 #include <time.h>
 
+#include "base/buf.h"
+#include "lower/lower.h"
 #include "runtime/cache.h"
 #include "runtime/runtime.h"
 
@@ -10,6 +18,62 @@ static double now_seconds(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// --- the compile environment ----------------------------------------------------------------
+
+// Hash of what, besides the text, decides the executable: the compile
+// options bytes and the plugin's identity. Computed once (rt->mu held).
+static tt_status compile_env(tt_runtime *rt, const uint64_t **out) {
+  *out = tt_prog_cache_env(rt->progs);
+  if (*out) return NULL;
+  void *opts = NULL;
+  size_t opts_len = 0;
+  TT_RETURN_IF_ERROR(tt_pjrt_compile_options(&opts, &opts_len));
+  tt_buf b;
+  tt_buf_init(&b);
+  tt_buf_append_i64(&b, (int64_t)opts_len);
+  tt_buf_append(&b, opts, opts_len);
+  tt_buf_printf(&b, "|%s|%s|%d.%d|%d|%s", rt->info.platform,
+                rt->info.platform_version, rt->info.api_major,
+                rt->info.api_minor, rt->info.device_count,
+                rt->info.device_kind ? rt->info.device_kind : "");
+  free(opts);
+  if (!tt_buf_ok(&b)) {
+    tt_buf_deinit(&b);
+    return tt_make_status(TT_RESOURCE_EXHAUSTED, "compile cache: out of memory");
+  }
+  uint64_t env[2];
+  tt_cache_env_hash(b.data, b.len, env);
+  tt_buf_deinit(&b);
+  tt_prog_cache_set_env(rt->progs, env);
+  *out = tt_prog_cache_env(rt->progs);
+  return NULL;
+}
+
+// --- compiling -------------------------------------------------------------------------------
+
+// Loads `text` from disk or compiles it; fills meta (rt->mu held).
+static tt_status load_or_compile(tt_runtime *rt, const char *text, size_t len,
+                                 tt_prog_meta *meta, tt_pjrt_exe **out) {
+  tt_disk_cache *disk = tt_prog_cache_disk(rt->progs);
+  double t0 = now_seconds();
+  if (disk && tt_disk_cache_load(disk, rt->pjrt, &meta->key, text, len,
+                                 &rt->stats, out)) {
+    meta->from_disk = true;
+    meta->seconds = now_seconds() - t0;
+    return NULL;
+  }
+  t0 = now_seconds();
+  TT_RETURN_IF_ERROR(tt_pjrt_compile(rt->pjrt, text, len, out));
+  meta->seconds = now_seconds() - t0;
+  rt->stats.compiles++;
+  rt->stats.compile_seconds += meta->seconds;
+  tt_explain *x = tt_prog_cache_explain(rt->progs);
+  if (tt_explain_compile(x, meta->label, text, len, meta->seconds) != TT_CAUSE_NEW_OP)
+    rt->stats.recompiles++;
+  if (disk) tt_disk_cache_store(disk, rt->pjrt, &meta->key, text, len, *out, &rt->stats);
+  return NULL;
 }
 
 tt_status tt_runtime_compile(tt_runtime *rt, const char *text, size_t len,
@@ -20,11 +84,14 @@ tt_status tt_runtime_compile(tt_runtime *rt, const char *text, size_t len,
     rt->stats.cache_hits++;
     return NULL;
   }
-  double t0 = now_seconds();
-  TT_RETURN_IF_ERROR(tt_pjrt_compile(rt->pjrt, text, len, out));
-  rt->stats.compiles++;
-  rt->stats.compile_seconds += now_seconds() - t0;
-  tt_status st = tt_prog_cache_insert(rt->progs, text, len, *out);
+  const uint64_t *env = NULL;
+  TT_RETURN_IF_ERROR(compile_env(rt, &env));
+  char label[64];
+  tt_explain_label(tt_prog_cache_explain(rt->progs), text, len, label, sizeof label);
+  tt_prog_meta meta = {.label = label};
+  tt_cache_key_make(env, text, len, &meta.key);
+  TT_RETURN_IF_ERROR(load_or_compile(rt, text, len, &meta, out));
+  tt_status st = tt_prog_cache_insert(rt->progs, text, len, *out, &meta);
   if (st) {
     tt_pjrt_exe_destroy(rt->pjrt, *out);
     *out = NULL;
@@ -32,3 +99,27 @@ tt_status tt_runtime_compile(tt_runtime *rt, const char *text, size_t len,
   return st;
 }
 
+// --- public API -------------------------------------------------------------------------------
+
+tt_status tt_runtime_set_cache_dir(tt_runtime *rt, const char *dir,
+                                   int64_t max_bytes) {
+  pthread_mutex_lock(&rt->mu);
+  tt_disk_cache *d = NULL;
+  const uint64_t *env = NULL;
+  tt_status st = NULL;
+  if (dir && *dir) {
+    st = compile_env(rt, &env);
+    if (!st) st = tt_disk_cache_create(dir, max_bytes, env, &d);
+  }
+  if (!st) tt_prog_cache_set_disk(rt->progs, d);
+  pthread_mutex_unlock(&rt->mu);
+  return st ? tt_status_annotate(st, "cache dir %s", dir) : NULL;
+}
+
+int tt_runtime_cache_entries(tt_runtime *rt, tt_cache_entry_info *out,
+                             int cap) {
+  pthread_mutex_lock(&rt->mu);
+  int n = tt_prog_cache_entries(rt->progs, out, cap);
+  pthread_mutex_unlock(&rt->mu);
+  return n;
+}

@@ -139,6 +139,34 @@ static tt_status scalar_buffer(tt_runtime *rt, int device, tt_dtype d,
   return NULL;
 }
 
+uint64_t tt_scalar_bits(const tt_scalar *s, tt_dtype d) {
+  return scalar_bits(s, d);
+}
+
+static tt_scalar_slot *scalar_slot(tt_runtime *rt, int device, tt_dtype d,
+                                   uint64_t bits) {
+  uint64_t key[3] = {(uint64_t)device, (uint64_t)d, bits};
+  return &rt->scalars[tt_hash64(key, sizeof key) % TT_SCALAR_CACHE];
+}
+
+tt_status tt_scalar_buffer(tt_runtime *rt, int device, tt_dtype d,
+                           uint64_t bits, bool lookup_only,
+                           tt_pjrt_buffer **out) {
+  if (!lookup_only) return scalar_buffer(rt, device, d, bits, out);
+  tt_scalar_slot *s = scalar_slot(rt, device, d, bits);
+  bool hit = s->buf && s->device == device && s->dtype == d && s->bits == bits;
+  *out = hit ? s->buf : NULL;
+  return NULL;
+}
+
+void tt_scalar_cache_put(tt_runtime *rt, int device, tt_dtype d, uint64_t bits,
+                         tt_pjrt_buffer *b) {
+  tt_scalar_slot *s = scalar_slot(rt, device, d, bits);
+  // Safe while a launched program still reads the old one (see pjrt.h).
+  if (s->buf) tt_pjrt_buffer_destroy(rt->pjrt, s->buf);
+  *s = (tt_scalar_slot){b, device, d, bits};
+}
+
 static tt_generator *generator_of(tt_runtime *rt, const tt_op_call *call,
                                   int arg) {
   if (arg >= 0 && arg < call->nargs &&
@@ -166,6 +194,7 @@ static tt_status gather_args(tt_runtime *rt, const tt_op_call *call,
       args[i] = s->buf;
     } else if (p->kind == TT_PARAM_SCALAR) {
       const tt_value *v = &call->args[p->arg];
+      if (v->kind == TT_VALUE_LIST) v = &v->u.list.items[p->item];
       uint64_t bits = scalar_bits(&v->u.scalar, p->dtype);
       TT_RETURN_IF_ERROR(scalar_buffer(rt, call->device, p->dtype, bits, &args[i]));
     } else if (p->kind == TT_PARAM_OFFSET) {
@@ -316,6 +345,14 @@ tt_status tt_op_run(tt_runtime *rt, const tt_op_call *call,
   *out_nresults = 0;
   const tt_rule *rule;
   TT_RETURN_IF_ERROR(check_call(rt, call, &rule));
+  if (rt->mode == TT_MODE_FUSED) {  // record into the deferred graph instead
+    pthread_mutex_lock(&rt->mu);
+    bool fused = rt->mode == TT_MODE_FUSED;  // not switched meanwhile
+    tt_status st = NULL;
+    if (fused) st = tt_fused_record(rt, call, rule, results, cap, out_nresults);
+    pthread_mutex_unlock(&rt->mu);
+    if (fused) return st;
+  }
   tt_slot stack[32], *slots;
   TT_RETURN_IF_ERROR(with_slots(call, &slots, stack, 32));
   pthread_mutex_lock(&rt->mu);
@@ -323,7 +360,13 @@ tt_status tt_op_run(tt_runtime *rt, const tt_op_call *call,
   build_signature(&rt->sig, call, rule, slots);
   tt_plan *plan = tt_sig_cache_find(rt->sigs, rt->sig.data, rt->sig.len);
   if (plan) rt->stats.sig_hits++;
-  else st = make_plan(rt, call, rule, &plan);
+  else {
+    // Recompile explainer hooks (runtime/explain.c, owned by the cache work):
+    // keep these two calls around lowering+compiling a signature miss.
+    tt_explain_op(rt, call);
+    st = make_plan(rt, call, rule, &plan);
+    tt_explain_op_done(rt);
+  }
   if (!st && plan->unimplemented)
     st = tt_make_status(TT_UNIMPLEMENTED, "%s", plan->message ? plan->message : "");
   if (!st) st = run_plan(rt, call, plan, slots, results, cap, out_nresults);

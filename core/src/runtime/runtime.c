@@ -29,6 +29,7 @@ tt_status tt_runtime_create(const tt_runtime_options *opts,
   TT_GOTO_IF_ERROR(st, tt_hlo_create(&rt->hlo), fail);
   TT_GOTO_IF_ERROR(st, tt_sig_cache_create(&rt->sigs), fail);
   TT_GOTO_IF_ERROR(st, tt_prog_cache_create(&rt->progs), fail);
+  TT_GOTO_IF_ERROR(st, tt_fused_create(&rt->fused), fail);
   *out_rt = rt;
   return NULL;
 fail:
@@ -38,8 +39,10 @@ fail:
 
 void tt_runtime_destroy(tt_runtime *rt) {
   if (!rt) return;
-  tt_status st = tt_runtime_synchronize(rt);
+  tt_status st = tt_runtime_synchronize(rt);  // runs a pending fused graph
   tt_status_free(st);
+  tt_fused_destroy(rt, rt->fused);
+  tt_status_free(rt->deferred);
   tt_sig_cache_destroy(rt->sigs, rt->pjrt);
   tt_prog_cache_destroy(rt->progs, rt->pjrt);
   tt_hlo_destroy(rt->hlo);
@@ -99,6 +102,13 @@ void tt_runtime_info_get(tt_runtime *rt, tt_runtime_info *out) {
 
 void tt_runtime_set_mode(tt_runtime *rt, tt_exec_mode mode) {
   pthread_mutex_lock(&rt->mu);
+  if (mode != rt->mode) {
+    // Strict and debug eager never see pending storages. The error, if any,
+    // waits for the next flush or synchronize (this call returns nothing).
+    tt_status st = tt_fused_flush(rt);
+    if (st && !rt->deferred) rt->deferred = st;
+    else tt_status_free(st);
+  }
   rt->mode = mode;
   pthread_mutex_unlock(&rt->mu);
 }
@@ -204,13 +214,17 @@ tt_status tt_runtime_track_event(tt_runtime *rt, tt_pjrt_event *ev) {
 
 tt_status tt_runtime_synchronize(tt_runtime *rt) {
   pthread_mutex_lock(&rt->mu);
+  tt_status first = rt->deferred;  // a flush error with no caller yet
+  rt->deferred = NULL;
+  tt_status fl = tt_fused_flush(rt);
+  if (!first) first = fl;
+  else tt_status_free(fl);
   // Take the list so programs launched by other threads meanwhile are kept.
   tt_pjrt_event **evs = rt->pending;
   int n = rt->npending;
   rt->pending = NULL;
   rt->npending = rt->cap_pending = 0;
   pthread_mutex_unlock(&rt->mu);
-  tt_status first = NULL;
   for (int i = 0; i < n; i++) {
     tt_status st = tt_pjrt_event_await(rt->pjrt, evs[i]);
     if (st && !first) first = st; else tt_status_free(st);

@@ -50,6 +50,13 @@ struct tt_storage {
   tt_dtype dtype;       // of buf
   int64_t numel;        // of buf (flat)
   int64_t dev_bytes;    // device bytes accounted for buf
+  // Fused eager (fused.c): the storage's place in the graph being recorded,
+  // meaningful only while graph_epoch equals that graph's epoch. A pending
+  // storage (a fresh result not yet run) has no buf, only graph_val.
+  int64_t graph_epoch;
+  tt_hv graph_val;      // its current value in the graph's builder
+  int32_t graph_param;  // index of the parameter that reads its buf, or -1
+  int32_t graph_write;  // index of its output (written in the graph), or -1
 };
 
 struct tt_runtime {
@@ -73,6 +80,12 @@ struct tt_runtime {
 
   tt_generator *generators[TT_MAX_DEVICES];
 
+  // Fused eager: the deferred graph (fused.c), and an error of a flush that
+  // had no caller to return it to (a mode switch), returned by the next
+  // tt_runtime_flush / tt_runtime_synchronize.
+  struct tt_fused *fused;
+  tt_status deferred;
+
   // Device copies of recent scalar arguments (alpha = 1, lr, eps...): a
   // training step reuses the same few values, so most calls upload nothing.
   tt_scalar_slot scalars[TT_SCALAR_CACHE];
@@ -89,6 +102,47 @@ tt_status tt_storage_materialize(tt_storage *s, tt_dtype dtype);
 
 // The device's default generator, created on first use; rt->mu held.
 tt_generator *tt_runtime_default_generator_locked(tt_runtime *rt, int device);
+
+// --- fused eager (fused.c) ------------------------------------------------------------
+//
+// Every function here runs with rt->mu held.
+
+typedef struct tt_fused tt_fused;
+struct tt_rule;  // lower/lower.h
+tt_status tt_fused_create(tt_fused **out);
+// Drops the graph unrun (its pending values are lost) and frees it.
+void tt_fused_destroy(tt_runtime *rt, tt_fused *f);
+
+// Records `call` (rule already looked up) into the graph: fresh results are
+// pending storages in `results`. User errors come back at once, like eager.
+tt_status tt_fused_record(tt_runtime *rt, const tt_op_call *call,
+                          const struct tt_rule *rule, tt_op_result *results,
+                          int32_t cap, int32_t *out_nresults);
+// Compiles (once per graph text) and launches the graph, gives the live
+// written storages their buffers and starts an empty graph. An error names
+// the graph's first ops.
+tt_status tt_fused_flush(tt_runtime *rt);
+// True when the graph has written `s` (its value exists only in the graph).
+bool tt_fused_writes(tt_runtime *rt, const tt_storage *s);
+// The storage is about to lose its buffer or die: a parameter reading the
+// buffer keeps it, an output to the storage is dropped, and the graph
+// forgets the storage. No-op for storages the graph does not hold.
+void tt_fused_detach(tt_runtime *rt, tt_storage *s);
+void tt_fused_set_limit(tt_fused *f, int64_t max_ops, int64_t max_bytes);
+
+// --- scalar arguments (eager.c) -----------------------------------------------------
+
+// The value of a Scalar as `d`'s bytes (zero-extended into 8 bytes).
+uint64_t tt_scalar_bits(const tt_scalar *s, tt_dtype d);
+// A device buffer holding the 0-d value `bits` of dtype d, borrowed from the
+// runtime's cache of recent scalars (valid until the next call that inserts;
+// `lookup_only` inserts nothing and returns NULL on a miss).
+tt_status tt_scalar_buffer(tt_runtime *rt, int device, tt_dtype d,
+                           uint64_t bits, bool lookup_only,
+                           tt_pjrt_buffer **out);
+// Puts an owned 0-d buffer into the cache (freeing what it displaces).
+void tt_scalar_cache_put(tt_runtime *rt, int device, tt_dtype d, uint64_t bits,
+                         tt_pjrt_buffer *b);
 
 // --- compiling (compile.c) ---------------------------------------------------------
 

@@ -6,6 +6,12 @@
 // whole buffer is read, the view's elements are gathered (or patched and the
 // buffer written back). That needs no program per view shape and works when
 // a view's dtype differs from the buffer's (x.view(torch.int32)).
+//
+// In fused eager a storage may be pending: its value exists only in the
+// deferred graph (fused.c). Reading it from the host, patching part of it or
+// resizing it flushes the graph first; replacing its buffer or destroying it
+// detaches it from the graph (a parameter keeps the old buffer, an output
+// to a dead storage is dropped).
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +41,7 @@ tt_status tt_storage_create(tt_runtime *rt, int device, int64_t nbytes,
 void tt_storage_set_buffer(tt_storage *s, tt_pjrt_buffer *b, tt_dtype dtype,
                            int64_t numel) {
   tt_runtime *rt = s->rt;
+  tt_fused_detach(rt, s);
   if (s->buf) {
     tt_pjrt_buffer_destroy(rt->pjrt, s->buf);
     rt->stats.bytes_in_use -= s->dev_bytes;
@@ -112,6 +119,7 @@ tt_status tt_storage_resize(tt_storage *s, int64_t nbytes) {
   pthread_mutex_lock(&rt->mu);
   tt_status st = NULL;
   void *old = NULL, *grown = NULL;
+  if (tt_fused_writes(rt, s)) TT_GOTO_IF_ERROR(st, tt_fused_flush(rt), done);
   if (!s->buf) {
     s->nbytes = nbytes;
     goto done;
@@ -204,6 +212,7 @@ static tt_status upload_locked(const tt_tensor *dst, const void *host) {
   int64_t numel = view_numel(dst);
   if (numel == 0) return NULL;
   if (is_whole(dst)) return upload_flat(s, dst->dtype, numel, host);
+  if (tt_fused_writes(s->rt, s)) TT_RETURN_IF_ERROR(tt_fused_flush(s->rt));
   char *all = malloc((size_t)s->nbytes);
   if (!all) return tt_make_status(TT_RESOURCE_EXHAUSTED, "copy_: out of host memory");
   tt_status st = read_all(s, all);
@@ -230,6 +239,11 @@ static tt_status download_locked(const tt_tensor *src, void *host) {
   tt_storage *s = src->storage;
   int64_t numel = view_numel(src);
   if (numel == 0) return NULL;
+  if (tt_fused_writes(s->rt, s)) TT_RETURN_IF_ERROR(tt_fused_flush(s->rt));
+  if (!s->buf && s->graph_epoch < 0)
+    return tt_make_status(TT_FAILED_PRECONDITION,
+                          "this tensor's value was lost: the fused graph that "
+                          "computed it failed (see that error)");
   if (is_whole(src) && s->buf && s->dtype == src->dtype) {
     size_t n = (size_t)(numel * tt_dtype_size(src->dtype));
     TT_RETURN_IF_ERROR(tt_pjrt_buffer_to_host(s->rt->pjrt, s->buf, host, n));

@@ -1,0 +1,176 @@
+"""Training-step throughput of the llama debug model (torchtpu.models.llama,
+"debugmodel" flavour unless --flavor says otherwise): forward, cross-entropy,
+backward and AdamW, on every path in one run:
+
+    tpu strict eager     every op its own cached program
+    tpu fused eager      the step recorded and flushed as one program (when
+                         torchtpu.modes exists in this build)
+    tpu torch.compile    torch.compile(backend="tpu") of forward+loss (AOTAutograd
+                         makes the backward graph) and of the optimizer step
+    cpu eager            PyTorch on the CPU
+    cpu inductor         torch.compile (inductor, C++ code generation) on the CPU;
+                         skipped, with the reason, when it fails
+    jax jit              the same model and AdamW in JAX (bench/jax_llama.py), one
+                         jax.jit program on XLA's CPU backend; skipped when jax is
+                         missing: install with `.venv/bin/pip install jax`
+                         (about 620 MB; jax 0.10.2 is what was measured)
+
+    python bench/train_step.py [--flavor debugmodel] [--batch 4] [--seq 128]
+                               [--warmup 3] [--steps 5] [--skip inductor,jax]
+
+Each step ends by reading the loss (a host sync), on every path. Prints
+tokens/s per path and its ratio to JAX and to CPU eager (higher is better),
+the final losses (the paths start from the same weights and see the same
+tokens, so they should agree), and programs compiled per tpu path. On a
+machine without a TPU, "tpu" is XLA's CPU plugin: the figures compare
+dispatch and fusion, not accelerators."""
+import argparse
+import copy
+import time
+import traceback
+
+import torch
+import torch.nn.functional as F
+
+import torchtpu
+from torchtpu.models import build_model
+
+
+def loss_of(model, tokens):
+    logits = model(tokens[:, :-1])
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
+
+
+def time_steps(step, warmup, steps):
+    """Seconds per step (median of `steps` after `warmup`) and the last loss."""
+    for _ in range(warmup):
+        loss = step()
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        loss = step()
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    return times[len(times) // 2], loss
+
+
+def torch_path(model, device, tokens, lr, compile_backend=None, fused=False):
+    """A step function for a PyTorch path: model and AdamW on `device`."""
+    model = copy.deepcopy(model).to(device)
+    tokens = tokens.to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    fwd = lambda: loss_of(model, tokens)  # noqa: E731
+    opt_step = opt.step
+    if compile_backend is not None:
+        fwd = torch.compile(fwd, backend=compile_backend)
+        opt_step = torch.compile(opt.step, backend=compile_backend)
+
+    def step():
+        loss = fwd()
+        loss.backward()
+        opt_step()
+        opt.zero_grad(set_to_none=True)
+        return loss.item()
+
+    if fused:
+        from torchtpu import modes
+
+        def fused_step():
+            with modes.mode("fused"):
+                return step()
+        return fused_step
+    return step
+
+
+def jax_path(model, tokens, lr):
+    import jax  # noqa: F401
+
+    import jax_llama
+
+    args = model.args
+    params = jax_llama.params_from_torch(model.state_dict(), args)
+    state = {"p": params, "o": jax_llama.adamw_init(params)}
+    train = jax_llama.make_train_step(args, lr=lr)
+    tok = jax_llama.jnp.asarray(tokens.numpy().astype("int32"))
+
+    def step():
+        state["p"], state["o"], loss = train(state["p"], state["o"], tok)
+        return float(loss)
+    return step
+
+
+def fused_available():
+    try:
+        from torchtpu import modes
+    except ImportError:
+        return False
+    return hasattr(modes, "mode")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--model", default="llama")
+    p.add_argument("--flavor", default="debugmodel")
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--skip", default="", help="comma-separated paths to skip: strict,fused,"
+                   "compile,cpu,inductor,jax")
+    a = p.parse_args()
+    skip = set(filter(None, a.skip.split(",")))
+    torchtpu.set_fallback_mode("silent")
+
+    torch.manual_seed(0)
+    model = build_model(a.model, a.flavor)
+    tokens = torch.randint(0, model.args.vocab_size, (a.batch, a.seq + 1))
+    ntok = a.batch * a.seq
+
+    paths = [
+        ("cpu", "cpu eager", lambda: torch_path(model, "cpu", tokens, a.lr)),
+        ("inductor", "cpu inductor", lambda: torch_path(model, "cpu", tokens, a.lr, "inductor")),
+        ("strict", "tpu strict eager", lambda: torch_path(model, "tpu", tokens, a.lr)),
+        ("fused", "tpu fused eager", lambda: torch_path(model, "tpu", tokens, a.lr, fused=True)),
+        ("compile", "tpu torch.compile", lambda: torch_path(model, "tpu", tokens, a.lr, "tpu")),
+        ("jax", "jax jit (xla cpu)", lambda: jax_path(model, tokens, a.lr)),
+    ]
+    results = {}  # key -> (seconds per step, loss, tpu programs compiled)
+    for key, name, make in paths:
+        if key in skip:
+            continue
+        if key == "fused" and not fused_available():
+            print(f"{name}: skipped (torchtpu.modes is not in this build)")
+            continue
+        compiles0 = torch.tpu._get_cache_stats()["compiles"]
+        try:
+            sec, loss = time_steps(make(), a.warmup, a.steps)
+        except Exception as e:  # a peer failing is reported, not fatal
+            print(f"{name}: skipped ({type(e).__name__}: {str(e).splitlines()[0][:200]})")
+            if key not in ("inductor", "jax"):
+                traceback.print_exc()
+            continue
+        results[key] = (sec, loss, torch.tpu._get_cache_stats()["compiles"] - compiles0)
+
+    info = torchtpu.runtime_info()
+    print(f"\n{a.model} {a.flavor}: batch {a.batch} x seq {a.seq} = {ntok} tokens/step, "
+          f"{a.warmup} warm-up + {a.steps} timed steps (median); tpu = {info['platform']} "
+          f"plugin; torch {torch.__version__}")
+    ref_jax = results.get("jax", (None,))[0]
+    ref_cpu = results.get("cpu", (None,))[0]
+    print(f"{'path':<22}{'ms/step':>10}{'tokens/s':>11}{'vs jax':>8}{'vs cpu':>8}"
+          f"{'loss':>10}{'compiles':>10}")
+    for key, name, _ in paths:
+        if key not in results:
+            continue
+        sec, loss, compiles = results[key]
+        vs_jax = f"{ref_jax / sec:.2f}" if ref_jax else "-"
+        vs_cpu = f"{ref_cpu / sec:.2f}" if ref_cpu else "-"
+        comp = str(compiles) if key in ("strict", "fused", "compile") else ""
+        print(f"{name:<22}{sec * 1e3:>10.1f}{ntok / sec:>11.0f}{vs_jax:>8}{vs_cpu:>8}"
+              f"{loss:>10.4f}{comp:>10}")
+    print("(vs jax, vs cpu: that path's tokens/s over the reference's; >1 is faster)")
+
+
+if __name__ == "__main__":
+    main()

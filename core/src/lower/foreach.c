@@ -1,0 +1,309 @@
+// foreach.c — the _foreach_* ops the optimizers call (SGD, Adam, AdamW,
+// clip_grad_norm_): one program per call for the whole tensor list, where
+// PyTorch's composite kernels would run one op per tensor.
+//
+// Every rule reads list items with tt_lower_list_tensor and declares one
+// result per item, in order: in-place forms write each self item (the
+// shim's dests), functional forms return a fresh Tensor[]. Scalars and
+// Scalar[] items are runtime values (a new lr or bias correction never
+// recompiles); norm's `ord` shapes the program, so it is in the signature.
+//
+// The rules replace PyTorch's CompositeExplicitAutograd kernels
+// (TT_RULE_REPLACES_COMPOSITE): the shim registers them for the device.
+//
+// Leaves out: the .Tensor overloads of addcmul/addcdiv (their scalars are a
+// CPU tensor), _foreach_copy_, integer pow corner cases, complex numbers.
+#include <math.h>
+#include <string.h>
+
+#include "lower/lower.h"
+
+static tt_dtype opmath(tt_dtype d) {
+  return (d == TT_F16 || d == TT_BF16) ? TT_F32 : d;
+}
+
+static tt_hlo_type type_of(tt_lower_ctx *c, tt_hv v) {
+  const tt_hlo_type *t = tt_hlo_type_of(tt_lower_hlo(c), v);
+  return t ? *t : tt_hlo_make_type(TT_F32, 0, NULL);
+}
+
+static tt_hv bin(tt_lower_ctx *c, tt_hlo_binop op, tt_hv x, tt_hv y) {
+  return tt_hlo_binary(tt_lower_hlo(c), op, x, y);
+}
+
+typedef enum form { F_LIST, F_SCALAR, F_SCALARLIST, F_TENSOR } form;
+
+static int list_len(const tt_lower_ctx *c, int i) {
+  const tt_value *v = tt_lower_arg(c, i);
+  return v->kind == TT_VALUE_LIST ? v->u.list.n : 0;
+}
+
+// Checks that list arguments idx[0..n) all have the length of argument 0.
+static tt_status same_lengths(tt_lower_ctx *c, const int *idx, int n) {
+  int len = list_len(c, 0);
+  for (int k = 0; k < n; k++)
+    if (list_len(c, idx[k]) != len)
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Tensor lists must have the same number "
+                           "of tensors, got %d and %d", len, list_len(c, idx[k]));
+  return NULL;
+}
+
+// Is argument i (or its item j) floating: decides int -> float promotion.
+static bool arg_is_float(const tt_lower_ctx *c, int i, int j, form f) {
+  const tt_value *v = tt_lower_arg(c, i);
+  if (f == F_SCALARLIST && v->kind == TT_VALUE_LIST && j < v->u.list.n) v = &v->u.list.items[j];
+  if (f == F_LIST && v->kind == TT_VALUE_LIST && j < v->u.list.n) v = &v->u.list.items[j];
+  if (v->kind == TT_VALUE_SCALAR) return tt_dtype_is_float(v->u.scalar.dtype);
+  if (v->kind == TT_VALUE_TENSOR) return tt_dtype_is_float(v->u.tensor.dtype);
+  return false;
+}
+
+// The result dtype of item j of self (arg 0) combined with argument i.
+static tt_dtype item_dtype(const tt_lower_ctx *c, int j, int i, form f, bool to_float) {
+  tt_dtype d = tt_lower_tensor_type(c, 0, j).dtype;
+  if (f == F_LIST && i >= 0) d = tt_promote_types(d, tt_lower_tensor_type(c, i, j).dtype);
+  if (!tt_dtype_is_float(d) && (to_float || (i >= 0 && arg_is_float(c, i, j, f))))
+    d = tt_lower_default_dtype(c);
+  return d;
+}
+
+// Argument i as seen by item j (value `like`, dtype of like).
+static tt_hv operand(tt_lower_ctx *c, int i, int j, form f, tt_hv like) {
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hlo_type t = type_of(c, like);
+  tt_hv v;
+  switch (f) {
+    case F_LIST: v = tt_lower_list_tensor(c, i, j); break;
+    case F_SCALARLIST: v = tt_lower_list_scalar(c, i, j, t.dtype); break;
+    case F_TENSOR: {
+      if (tt_lower_arg(c, i)->kind == TT_VALUE_SCALAR) {  // a 0-d CPU tensor
+        v = tt_lower_scalar(c, i, t.dtype);
+        break;
+      }
+      v = tt_lower_tensor(c, i);
+      tt_hlo_type vt = type_of(c, v);
+      if (vt.rank > 0 && tt_hlo_numel(&vt) == 1) v = tt_hlo_reshape(b, v, 0, NULL);
+      break;
+    }
+    default: v = tt_lower_scalar(c, i, t.dtype); break;
+  }
+  return tt_lower_broadcast_to(c, tt_hlo_convert(b, v, t.dtype), t.rank, t.dims);
+}
+
+// --- binary: add, sub, mul, div, maximum, minimum, pow, clamp ------------------------------
+
+typedef enum bop { B_ADD, B_SUB, B_MUL, B_DIV, B_MAX, B_MIN, B_POW } bop;
+
+// (self[], other, [alpha]) with `other` in form f; alpha at arg 2 when has_alpha.
+static tt_status binary(tt_lower_ctx *c, bop op, form f, bool has_alpha) {
+  tt_hlo *b = tt_lower_hlo(c);
+  int n = list_len(c, 0), other = 1;
+  if (f == F_LIST || f == F_SCALARLIST) TT_RETURN_IF_ERROR(same_lengths(c, &other, 1));
+  static const tt_hlo_binop kOps[] = {TT_HLO_ADD, TT_HLO_SUB, TT_HLO_MUL, TT_HLO_DIV,
+                                      TT_HLO_MAX, TT_HLO_MIN, TT_HLO_POW};
+  for (int j = 0; j < n; j++) {
+    tt_dtype rt = item_dtype(c, j, 1, f, op == B_DIV);
+    tt_hv x = tt_hlo_convert(b, tt_lower_list_tensor(c, 0, j), opmath(rt));
+    tt_hv y = operand(c, 1, j, f, x);
+    if (has_alpha && !tt_lower_is_none(c, 2))
+      y = bin(c, TT_HLO_MUL, y, tt_lower_broadcast_to(c, tt_lower_scalar(c, 2, opmath(rt)),
+                                                      type_of(c, x).rank, type_of(c, x).dims));
+    tt_lower_result(c, tt_hlo_convert(b, bin(c, kOps[op], x, y), rt));
+  }
+  return NULL;
+}
+
+#define BIN(name, op, f, alpha) \
+  static tt_status name(tt_lower_ctx *c) { return binary(c, op, f, alpha); }
+BIN(add_list, B_ADD, F_LIST, true)
+BIN(add_scalar, B_ADD, F_SCALAR, false)
+BIN(add_scalarlist, B_ADD, F_SCALARLIST, false)
+BIN(add_tensor, B_ADD, F_TENSOR, true)
+BIN(sub_list, B_SUB, F_LIST, true)
+BIN(sub_scalar, B_SUB, F_SCALAR, false)
+BIN(sub_scalarlist, B_SUB, F_SCALARLIST, false)
+BIN(mul_list, B_MUL, F_LIST, false)
+BIN(mul_scalar, B_MUL, F_SCALAR, false)
+BIN(mul_scalarlist, B_MUL, F_SCALARLIST, false)
+BIN(mul_tensor, B_MUL, F_TENSOR, false)
+BIN(div_list, B_DIV, F_LIST, false)
+BIN(div_scalar, B_DIV, F_SCALAR, false)
+BIN(div_scalarlist, B_DIV, F_SCALARLIST, false)
+BIN(div_tensor, B_DIV, F_TENSOR, false)
+BIN(max_list, B_MAX, F_LIST, false)
+BIN(max_scalar, B_MAX, F_SCALAR, false)
+BIN(max_scalarlist, B_MAX, F_SCALARLIST, false)
+BIN(min_list, B_MIN, F_LIST, false)
+BIN(min_scalar, B_MIN, F_SCALAR, false)
+BIN(min_scalarlist, B_MIN, F_SCALARLIST, false)
+BIN(pow_list, B_POW, F_LIST, false)
+BIN(pow_scalar, B_POW, F_SCALAR, false)
+BIN(pow_scalarlist, B_POW, F_SCALARLIST, false)
+#undef BIN
+
+// --- unary ---------------------------------------------------------------------------------
+
+typedef enum uop { U_SQRT, U_NEG, U_ABS, U_EXP, U_LOG, U_RECIP, U_SIGMOID, U_TANH, U_ZERO } uop;
+
+static tt_status unary(tt_lower_ctx *c, uop op) {
+  tt_hlo *b = tt_lower_hlo(c);
+  int n = list_len(c, 0);
+  bool fl = op != U_NEG && op != U_ABS && op != U_ZERO;
+  for (int j = 0; j < n; j++) {
+    tt_dtype rt = item_dtype(c, j, -1, F_LIST, fl);
+    tt_hv x = tt_hlo_convert(b, tt_lower_list_tensor(c, 0, j), opmath(rt)), y;
+    switch (op) {
+      case U_SQRT: y = tt_hlo_unary(b, TT_HLO_SQRT, x); break;
+      case U_NEG: y = tt_hlo_unary(b, TT_HLO_NEG, x); break;
+      case U_ABS: y = tt_hlo_unary(b, TT_HLO_ABS, x); break;
+      case U_EXP: y = tt_hlo_unary(b, TT_HLO_EXP, x); break;
+      case U_LOG: y = tt_hlo_unary(b, TT_HLO_LOG, x); break;
+      case U_RECIP: y = bin(c, TT_HLO_DIV, tt_lower_splat_like(c, x, 1), x); break;
+      case U_SIGMOID: y = tt_hlo_unary(b, TT_HLO_LOGISTIC, x); break;
+      case U_TANH: y = tt_hlo_unary(b, TT_HLO_TANH, x); break;
+      default: y = tt_lower_splat_like(c, x, 0); break;
+    }
+    tt_lower_result(c, tt_hlo_convert(b, y, rt));
+  }
+  return NULL;
+}
+
+#define UN(name, op) \
+  static tt_status name(tt_lower_ctx *c) { return unary(c, op); }
+UN(f_sqrt, U_SQRT)
+UN(f_neg, U_NEG)
+UN(f_abs, U_ABS)
+UN(f_exp, U_EXP)
+UN(f_log, U_LOG)
+UN(f_reciprocal, U_RECIP)
+UN(f_sigmoid, U_SIGMOID)
+UN(f_tanh, U_TANH)
+UN(f_zero, U_ZERO)
+#undef UN
+
+// --- addcmul, addcdiv, lerp -----------------------------------------------------------------
+
+// self + value * t1 (*|/) t2, value at arg 3 in form f (Scalar or Scalar[]).
+static tt_status addc(tt_lower_ctx *c, bool div, form f) {
+  tt_hlo *b = tt_lower_hlo(c);
+  int n = list_len(c, 0), lists[3] = {1, 2, 3};
+  TT_RETURN_IF_ERROR(same_lengths(c, lists, f == F_SCALARLIST ? 3 : 2));
+  for (int j = 0; j < n; j++) {
+    tt_dtype rt = item_dtype(c, j, 1, F_LIST, div);
+    rt = tt_promote_types(rt, tt_lower_tensor_type(c, 2, j).dtype);
+    tt_dtype acc = opmath(rt);
+    tt_hv x = tt_hlo_convert(b, tt_lower_list_tensor(c, 0, j), acc);
+    tt_hv t1 = operand(c, 1, j, F_LIST, x), t2 = operand(c, 2, j, F_LIST, x);
+    tt_hv prod = bin(c, div ? TT_HLO_DIV : TT_HLO_MUL, t1, t2);
+    if (f == F_SCALARLIST || !tt_lower_is_none(c, 3)) prod = bin(c, TT_HLO_MUL, operand(c, 3, j, f, x), prod);
+    tt_lower_result(c, tt_hlo_convert(b, bin(c, TT_HLO_ADD, x, prod), rt));
+  }
+  return NULL;
+}
+
+static tt_status addcmul_scalar(tt_lower_ctx *c) { return addc(c, false, F_SCALAR); }
+static tt_status addcmul_scalarlist(tt_lower_ctx *c) { return addc(c, false, F_SCALARLIST); }
+static tt_status addcdiv_scalar(tt_lower_ctx *c) { return addc(c, true, F_SCALAR); }
+static tt_status addcdiv_scalarlist(tt_lower_ctx *c) { return addc(c, true, F_SCALARLIST); }
+
+// self + w * (end - self), as PyTorch's lerp computes it (from the nearer end).
+static tt_status lerp(tt_lower_ctx *c, form f) {
+  tt_hlo *b = tt_lower_hlo(c);
+  int n = list_len(c, 0), lists[2] = {1, 2};
+  TT_RETURN_IF_ERROR(same_lengths(c, lists, f == F_SCALAR ? 1 : 2));
+  for (int j = 0; j < n; j++) {
+    tt_dtype rt = item_dtype(c, j, 1, F_LIST, true);
+    tt_hv x = tt_hlo_convert(b, tt_lower_list_tensor(c, 0, j), opmath(rt));
+    tt_hv end = operand(c, 1, j, F_LIST, x), w = operand(c, 2, j, f, x);
+    tt_hv diff = bin(c, TT_HLO_SUB, end, x);
+    tt_hv small = tt_hlo_compare(b, TT_HLO_LT, tt_hlo_unary(b, TT_HLO_ABS, w), tt_lower_splat_like(c, w, 0.5));
+    tt_hv lo = bin(c, TT_HLO_ADD, x, bin(c, TT_HLO_MUL, w, diff));
+    tt_hv hi = bin(c, TT_HLO_SUB, end, bin(c, TT_HLO_MUL, diff, bin(c, TT_HLO_SUB, tt_lower_splat_like(c, w, 1), w)));
+    tt_lower_result(c, tt_hlo_convert(b, tt_hlo_select(b, small, lo, hi), rt));
+  }
+  return NULL;
+}
+
+static tt_status lerp_scalar(tt_lower_ctx *c) { return lerp(c, F_SCALAR); }
+static tt_status lerp_list(tt_lower_ctx *c) { return lerp(c, F_LIST); }
+static tt_status lerp_scalarlist(tt_lower_ctx *c) { return lerp(c, F_SCALARLIST); }
+
+// --- norm ----------------------------------------------------------------------------------
+
+// _foreach_norm.Scalar(self[], ord=2, dtype?) -> 0-d tensors. `ord` is
+// structural (TT_RULE_SCALARS_IN_SIGNATURE).
+static tt_status f_norm(tt_lower_ctx *c) {
+  tt_hlo *b = tt_lower_hlo(c);
+  const tt_value *ov = tt_lower_arg(c, 1);
+  double ord = ov->kind == TT_VALUE_SCALAR
+                   ? (tt_dtype_is_float(ov->u.scalar.dtype) ? ov->u.scalar.f : (double)ov->u.scalar.i)
+                   : 2.0;
+  const tt_value *dv = tt_lower_arg(c, 2);
+  int n = list_len(c, 0);
+  bool all[TT_MAX_RANK] = {true, true, true, true, true, true, true, true};
+  for (int j = 0; j < n; j++) {
+    tt_dtype in = tt_lower_tensor_type(c, 0, j).dtype;
+    tt_dtype rt = dv->kind == TT_VALUE_DTYPE ? dv->u.dtype : in;
+    if (!tt_dtype_is_float(rt))
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "norm of %s is not supported", tt_dtype_name(rt));
+    tt_dtype acc = opmath(rt);
+    tt_hv a = tt_hlo_unary(b, TT_HLO_ABS, tt_hlo_convert(b, tt_lower_list_tensor(c, 0, j), acc)), r;
+    if (isinf(ord)) {
+      r = tt_lower_reduce(c, a, all, false, ord > 0 ? TT_HLO_REDUCE_MAX : TT_HLO_REDUCE_MIN);
+    } else if (ord == 0) {
+      tt_hv nz = tt_hlo_convert(b, tt_hlo_compare(b, TT_HLO_NE, a, tt_lower_splat_like(c, a, 0)), acc);
+      r = tt_lower_reduce(c, nz, all, false, TT_HLO_REDUCE_ADD);
+    } else if (ord == 1) {
+      r = tt_lower_reduce(c, a, all, false, TT_HLO_REDUCE_ADD);
+    } else if (ord == 2) {
+      r = tt_hlo_unary(b, TT_HLO_SQRT, tt_lower_reduce(c, bin(c, TT_HLO_MUL, a, a), all, false,
+                                                       TT_HLO_REDUCE_ADD));
+    } else {
+      tt_hv p = bin(c, TT_HLO_POW, a, tt_lower_splat_like(c, a, ord));
+      r = tt_lower_reduce(c, p, all, false, TT_HLO_REDUCE_ADD);
+      r = bin(c, TT_HLO_POW, r, tt_lower_splat_like(c, r, 1.0 / ord));
+    }
+    tt_lower_result(c, tt_hlo_convert(b, r, rt));
+  }
+  return NULL;
+}
+
+// --- the table -------------------------------------------------------------------------------
+
+#define RC(name, fn) {"aten::_foreach_" name, fn, TT_RULE_REPLACES_COMPOSITE}
+#define BOTH(base, ov, fn) RC(base "." ov, fn), RC(base "_." ov, fn)
+#define BOTH0(base, fn) RC(base, fn), RC(base "_", fn)
+static const tt_rule kRules[] = {
+    BOTH("add", "List", add_list), BOTH("add", "Scalar", add_scalar),
+    BOTH("add", "ScalarList", add_scalarlist), BOTH("add", "Tensor", add_tensor),
+    BOTH("sub", "List", sub_list), BOTH("sub", "Scalar", sub_scalar),
+    BOTH("sub", "ScalarList", sub_scalarlist),
+    BOTH("mul", "List", mul_list), BOTH("mul", "Scalar", mul_scalar),
+    BOTH("mul", "ScalarList", mul_scalarlist), BOTH("mul", "Tensor", mul_tensor),
+    BOTH("div", "List", div_list), BOTH("div", "Scalar", div_scalar),
+    BOTH("div", "ScalarList", div_scalarlist), BOTH("div", "Tensor", div_tensor),
+    BOTH("maximum", "List", max_list), BOTH("maximum", "Scalar", max_scalar),
+    BOTH("maximum", "ScalarList", max_scalarlist),
+    BOTH("minimum", "List", min_list), BOTH("minimum", "Scalar", min_scalar),
+    BOTH("minimum", "ScalarList", min_scalarlist),
+    BOTH("clamp_min", "List", max_list), BOTH("clamp_min", "Scalar", max_scalar),
+    BOTH("clamp_min", "ScalarList", max_scalarlist),
+    BOTH("clamp_max", "List", min_list), BOTH("clamp_max", "Scalar", min_scalar),
+    BOTH("clamp_max", "ScalarList", min_scalarlist),
+    BOTH("pow", "List", pow_list), BOTH("pow", "Scalar", pow_scalar),
+    BOTH("pow", "ScalarList", pow_scalarlist),
+    BOTH0("sqrt", f_sqrt), BOTH0("neg", f_neg), BOTH0("abs", f_abs), BOTH0("exp", f_exp),
+    BOTH0("log", f_log), BOTH0("reciprocal", f_reciprocal), BOTH0("sigmoid", f_sigmoid),
+    BOTH0("tanh", f_tanh), RC("zero_", f_zero),
+    BOTH("addcmul", "Scalar", addcmul_scalar), BOTH("addcmul", "ScalarList", addcmul_scalarlist),
+    BOTH("addcdiv", "Scalar", addcdiv_scalar), BOTH("addcdiv", "ScalarList", addcdiv_scalarlist),
+    BOTH("lerp", "Scalar", lerp_scalar), BOTH("lerp", "List", lerp_list),
+    BOTH("lerp", "ScalarList", lerp_scalarlist),
+    {"aten::_foreach_norm.Scalar", f_norm,
+     TT_RULE_REPLACES_COMPOSITE | TT_RULE_SCALARS_IN_SIGNATURE},
+};
+#undef RC
+#undef BOTH
+#undef BOTH0
+
+const tt_rule_table tt_rules_foreach = {kRules, (int)(sizeof kRules / sizeof kRules[0])};

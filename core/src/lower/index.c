@@ -1,0 +1,443 @@
+// index.c — data-indexed ops: gather, scatter (src / value, add / multiply),
+// scatter_add, scatter_reduce (sum, prod, mean, amax, amin, include_self),
+// advanced indexing (index.Tensor with Tensor?[] lists, None entries and
+// broadcasting index tensors) and index_put (accumulate or overwrite),
+// sort (stable, descending), topk, and cumsum / cumprod.
+//
+// gather/scatter address every element with full coordinates (iotas for the
+// other dims). Advanced indexing moves the indexed dims to the front, does
+// one gather/scatter with the broadcast index tuple, and moves the result
+// dims where PyTorch puts them (in place of adjacent indexed dims, else
+// first). Negative indices wrap.
+//
+// Leaves out: boolean/uint8 index tensors and nonzero / masked_select /
+// unique (their result sizes depend on the data: they run on the CPU, which
+// syncs), bounds checks of indices (an out-of-range index is clamped by XLA
+// where PyTorch raises), integer scatter_reduce "mean", repeat_interleave.
+#include <inttypes.h>
+#include <string.h>
+
+#include "lower/lower.h"
+
+static tt_dtype opmath(tt_dtype d) {
+  return (d == TT_F16 || d == TT_BF16) ? TT_F32 : d;
+}
+
+static tt_hlo_type type_of(tt_lower_ctx *c, tt_hv v) {
+  const tt_hlo_type *t = tt_hlo_type_of(tt_lower_hlo(c), v);
+  return t ? *t : tt_hlo_make_type(TT_F32, 0, NULL);
+}
+
+static const int64_t kIota[TT_MAX_RANK] = {0, 1, 2, 3, 4, 5, 6, 7};
+static const int64_t kOnes[TT_MAX_RANK] = {1, 1, 1, 1, 1, 1, 1, 1};
+
+// idx (integer) as i64 with negative values wrapped by `size`.
+static tt_hv wrap_index(tt_lower_ctx *c, tt_hv idx, int64_t size) {
+  tt_hlo *b = tt_lower_hlo(c);
+  idx = tt_hlo_convert(b, idx, TT_I64);
+  tt_hv neg = tt_hlo_compare(b, TT_HLO_LT, idx, tt_lower_splat_like(c, idx, 0));
+  return tt_hlo_select(b, neg, tt_hlo_binary(b, TT_HLO_ADD, idx, tt_lower_splat_like(c, idx, (double)size)), idx);
+}
+
+// Full coordinates [*index.shape, rank] for gather/scatter along `dim`.
+static tt_hv coords(tt_lower_ctx *c, tt_hv index, int64_t dim, int64_t size) {
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hlo_type it = type_of(c, index);
+  int r = it.rank;
+  int64_t cd[TT_MAX_RANK + 1];
+  memcpy(cd, it.dims, sizeof(int64_t) * (size_t)r);
+  cd[r] = 1;
+  tt_hv parts[TT_MAX_RANK];
+  tt_hlo_type i64 = tt_hlo_make_type(TT_I64, r, it.dims);
+  for (int d = 0; d < r; d++) {
+    tt_hv v = d == dim ? wrap_index(c, index, size) : tt_hlo_iota(b, &i64, d);
+    parts[d] = tt_hlo_reshape(b, v, r + 1, cd);
+  }
+  return tt_hlo_concatenate(b, parts, r, r);
+}
+
+static tt_status check_index(tt_lower_ctx *c, const tt_hlo_type *xt, const tt_hlo_type *it,
+                             int64_t dim) {
+  char s1[96], s2[96];
+  if (!tt_dtype_is_int(it->dtype))
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "index must be an integer tensor, got %s",
+                         tt_dtype_name(it->dtype));
+  bool ok = it->rank == xt->rank || (it->rank <= 1 && xt->rank <= 1);
+  for (int d = 0; ok && d < it->rank && it->rank == xt->rank; d++)
+    ok = d == dim || it->dims[d] <= xt->dims[d];
+  if (!ok)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "index %s doesn't fit self %s along dim %"
+                         PRId64, tt_shape_str(it, s1, sizeof s1), tt_shape_str(xt, s2, sizeof s2), dim);
+  return NULL;
+}
+
+// self (rank >= 1 view of arg 0), wrapped dim (arg 1), index (arg 2).
+static tt_status gs_prepare(tt_lower_ctx *c, tt_hv *x, int64_t *dim, tt_hv *index) {
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hlo_type xt = tt_lower_tensor_type(c, 0, -1), it = tt_lower_tensor_type(c, 2, -1);
+  TT_RETURN_IF_ERROR(tt_lower_dim(c, tt_lower_int(c, 1), xt.rank, dim));
+  TT_RETURN_IF_ERROR(check_index(c, &xt, &it, *dim));
+  *x = tt_lower_tensor(c, 0);
+  *index = tt_lower_tensor(c, 2);
+  if (xt.rank == 0) *x = tt_hlo_reshape(b, *x, 1, kOnes);
+  if (it.rank == 0) *index = tt_hlo_reshape(b, *index, 1, kOnes);
+  return NULL;
+}
+
+// --- gather -------------------------------------------------------------------------------
+
+// gather(self, dim, index, *, sparse_grad)
+static tt_status lower_gather(tt_lower_ctx *c) {
+  tt_hv x, index;
+  int64_t dim;
+  TT_RETURN_IF_ERROR(gs_prepare(c, &x, &dim, &index));
+  tt_hlo_type xt = type_of(c, x), it = tt_lower_tensor_type(c, 2, -1);
+  int r = xt.rank;
+  tt_hlo_gather_dims gd = {.collapsed_slice_dims = kIota, .n_collapsed = r,
+                           .start_index_map = kIota, .n_start_index_map = r,
+                           .index_vector_dim = r};
+  tt_hv out = tt_hlo_gather(tt_lower_hlo(c), x, coords(c, index, dim, xt.dims[dim]), &gd, kOnes, NULL);
+  tt_lower_result(c, tt_hlo_reshape(tt_lower_hlo(c), out, it.rank, it.dims));
+  return NULL;
+}
+
+// --- scatter ------------------------------------------------------------------------------
+
+static tt_hv scatter_full(tt_lower_ctx *c, tt_hv x, tt_hv crd, tt_hv upd, int kind) {
+  int r = type_of(c, x).rank;
+  tt_hlo_scatter_dims sd = {.inserted_window_dims = kIota, .n_inserted = r,
+                            .scatter_dims_to_operand_dims = kIota, .n_scatter_to_operand = r,
+                            .index_vector_dim = r};
+  return tt_hlo_scatter(tt_lower_hlo(c), x, crd, upd, &sd, kind);
+}
+
+// Updates of index's shape: src (arg 3) sliced to it, or the Scalar value.
+static tt_status updates(tt_lower_ctx *c, tt_hv index, tt_dtype d, tt_hv *out) {
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hlo_type it = type_of(c, index);
+  const tt_value *v = tt_lower_arg(c, 3);
+  if (v->kind == TT_VALUE_TENSOR && v->u.tensor.storage && v->u.tensor.ndim > 0) {
+    tt_hv src = tt_hlo_convert(b, tt_lower_tensor(c, 3), d);
+    tt_hlo_type st = type_of(c, src);
+    if (st.rank != it.rank) {
+      char s1[96], s2[96];
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "src %s and index %s ranks differ",
+                           tt_shape_str(&st, s1, sizeof s1), tt_shape_str(&it, s2, sizeof s2));
+    }
+    int64_t zero[TT_MAX_RANK] = {0};
+    *out = tt_hlo_slice(b, src, zero, it.dims, kOnes);
+    return NULL;
+  }
+  *out = tt_lower_broadcast_to(c, tt_lower_operand(c, 3, d), it.rank, it.dims);
+  return NULL;
+}
+
+static tt_status reduce_kind(tt_lower_ctx *c, const char *s, int *kind, bool *mean) {
+  *mean = false;
+  if (!strcmp(s, "add") || !strcmp(s, "sum")) *kind = TT_HLO_REDUCE_ADD;
+  else if (!strcmp(s, "multiply") || !strcmp(s, "prod")) *kind = TT_HLO_REDUCE_MUL;
+  else if (!strcmp(s, "amax")) *kind = TT_HLO_REDUCE_MAX;
+  else if (!strcmp(s, "amin")) *kind = TT_HLO_REDUCE_MIN;
+  else if (!strcmp(s, "mean")) { *kind = TT_HLO_REDUCE_ADD; *mean = true; }
+  else return tt_lower_fail(c, TT_INVALID_ARGUMENT, "reduce argument must be one of sum, prod, "
+                            "mean, amax, amin (or add, multiply), got '%s'", s);
+  return NULL;
+}
+
+// scatter.src / .value / .reduce / .value_reduce, scatter_add, scatter_reduce.two:
+// (self, dim, index, src|value[, reduce[, include_self]]).
+static tt_status scatter_like(tt_lower_ctx *c, int kind, int reduce_arg, bool with_self_arg) {
+  tt_hv x, index;
+  int64_t dim;
+  TT_RETURN_IF_ERROR(gs_prepare(c, &x, &dim, &index));
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hlo_type xt = tt_lower_tensor_type(c, 0, -1), rt = type_of(c, x);
+  bool mean = false, include_self = true;
+  const tt_value *rv = tt_lower_arg(c, reduce_arg);
+  if (reduce_arg >= 0 && rv->kind == TT_VALUE_STRING)
+    TT_RETURN_IF_ERROR(reduce_kind(c, rv->u.str, &kind, &mean));
+  if (with_self_arg) include_self = tt_lower_is_none(c, 5) || tt_lower_bool(c, 5);
+  if (mean && !tt_dtype_is_float(xt.dtype))
+    return tt_lower_fail(c, TT_UNIMPLEMENTED, "integer scatter_reduce mean");
+  tt_dtype acc = kind == -1 ? xt.dtype : opmath(xt.dtype);
+  tt_hv upd = TT_HV_INVALID;
+  TT_RETURN_IF_ERROR(updates(c, index, acc, &upd));
+  tt_hv crd = coords(c, index, dim, rt.dims[dim]);
+  tt_hv base = tt_hlo_convert(b, x, acc);
+  if (!include_self) {  // touched positions start from the identity
+    tt_hv init = tt_lower_broadcast_to(c, tt_lower_reduce_init(c, acc, (tt_hlo_reduce_kind)kind),
+                                       type_of(c, upd).rank, type_of(c, upd).dims);
+    base = scatter_full(c, base, crd, init, -1);
+  }
+  tt_hv out = scatter_full(c, base, crd, upd, kind);
+  if (mean) {
+    tt_hv cnt0 = tt_lower_splat_like(c, base, include_self ? 1 : 0);
+    tt_hv cnt = scatter_full(c, cnt0, crd, tt_lower_splat_like(c, upd, 1), TT_HLO_REDUCE_ADD);
+    cnt = tt_hlo_binary(b, TT_HLO_MAX, cnt, tt_lower_splat_like(c, cnt, 1));
+    out = tt_hlo_binary(b, TT_HLO_DIV, out, cnt);
+  }
+  tt_lower_result(c, tt_hlo_convert(b, tt_hlo_reshape(b, out, xt.rank, xt.dims), xt.dtype));
+  return NULL;
+}
+
+static tt_status lower_scatter(tt_lower_ctx *c) { return scatter_like(c, -1, 4, false); }
+static tt_status lower_scatter_add(tt_lower_ctx *c) { return scatter_like(c, TT_HLO_REDUCE_ADD, -1, false); }
+static tt_status lower_scatter_reduce(tt_lower_ctx *c) { return scatter_like(c, -1, 4, true); }
+
+// --- advanced indexing --------------------------------------------------------------------
+
+typedef struct adv {
+  int k;                       // indexed dims
+  int64_t perm[TT_MAX_RANK];   // indexed dims first, then the rest
+  int nb;                      // rank of the broadcast index shape
+  int64_t bshape[TT_MAX_RANK];
+  int nrest;
+  int64_t rest[TT_MAX_RANK];   // sizes of the other dims, in order
+  int front;                   // where the index dims go in the result
+  tt_hv idx;                   // [*bshape, k] i64
+} adv;
+
+// Reads the Tensor?[] argument 1 against self type xt.
+static tt_status adv_prepare(tt_lower_ctx *c, const tt_hlo_type *xt, adv *a) {
+  tt_hlo *b = tt_lower_hlo(c);
+  const tt_value *lv = tt_lower_arg(c, 1);
+  int n = lv->kind == TT_VALUE_LIST ? lv->u.list.n : 0;
+  if (n > xt->rank)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "too many indices for tensor of dimension %d "
+                         "(got %d)", (int)xt->rank, n);
+  tt_hv iv[TT_MAX_RANK];
+  int dims[TT_MAX_RANK];
+  a->k = 0;
+  for (int j = 0; j < n; j++) {
+    const tt_value *it = &lv->u.list.items[j];
+    if (it->kind != TT_VALUE_TENSOR || !it->u.tensor.storage) continue;
+    tt_dtype d = it->u.tensor.dtype;
+    if (d == TT_BOOL || d == TT_U8)
+      return tt_lower_fail(c, TT_UNIMPLEMENTED, "boolean mask indices have data-dependent "
+                           "shapes (run on the CPU, which syncs)");
+    if (!tt_dtype_is_int(d))
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "tensors used as indices must be long, "
+                           "int, byte or bool tensors, got %s", tt_dtype_name(d));
+    dims[a->k] = j;
+    iv[a->k++] = wrap_index(c, tt_lower_list_tensor(c, 1, j), xt->dims[j]);
+  }
+  if (a->k == 0) return tt_lower_fail(c, TT_UNIMPLEMENTED, "no index tensors");
+  TT_RETURN_IF_ERROR(tt_lower_broadcast(c, iv, a->k));
+  tt_hlo_type bt = type_of(c, iv[0]);
+  a->nb = bt.rank;
+  memcpy(a->bshape, bt.dims, sizeof bt.dims);
+  if (a->nb + xt->rank - a->k > TT_MAX_RANK)
+    return tt_lower_fail(c, TT_UNIMPLEMENTED, "result rank above %d", TT_MAX_RANK);
+  bool indexed[TT_MAX_RANK] = {false}, adjacent = true;
+  for (int i = 0; i < a->k; i++) {
+    a->perm[i] = dims[i];
+    indexed[dims[i]] = true;
+    if (i > 0 && dims[i] != dims[i - 1] + 1) adjacent = false;
+  }
+  a->nrest = 0;
+  for (int d = 0; d < xt->rank; d++) {
+    if (indexed[d]) continue;
+    a->perm[a->k + a->nrest] = d;
+    a->rest[a->nrest++] = xt->dims[d];
+  }
+  a->front = adjacent ? dims[0] : 0;
+  int64_t cd[TT_MAX_RANK + 1];
+  memcpy(cd, bt.dims, sizeof(int64_t) * (size_t)a->nb);
+  cd[a->nb] = 1;
+  for (int i = 0; i < a->k; i++) iv[i] = tt_hlo_reshape(b, iv[i], a->nb + 1, cd);
+  a->idx = a->nb + 1 > 0 ? tt_hlo_concatenate(b, iv, a->k, a->nb) : TT_HV_INVALID;
+  return NULL;
+}
+
+// The permutation taking [*B, *rest] to PyTorch's result layout, which puts
+// the B dims at `front` among the rest dims.
+static void result_perm(const adv *a, int64_t *perm) {
+  int r = 0;
+  for (int i = 0; i < a->front; i++) perm[r++] = a->nb + i;
+  for (int i = 0; i < a->nb; i++) perm[r++] = i;
+  for (int i = a->front; i < a->nrest; i++) perm[r++] = a->nb + i;
+}
+
+static void window(const adv *a, int64_t *upd_dims, int64_t *sizes) {
+  for (int i = 0; i < a->k; i++) sizes[i] = 1;
+  for (int i = 0; i < a->nrest; i++) {
+    sizes[a->k + i] = a->rest[i];
+    upd_dims[i] = a->nb + i;
+  }
+}
+
+// index.Tensor(self, Tensor?[] indices)
+static tt_status lower_index(tt_lower_ctx *c) {
+  tt_hlo_type xt = tt_lower_tensor_type(c, 0, -1);
+  adv a;
+  TT_RETURN_IF_ERROR(adv_prepare(c, &xt, &a));
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hv x = tt_hlo_transpose(b, tt_lower_tensor(c, 0), a.perm);
+  int64_t offs[TT_MAX_RANK], sizes[TT_MAX_RANK], perm[TT_MAX_RANK];
+  window(&a, offs, sizes);
+  tt_hlo_gather_dims gd = {.offset_dims = offs, .n_offset_dims = a.nrest,
+                           .collapsed_slice_dims = kIota, .n_collapsed = a.k,
+                           .start_index_map = kIota, .n_start_index_map = a.k,
+                           .index_vector_dim = a.nb};
+  tt_hv out = tt_hlo_gather(b, x, a.idx, &gd, sizes, NULL);
+  result_perm(&a, perm);
+  tt_lower_result(c, tt_hlo_transpose(b, out, perm));
+  return NULL;
+}
+
+// index_put(self, indices, values, accumulate) and _index_put_impl_ (same,
+// plus unsafe): values broadcast to the indexed shape.
+static tt_status lower_index_put(tt_lower_ctx *c) {
+  tt_hlo_type xt = tt_lower_tensor_type(c, 0, -1);
+  adv a;
+  TT_RETURN_IF_ERROR(adv_prepare(c, &xt, &a));
+  tt_hlo *b = tt_lower_hlo(c);
+  bool acc = tt_lower_bool(c, 3);
+  int64_t perm[TT_MAX_RANK], inv[TT_MAX_RANK], rshape[TT_MAX_RANK], xinv[TT_MAX_RANK];
+  result_perm(&a, perm);
+  int rr = a.nb + a.nrest;
+  int64_t natural[TT_MAX_RANK];  // [*B, *rest]
+  memcpy(natural, a.bshape, sizeof(int64_t) * (size_t)a.nb);
+  memcpy(natural + a.nb, a.rest, sizeof(int64_t) * (size_t)a.nrest);
+  for (int i = 0; i < rr; i++) {
+    rshape[i] = natural[perm[i]];
+    inv[perm[i]] = i;
+  }
+  tt_hlo_type vt = tt_lower_tensor_type(c, 2, -1);
+  if (vt.rank > rr) {
+    char s[96];
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "values %s have more dims than the indexed "
+                         "result (%d)", tt_shape_str(&vt, s, sizeof s), rr);
+  }
+  tt_hv v = tt_hlo_convert(b, tt_lower_tensor(c, 2), xt.dtype);
+  v = tt_lower_broadcast_to(c, v, rr, rshape);
+  v = tt_hlo_transpose(b, v, inv);
+  tt_hv x = tt_hlo_transpose(b, tt_lower_tensor(c, 0), a.perm);
+  int64_t upd[TT_MAX_RANK], sizes[TT_MAX_RANK];
+  window(&a, upd, sizes);
+  tt_hlo_scatter_dims sd = {.update_window_dims = upd, .n_update_window = a.nrest,
+                            .inserted_window_dims = kIota, .n_inserted = a.k,
+                            .scatter_dims_to_operand_dims = kIota, .n_scatter_to_operand = a.k,
+                            .index_vector_dim = a.nb};
+  tt_hv out = tt_hlo_scatter(b, x, a.idx, v, &sd, acc ? TT_HLO_REDUCE_ADD : -1);
+  for (int i = 0; i < xt.rank; i++) xinv[a.perm[i]] = i;
+  tt_lower_result(c, tt_hlo_transpose(b, out, xinv));
+  return NULL;
+}
+
+// --- sort, topk -----------------------------------------------------------------------------
+
+static tt_status sort_impl(tt_lower_ctx *c, int64_t dim_in, bool descending, int64_t k) {
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hv x = tt_lower_tensor(c, 0);
+  tt_hlo_type xt = type_of(c, x);
+  int64_t dim;
+  TT_RETURN_IF_ERROR(tt_lower_dim(c, dim_in, xt.rank, &dim));
+  if (xt.rank == 0) {
+    tt_lower_result(c, x);
+    tt_lower_result(c, tt_hlo_const_i(b, TT_I64, 0));
+    return NULL;
+  }
+  if (k > xt.dims[dim] || k < 0)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "selected index k out of range (k=%" PRId64
+                         ", size %" PRId64 ")", k, xt.dims[dim]);
+  tt_hv sx = xt.dtype == TT_BOOL ? tt_hlo_convert(b, x, TT_U8) : x;
+  tt_hlo_type it = xt;
+  it.dtype = TT_I64;
+  tt_hv vals, idx;
+  tt_hlo_sort(b, sx, tt_hlo_iota(b, &it, dim), dim, descending, &vals, &idx);
+  vals = tt_hlo_convert(b, vals, xt.dtype);
+  if (k != xt.dims[dim]) {
+    int64_t start[TT_MAX_RANK] = {0}, lim[TT_MAX_RANK];
+    memcpy(lim, xt.dims, sizeof lim);
+    lim[dim] = k;
+    vals = tt_hlo_slice(b, vals, start, lim, kOnes);
+    idx = tt_hlo_slice(b, idx, start, lim, kOnes);
+  }
+  tt_lower_result(c, vals);
+  tt_lower_result(c, idx);
+  return NULL;
+}
+
+static int64_t size_along(tt_lower_ctx *c, int64_t dim) {
+  tt_hlo_type t = tt_lower_tensor_type(c, 0, -1);
+  if (t.rank == 0) return 1;
+  int64_t w = dim < 0 ? dim + t.rank : dim;
+  return (w >= 0 && w < t.rank) ? t.dims[w] : 0;
+}
+
+// sort(self, dim, descending)
+static tt_status lower_sort(tt_lower_ctx *c) {
+  int64_t dim = tt_lower_int(c, 1);
+  return sort_impl(c, dim, tt_lower_bool(c, 2), size_along(c, dim));
+}
+
+// sort.stable(self, *, stable?, dim, descending): always stable.
+static tt_status lower_sort_stable(tt_lower_ctx *c) {
+  int64_t dim = tt_lower_int(c, 2);
+  return sort_impl(c, dim, tt_lower_bool(c, 3), size_along(c, dim));
+}
+
+// topk(self, k, dim, largest, sorted): always sorted.
+static tt_status lower_topk(tt_lower_ctx *c) {
+  return sort_impl(c, tt_lower_int(c, 2), tt_lower_bool(c, 3), tt_lower_int(c, 1));
+}
+
+// --- cumsum, cumprod ------------------------------------------------------------------------
+
+// (self, dim, *, dtype?): a window over the whole prefix.
+static tt_status cumulative(tt_lower_ctx *c, tt_hlo_reduce_kind kind) {
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hv x = tt_lower_tensor(c, 0);
+  tt_hlo_type xt = type_of(c, x);
+  int64_t dim;
+  TT_RETURN_IF_ERROR(tt_lower_dim(c, tt_lower_int(c, 1), xt.rank, &dim));
+  const tt_value *dv = tt_lower_arg(c, 2);
+  tt_hlo_type dest;
+  tt_dtype rt = dv->kind == TT_VALUE_DTYPE ? dv->u.dtype
+                : tt_lower_dest_type(c, 0, &dest) ? dest.dtype
+                : tt_dtype_is_float(xt.dtype) ? xt.dtype : TT_I64;
+  if (xt.rank == 0 || tt_hlo_numel(&xt) == 0) {
+    tt_lower_result(c, tt_hlo_convert(b, x, rt));
+    return NULL;
+  }
+  tt_dtype acc = opmath(rt);
+  x = tt_hlo_convert(b, tt_hlo_convert(b, x, rt), acc);
+  tt_hlo_window w = tt_hlo_window_identity(xt.rank);
+  w.dims[dim] = xt.dims[dim];
+  w.pad_lo[dim] = xt.dims[dim] - 1;
+  tt_hv r = tt_hlo_reduce_window(b, x, tt_lower_reduce_init(c, acc, kind), &w, kind);
+  tt_lower_result(c, tt_hlo_convert(b, r, rt));
+  return NULL;
+}
+
+static tt_status lower_cumsum(tt_lower_ctx *c) { return cumulative(c, TT_HLO_REDUCE_ADD); }
+static tt_status lower_cumprod(tt_lower_ctx *c) { return cumulative(c, TT_HLO_REDUCE_MUL); }
+
+// --- the table -------------------------------------------------------------------------------
+
+#define R(name, fn) {"aten::" name, fn, 0}
+static const tt_rule kRules[] = {
+    R("gather", lower_gather), R("gather.out", lower_gather),
+    R("scatter.src", lower_scatter), R("scatter.value", lower_scatter),
+    R("scatter.reduce", lower_scatter), R("scatter.value_reduce", lower_scatter),
+    R("scatter_.src", lower_scatter), R("scatter_.value", lower_scatter),
+    R("scatter_.reduce", lower_scatter), R("scatter_.value_reduce", lower_scatter),
+    R("scatter.src_out", lower_scatter), R("scatter.value_out", lower_scatter),
+    R("scatter.reduce_out", lower_scatter), R("scatter.value_reduce_out", lower_scatter),
+    R("scatter_add", lower_scatter_add), R("scatter_add_", lower_scatter_add),
+    R("scatter_add.out", lower_scatter_add),
+    R("scatter_reduce.two", lower_scatter_reduce), R("scatter_reduce_.two", lower_scatter_reduce),
+    R("scatter_reduce.two_out", lower_scatter_reduce),
+    R("index.Tensor", lower_index), R("index.Tensor_out", lower_index),
+    R("index_put", lower_index_put), R("index_put_", lower_index_put),
+    R("_index_put_impl_", lower_index_put),
+    R("sort", lower_sort), R("sort.values", lower_sort),
+    R("sort.stable", lower_sort_stable), R("sort.values_stable", lower_sort_stable),
+    R("topk", lower_topk), R("topk.values", lower_topk),
+    R("cumsum", lower_cumsum), R("cumsum_", lower_cumsum), R("cumsum.out", lower_cumsum),
+    R("cumprod", lower_cumprod), R("cumprod_", lower_cumprod), R("cumprod.out", lower_cumprod),
+};
+#undef R
+
+const tt_rule_table tt_rules_index = {kRules, (int)(sizeof kRules / sizeof kRules[0])};

@@ -1,0 +1,106 @@
+"""PyTorch's OpInfo database on "tpu" against the CPU (torchtpu.testing.opinfo).
+
+A fixed subset of common entries must pass natively at float32 (every sample
+matches the CPU, no op falls back). The full sweep is a command, not a test:
+    python -m torchtpu.testing.opinfo --dtype float32 --jobs 2
+"""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from torchtpu.testing import opinfo
+
+# Entries whose float32 samples must all run natively and match the CPU.
+CI_ENTRIES = [
+    "add", "sub", "mul", "div.no_rounding_mode", "div.floor_rounding", "div.trunc_rounding",
+    "remainder", "fmod", "pow", "neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos",
+    "tanh", "sigmoid", "atan", "asin", "sinh", "log2", "floor", "round", "clamp", "where",
+    "maximum", "minimum", "eq", "lt", "sum", "mean", "amax", "argmax", "var", "softmax",
+    "log_softmax", "mm", "bmm", "addmm", "addmv", "cat", "flip", "tril",
+    "nn.functional.relu", "nn.functional.gelu", "nn.functional.silu", "nn.functional.elu",
+    "nn.functional.leaky_relu", "linalg.vector_norm", "lerp", "addcmul", "logaddexp",
+    "xlogy", "nan_to_num", "fmax", "copysign",
+]
+SAMPLES_PER_ENTRY = 4  # keeps the subset well under a minute
+
+
+def _entries():
+    keys = set(CI_ENTRIES)
+    found = {opinfo.entry_key(op): op for _, op in opinfo.select(torch.float32, keys)}
+    return [found.get(k) for k in CI_ENTRIES]
+
+
+_ENTRIES = _entries()
+
+
+@pytest.mark.parametrize("key,op", list(zip(CI_ENTRIES, _ENTRIES)), ids=CI_ENTRIES)
+def test_entry_native_float32(key, op):
+    assert op is not None, f"OpInfo entry {key} not found or not float32 on cpu"
+    res = opinfo.run_entry(op, torch.float32, limit=SAMPLES_PER_ENTRY)
+    assert res["samples"] > 0, f"{key}: no sample ran ({res['message']})"
+    assert res["status"] == "native-pass", f"{key}: {res['status']}: {res['message']} " \
+                                           f"fallback={res['fallback_ops']}"
+
+
+def test_harness_flags_wrong_results():
+    """compare() catches a wrong value, a wrong dtype and a wrong shape."""
+    op = next(o for _, o in opinfo.select(torch.float32, {"add"}))
+    e = torch.ones(3)
+    dev = [torch.device("tpu")]
+    opinfo.compare(op, torch.float32, e, e.clone(), list(dev), False)
+    for bad in (e + 1e-3, e.double(), torch.ones(4)):
+        with pytest.raises(opinfo.WrongResult):
+            opinfo.compare(op, torch.float32, e, bad, list(dev), False)
+    with pytest.raises(opinfo.WrongResult):  # a result left on the CPU
+        opinfo.compare(op, torch.float32, e, e.clone(), [torch.device("cpu")], False)
+
+
+def _run(code):
+    env = dict(os.environ, TORCHTPU_FALLBACK="silent")
+    p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                       text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return p.stdout
+
+
+# aten::_foobar is PyTorch's test op returning a copy of self; no rule lowers
+# it. On int64 input the rule of aten::floor (which leaves integers as they
+# are) computes exactly that, so registering it under the new name must make
+# the op run natively with the CPU's result.
+_PRELUDE = """
+    import ctypes, torch, torchtpu
+    core = torchtpu._core.core
+    core.tt_op_lookup.restype = ctypes.c_int32
+    core.tt_op_lookup.argtypes = [ctypes.c_char_p]
+    core.tt_op_register_alias.restype = ctypes.c_int32
+    core.tt_op_register_alias.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    x = torch.arange(-5, 7).reshape(3, 4)
+    def run():
+        before = torchtpu.fallback_counts().get("aten::_foobar", 0)
+        y = torch.ops.aten._foobar(x.to("tpu"))
+        assert y.device.type == "tpu"
+        assert torch.equal(y.cpu(), torch.ops.aten._foobar(x)), (y.cpu(), x)
+        return torchtpu.fallback_counts().get("aten::_foobar", 0) - before
+"""
+
+
+def test_registered_alias_runs_natively():
+    # Without a rule the op falls back to the CPU.
+    out = _run(_PRELUDE + """
+    assert core.tt_op_lookup(b"aten::_foobar") == -1
+    print("fallbacks", run())
+    """)
+    assert "fallbacks 1" in out, out
+    # With the alias registered (before the op's first call: the shim resolves
+    # an op's rule once per process) it runs natively.
+    out = _run(_PRELUDE + """
+    assert core.tt_op_register_alias(b"aten::_foobar", b"aten::nonexistent_op") == -1
+    op = core.tt_op_register_alias(b"aten::_foobar", b"aten::floor")
+    assert op >= 0 and core.tt_op_lookup(b"aten::_foobar") == op
+    print("fallbacks", run(), run())
+    """)
+    assert "fallbacks 0 0" in out, out

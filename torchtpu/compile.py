@@ -1,0 +1,190 @@
+"""torch.compile(backend="tpu"): Dynamo + AOTAutograd, graphs run by the core.
+
+    model = torch.compile(model, backend="tpu")      # registered on `import torchtpu`
+    loss = model(x).sum(); loss.backward()            # forward and backward graphs
+
+Dynamo captures the Python program into FX graphs (graph breaks run eagerly in
+between); AOTAutograd functionalises each graph, splits it into forward and
+backward graphs and decomposes it to core ATen with `decompositions()`: the
+core-ATen table less the decompositions of ops the C core lowers natively
+(softmax backward, nll_loss, silu, ...), so they stay one rule each. Mutated
+inputs (BatchNorm running stats, in-place updates of inputs) come back from
+AOTAutograd as extra outputs, which its runtime wrapper copies into the real
+tensors; inference graphs keep the copy in the graph
+(keep_inference_input_mutations).
+
+Each graph is run by `_GraphRunner`: under fused eager when the runtime has it
+(the whole graph recorded, flushed as one program, found in the program cache
+on the next call), else op by op in strict eager, where every op's program is
+cached by signature. Either way a second call with the same shapes compiles
+nothing. New shapes retrace, bounded by Dynamo's recompile limit
+(torch._dynamo.config.recompile_limit, 8); dynamic=True gives graphs with
+symbolic sizes, whose programs are compiled per concrete shape by the core.
+
+Left out: capture-once-and-replay with no Python per op. It needs the fused
+runtime to hand back a replayable handle (see `_GraphRunner`)."""
+import ctypes
+import functools
+import importlib
+
+import torch
+
+from . import _core
+
+__all__ = ["tpu_backend", "decompositions", "stats", "reset_stats"]
+
+_stats = {"graphs": 0, "forward": 0, "backward": 0, "inference": 0, "calls": 0}
+
+
+def stats():
+    """Counters: graphs compiled (by kind) and compiled-graph calls."""
+    return dict(_stats)
+
+
+def reset_stats():
+    for key in _stats:
+        _stats[key] = 0
+
+
+# --- decompositions ------------------------------------------------------------------
+
+def _aten_name(op):
+    """The core's name for an OpOverload: "aten::add.Tensor", "aten::relu"."""
+    overload = op._overloadname
+    return op._schema.name + ("" if overload == "default" else "." + overload)
+
+
+@functools.cache
+def _lookup():
+    # tt_op_lookup(const char *name) -> int32 (-1: no rule); see torchtpu.h.
+    fn = _core.core.tt_op_lookup
+    fn.restype = ctypes.c_int32
+    fn.argtypes = [ctypes.c_char_p]
+    return fn
+
+
+def has_rule(op):
+    """True when the C core lowers OpOverload `op` natively."""
+    return _lookup()(_aten_name(op).encode()) >= 0
+
+
+@functools.cache
+def decompositions():
+    """torch._decomp.core_aten_decompositions() without the functional ops the
+    core lowers natively (their fused rule beats the decomposition)."""
+    from torch._decomp import core_aten_decompositions
+
+    table = core_aten_decompositions()
+    for op in list(table):
+        if (isinstance(op, torch._ops.OpOverload) and not op._schema.is_mutable
+                and has_rule(op)):
+            del table[op]
+    return table
+
+
+# --- running one graph ------------------------------------------------------------------
+
+def _modes():
+    """torchtpu.modes when this build has fused eager, else None."""
+    try:
+        from . import modes
+    except ImportError:
+        return None
+    return modes if hasattr(modes, "mode") else None
+
+
+class _Fused:
+    """Runs a function under fused eager; leaving the mode flushes what it
+    recorded as one program (launched, not waited for). Inside a caller's
+    own fused region the ops join the caller's graph instead; under debug
+    eager (TPU_LAUNCH_BLOCKING=1) they run op by op, so an error names its op."""
+
+    def __init__(self, modes):
+        self.modes = modes
+
+    def run(self, fn, *args):
+        if self.modes.get_mode() != "strict":
+            return fn(*args)
+        with self.modes.mode("fused"):
+            return fn(*args)
+
+
+def _fused_runner():
+    """A _Fused when the core has fused eager, else None (strict eager)."""
+    modes = _modes()
+    return _Fused(modes) if modes is not None else None
+
+
+class _GraphRunner:
+    """Runs one AOTAutograd graph (boxed calling convention: a list of
+    inputs, cleared so the graph can free them early).
+
+    Under fused eager the graph's ops are recorded and flushed as one program
+    at its end; the runtime keys the program by the graph's fingerprint, so
+    a second call with the same shapes compiles nothing. Without it, each op
+    runs as its own cached program (strict eager).
+
+    A replaying runner would instead capture the recorded graph once and keep
+    its handle: tt_graph_capture_begin/end -> handle + which graph inputs are
+    which program parameters; tt_graph_replay(handle, inputs) -> outputs."""
+
+    def __init__(self, gm, kind, fused):
+        # An instance attribute: Dynamo's disable() wrapper copies __dict__.
+        self._boxed_call = True
+        self.gm = gm
+        self.kind = kind
+        self.fused = fused
+
+    def __call__(self, args):
+        inputs = list(args)
+        args.clear()
+        _stats["calls"] += 1
+        if self.fused is None:
+            return self.gm(*inputs)
+        return self.fused.run(self.gm, *inputs)
+
+
+def _compiler(kind, options):
+    use_fused = options.get("fused", True)
+
+    def compile_graph(gm, example_inputs):
+        del example_inputs
+        _stats["graphs"] += 1
+        _stats[kind] += 1
+        return _GraphRunner(gm, kind, _fused_runner() if use_fused else None)
+
+    return compile_graph
+
+
+# --- the backend ----------------------------------------------------------------------
+
+def tpu_backend(gm, example_inputs, options=None, mode=None):
+    """The Dynamo backend behind torch.compile(backend="tpu").
+
+    options (torch.compile(..., options={...})):
+      "fused": False  runs graphs op by op in strict eager even when fused
+                      eager is available (for comparison)."""
+    del mode  # torch.compile's mode= ("reduce-overhead" ...) has no meaning here
+    from torch._dynamo.backends.common import aot_autograd
+
+    options = dict(options or {})
+    unknown = set(options) - {"fused"}
+    if unknown:
+        raise ValueError(f"torch.compile(backend='tpu'): unknown options {sorted(unknown)}; "
+                         f"known: ['fused']")
+    backend = aot_autograd(
+        fw_compiler=_compiler("forward", options),
+        bw_compiler=_compiler("backward", options),
+        inference_compiler=_compiler("inference", options),
+        decompositions=decompositions(),
+        keep_inference_input_mutations=True,
+    )
+    return backend(gm, example_inputs)
+
+
+def register():
+    """Registers the backend name "tpu" with Dynamo (once)."""
+    from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
+
+    if "tpu" not in _COMPILER_FNS:
+        register_backend(tpu_backend, name="tpu")

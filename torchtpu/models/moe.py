@@ -1,0 +1,148 @@
+"""A mixture-of-experts decoder: the Llama blocks of models/llama.py with the
+feed-forward layer replaced by top-k routed SwiGLU experts.
+
+Routing (per token): router logits -> softmax over experts -> top-k experts,
+their probabilities renormalised to sum to 1. A Switch-Transformer style
+load-balancing loss, n_experts * sum_e(fraction of assignments to e * mean
+router probability of e), is kept per layer; Transformer.aux_loss() returns
+their mean times aux_loss_coef, for the trainer to add to the loss.
+
+Dispatch uses index ops only, with static shapes (no host round trip, one
+compiled program per shape on XLA):
+  1. sort the (token, expert) assignments by expert (stable argsort);
+  2. each assignment's rank within its expert = position - first position of
+     that expert (cumsum of per-expert counts); ranks >= capacity are dropped;
+  3. gather the tokens into an [n_experts, capacity, dim] buffer (scatter by
+     slot index), run all experts as batched matmuls;
+  4. gather each kept assignment's output, weight it by its routing
+     probability, scatter_add it back to its token.
+capacity = ceil(capacity_factor * tokens * top_k / n_experts); a capacity
+factor of n_experts / top_k or more never drops a token.
+"""
+import math
+from dataclasses import dataclass, replace
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .llama import LlamaArgs, Transformer, TransformerBlock
+
+
+@dataclass
+class MoEArgs(LlamaArgs):
+    n_experts: int = 8
+    top_k: int = 2
+    expert_hidden: int = 256       # SwiGLU width of one expert
+    capacity_factor: float = 2.0
+    aux_loss_coef: float = 0.01
+
+
+MOE_FLAVORS = {
+    "tiny": MoEArgs(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, vocab_size=264,
+                    max_seq_len=256, n_experts=4, top_k=2, expert_hidden=64,
+                    capacity_factor=2.0),
+    "debugmodel": MoEArgs(dim=256, n_layers=6, n_heads=16, vocab_size=2048,
+                          n_experts=8, top_k=2, expert_hidden=256),
+    "small": MoEArgs(dim=512, n_layers=8, n_heads=8, n_kv_heads=4, vocab_size=2048,
+                     n_experts=16, top_k=2, expert_hidden=512),
+}
+
+
+def moe_args(flavor, **overrides):
+    if flavor not in MOE_FLAVORS:
+        raise ValueError(f"moe flavour {flavor!r}: expected one of {sorted(MOE_FLAVORS)}")
+    return replace(MOE_FLAVORS[flavor], **overrides)
+
+
+class MoEFeedForward(nn.Module):
+    """x [batch, seq, dim] -> [batch, seq, dim]; the layer's load-balancing
+    loss of the last forward is in self.aux_loss."""
+
+    def __init__(self, args):
+        super().__init__()
+        e, d, h = args.n_experts, args.dim, args.expert_hidden
+        self.n_experts, self.top_k, self.capacity_factor = e, args.top_k, args.capacity_factor
+        self.router = nn.Linear(d, e, bias=False)
+        self.w1 = nn.Parameter(torch.empty(e, d, h))  # gate projection, per expert
+        self.w3 = nn.Parameter(torch.empty(e, d, h))  # up projection
+        self.w2 = nn.Parameter(torch.empty(e, h, d))  # down projection
+        self.aux_loss = None
+
+    def capacity(self, n_tokens):
+        return math.ceil(self.capacity_factor * n_tokens * self.top_k / self.n_experts)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        e, k = self.n_experts, self.top_k
+        xt = x.reshape(-1, d)                                   # [T, d]
+        n = xt.shape[0]
+        probs = F.softmax(self.router(xt).float(), dim=-1)      # [T, e]
+        top_p, top_e = torch.topk(probs, k, dim=-1)             # [T, k]
+        top_p = (top_p / top_p.sum(-1, keepdim=True)).to(x.dtype)
+
+        # load balancing: fraction of assignments per expert x mean probability
+        counts = torch.zeros(e, device=x.device, dtype=torch.float32)
+        counts = counts.scatter_add(0, top_e.reshape(-1),
+                                    torch.ones(n * k, device=x.device, dtype=torch.float32))
+        self.aux_loss = e * torch.sum(counts / (n * k) * probs.mean(0))
+
+        # 1-2: sort assignments by expert; rank within expert; slot in the buffer
+        flat_e = top_e.reshape(-1)                              # [T*k]
+        order = torch.argsort(flat_e, stable=True)              # [T*k]
+        sorted_e = flat_e[order]
+        starts = torch.cumsum(counts.long(), 0) - counts.long()  # first position of each expert
+        rank = torch.arange(n * k, device=x.device) - starts[sorted_e]
+        cap = self.capacity(n)
+        keep = rank < cap
+        slot = torch.where(keep, sorted_e * cap + rank, torch.full_like(rank, e * cap))
+
+        # 3: gather tokens into [e, cap, d] (one spare row for dropped ones), run experts
+        token = order // k                                      # token of each sorted assignment
+        buf = x.new_zeros(e * cap + 1, d)
+        buf = buf.index_copy(0, slot, xt[token])
+        hx = buf[:-1].view(e, cap, d)
+        y = torch.bmm(F.silu(torch.bmm(hx, self.w1)) * torch.bmm(hx, self.w3), self.w2)
+
+        # 4: combine: weighted outputs scattered back to their tokens
+        y = torch.cat((y.reshape(e * cap, d), y.new_zeros(1, d)))
+        weight = (top_p.reshape(-1)[order] * keep.to(x.dtype))[:, None]
+        out = xt.new_zeros(n, d).index_add(0, token, y[slot] * weight)
+        return out.view(b, s, d)
+
+
+class MoEBlock(TransformerBlock):
+    def __init__(self, layer_id, args):
+        super().__init__(layer_id, args, ffn=MoEFeedForward(args))
+
+
+class MoETransformer(Transformer):
+    """The Llama decoder with MoE feed-forward layers."""
+
+    def __init__(self, args):
+        super().__init__(args, block=MoEBlock)
+
+    @torch.no_grad()
+    def init_weights(self):
+        super().init_weights()
+        for layer in self.layers:
+            ff = layer.feed_forward
+            nn.init.trunc_normal_(ff.router.weight, std=0.02, a=-0.04, b=0.04)
+            nn.init.trunc_normal_(ff.w1, std=0.02, a=-0.04, b=0.04)
+            for w in (ff.w2, ff.w3):
+                nn.init.trunc_normal_(w, std=layer.init_std, a=-2 * layer.init_std,
+                                      b=2 * layer.init_std)
+
+    def aux_loss(self):
+        losses = [layer.feed_forward.aux_loss for layer in self.layers]
+        if any(a is None for a in losses):
+            return None
+        return self.args.aux_loss_coef * torch.stack(losses).mean()
+
+    def active_params(self):
+        """Parameters one token uses (non-embedding): every dense weight, the
+        router, and top_k of the n_experts experts."""
+        total = sum(p.numel() for p in self.parameters()) - self.tok_embeddings.weight.numel()
+        a = self.args
+        per_expert = 3 * a.dim * a.expert_hidden
+        return total - a.n_layers * (a.n_experts - a.top_k) * per_expert

@@ -1,0 +1,1 @@
+"""Testing tools for torchtpu: the differential OpInfo harness (opinfo.py)."""

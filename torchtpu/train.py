@@ -1,0 +1,284 @@
+"""The trainer: a Llama-style (or MoE) language model on a byte-level text
+corpus, on "tpu" or "cpu", configured like TorchTitan (TOML + overrides).
+
+    python -m torchtpu.train --config torchtpu/configs/llama_debug.toml \\
+        [--training.steps 300] [--model.flavor tiny] [--training.device cpu] \\
+        [--checkpoint.resume]
+
+Each step: gradient accumulation over micro-batches (optionally under
+torch.autocast bfloat16), gradient clipping, an AdamW/Adam/SGD step and a
+warmup + cosine (or linear) learning-rate schedule. Every metrics.log_freq
+steps a line with loss, grad norm, tokens/s, TFLOP/s, MFU and memory.
+Checkpoints are written atomically every checkpoint.interval steps and at the
+end; --checkpoint.resume continues from the newest one exactly where it
+stopped (the data order is a function of the step, the random states are
+saved). A loss-curve PNG is written to job.dump_folder at the end.
+
+train(cfg) is the same run as a function (the tests call it).
+"""
+import contextlib
+import math
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+from .data import TextDataset
+from .models import build_model, flops_per_token, num_params
+from .trainer import checkpoint
+from .trainer.config import load_config
+from .trainer.metrics import ProgressBar, TensorBoard, format_line, measure_peak_flops, memory
+from .trainer.plot import loss_curve_png
+
+
+# --- building blocks ----------------------------------------------------------------
+
+def build_optimizer(params, o):
+    """AdamW / Adam / SGD as configured; implementation picks foreach, the
+    single-tensor loop or the fused kernel."""
+    impl = {"foreach": {"foreach": True}, "for-loop": {"foreach": False},
+            "fused": {"fused": True}}[o["implementation"]]
+    name = o["name"].lower()
+    if name == "sgd":
+        if "fused" in impl:
+            impl = {"fused": True}
+        return torch.optim.SGD(params, lr=o["lr"], momentum=o["momentum"],
+                               nesterov=o["nesterov"], weight_decay=o["weight_decay"], **impl)
+    cls = torch.optim.AdamW if name == "adamw" else torch.optim.Adam
+    return cls(params, lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"],
+               weight_decay=o["weight_decay"], **impl)
+
+
+def lr_lambda(s, total_steps):
+    """Multiplier of the base lr after `step` optimizer steps: linear warmup
+    to 1, then cosine (or linear) decay to min_lr_factor, or constant."""
+    warmup, kind, floor = s["warmup_steps"], s["decay_type"], s["min_lr_factor"]
+
+    def factor(step):
+        if step < warmup:
+            return (step + 1) / (warmup + 1)
+        if kind == "constant":
+            return 1.0
+        progress = min(1.0, (step - warmup) / max(1, total_steps - warmup))
+        if kind == "linear":
+            return floor + (1.0 - floor) * (1.0 - progress)
+        return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
+    return factor
+
+
+def rng_state(device):
+    state = {"cpu": torch.get_rng_state()}
+    if torch.device(device).type == "tpu":
+        state["tpu"] = torch.tpu.get_rng_state()
+    return state
+
+
+def set_rng_state(state, device):
+    torch.set_rng_state(state["cpu"].cpu())
+    if "tpu" in state and torch.device(device).type == "tpu":
+        torch.tpu.set_rng_state(state["tpu"].cpu())
+
+
+# --- the run ------------------------------------------------------------------------
+
+def train(cfg, log=print):
+    """Runs the configured training; returns {"losses": {step: loss},
+    "grad_norms": {step: norm}, "model", "optimizer", "checkpoint": path or
+    None, "plot": path or None, "seconds"}."""
+    if cfg["training"]["device"] != "tpu":
+        return _train(cfg, log)
+    import torchtpu  # registers the device
+    mode = torchtpu.fallback_mode()
+    if mode == "warn":
+        torchtpu.set_fallback_mode("silent")  # summarised once at the end instead
+    try:
+        return _train(cfg, log)
+    finally:
+        torchtpu.set_fallback_mode(mode)
+
+
+def _train(cfg, log):
+    t_start = time.perf_counter()
+    job, m, t, ck, mt = (cfg[k] for k in ("job", "model", "training", "checkpoint", "metrics"))
+    device = torch.device(t["device"])
+    torch.manual_seed(t["seed"])
+
+    overrides = {"dropout": m["dropout"]}
+    if m["vocab_size"]:
+        overrides["vocab_size"] = m["vocab_size"]
+    model = build_model(m["name"], m["flavor"], **overrides)  # on the CPU: same init everywhere
+    data = TextDataset(t["dataset_path"] or None, t["seq_len"], t["local_batch_size"], t["seed"])
+    if data.tokenizer.vocab_size > model.args.vocab_size:
+        raise ValueError(f"model vocab_size {model.args.vocab_size} < tokenizer's "
+                         f"{data.tokenizer.vocab_size}")
+    model.to(device)
+    model.train()
+    optimizer = build_optimizer(model.parameters(), cfg["optimizer"])
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lr_lambda(cfg["lr_scheduler"], t["steps"]))
+    autocast = (torch.autocast(device.type, dtype=torch.bfloat16)
+                if t["mixed_precision"] == "bfloat16" else contextlib.nullcontext())
+
+    ck_folder = os.path.join(job["dump_folder"], ck["folder"])
+    losses, grad_norms, start = {}, {}, 0
+    if ck["enable"] and ck["resume"]:
+        start, state = checkpoint.load_latest(ck_folder, map_location=device)
+        if state is not None:
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            scheduler.load_state_dict(state["lr_scheduler"])
+            set_rng_state(state["rng"], device)
+            losses = dict(state.get("losses", {}))
+            log(f"resumed from {checkpoint.path_for(ck_folder, start)} (step {start})")
+        else:
+            log(f"no checkpoint in {ck_folder}; starting from step 0")
+
+    tokens_per_step = t["local_batch_size"] * t["seq_len"] * t["gradient_accumulation_steps"]
+    flops_tok = flops_per_token(model, t["seq_len"])
+    precision = torch.bfloat16 if t["mixed_precision"] == "bfloat16" else torch.float32
+    if mt["peak_flops"] > 0:
+        peak, peak_src = mt["peak_flops"], "configured"
+    else:
+        peak = measure_peak_flops(device, precision)
+        peak_src = f"measured peak ({str(precision)[6:]} 1024x1024 matmul on {device.type})"
+    log(f"model {m['name']}/{m['flavor']}: {num_params(model):,} parameters "
+        f"({num_params(model, exclude_embedding=True):,} non-embedding), "
+        f"{flops_tok / 1e6:.1f} MFLOP/token")
+    log(f"device {_describe(device)}; peak {peak / 1e9:.1f} GFLOP/s, {peak_src}")
+    log(f"training {t['steps']} steps of {tokens_per_step} tokens "
+        f"(batch {t['local_batch_size']} x seq {t['seq_len']} x accum "
+        f"{t['gradient_accumulation_steps']}), {cfg['optimizer']['name']} lr "
+        f"{cfg['optimizer']['lr']}, {t['mixed_precision']}")
+
+    tb = TensorBoard(mt["enable_tensorboard"], os.path.join(job["dump_folder"], mt["save_tb_folder"]),
+                     log)
+    bar = ProgressBar(t["steps"], start, enabled=mt["progress_bar"])
+    if device.type == "tpu":
+        torch.tpu.reset_peak_memory_stats()
+    pending = {}  # step -> (loss, grad_norm) tensors not yet read back
+    saved = None
+    t_window, n_window = time.perf_counter(), 0
+    accum = t["gradient_accumulation_steps"]
+    for step in range(start + 1, t["steps"] + 1):
+        loss_sum = None
+        for micro in range(accum):
+            x, y = data.batch((step - 1) * accum + micro)
+            x, y = x.to(device), y.to(device)
+            with autocast:
+                logits = model(x)
+                loss = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
+                aux = model.aux_loss()
+                total = loss if aux is None else loss + aux
+            (total / accum).backward()
+            loss_sum = loss.detach() if loss_sum is None else loss_sum + loss.detach()
+        if t["max_norm"] > 0:
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), t["max_norm"])
+        else:
+            grad_norm = _grad_norm(model)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        pending[step] = (loss_sum / accum, grad_norm.detach())
+        n_window += 1
+        bar.update()
+
+        last = step == t["steps"]
+        if step % mt["log_freq"] == 0 or last or step == start + 1:
+            values = _read_back(pending)  # waits for the device
+            losses.update({s: v[0] for s, v in values.items()})
+            grad_norms.update({s: v[1] for s, v in values.items()})
+            pending.clear()
+            dt = time.perf_counter() - t_window
+            tps = n_window * tokens_per_step / dt
+            tflops = flops_tok * tps / 1e12
+            mfu = 100 * flops_tok * tps / peak
+            lr = scheduler.get_last_lr()[0]
+            bar.write(format_line(step, losses[step], grad_norms[step], tps, tflops, mfu,
+                                  memory(device), lr))
+            tb.add(step, {"loss": losses[step], "grad_norm": grad_norms[step], "tps": tps,
+                          "tflops": tflops, "mfu_pct": mfu, "lr": lr})
+            t_window, n_window = time.perf_counter(), 0
+        if ck["enable"] and (step % ck["interval"] == 0 or last):
+            if pending:
+                values = _read_back(pending)
+                losses.update({s: v[0] for s, v in values.items()})
+                grad_norms.update({s: v[1] for s, v in values.items()})
+                pending.clear()
+            state = {"step": step, "model": model.state_dict(),
+                     "optimizer": optimizer.state_dict(),
+                     "lr_scheduler": scheduler.state_dict(), "rng": rng_state(device),
+                     "losses": losses, "config": cfg}
+            t_save = time.perf_counter()
+            saved = checkpoint.save(state, ck_folder, step, ck["keep_latest_k"])
+            t_window += time.perf_counter() - t_save  # saving is not training time
+    bar.close()
+    tb.close()
+
+    plot = None
+    if mt["plot"] and losses:
+        os.makedirs(job["dump_folder"], exist_ok=True)
+        steps = sorted(losses)
+        plot = loss_curve_png(os.path.join(job["dump_folder"], "loss.png"), steps,
+                              [losses[s] for s in steps])
+    seconds = time.perf_counter() - t_start
+    if losses:
+        first, final = losses[min(losses)], losses[max(losses)]
+        log(f"done: loss {first:.4f} (step {min(losses)}) -> {final:.4f} (step {max(losses)}) "
+            f"in {seconds:.1f} s" + (f"; checkpoint {saved}" if saved else "")
+            + (f"; plot {plot}" if plot else ""))
+    if device.type == "tpu":
+        import torchtpu
+        fb = torchtpu.fallback_counts()
+        if fb:
+            log("ops that ran on the CPU (no tpu lowering yet): "
+                + ", ".join(f"{k} x{v}" for k, v in sorted(fb.items(), key=lambda kv: -kv[1])))
+    return {"losses": losses, "grad_norms": grad_norms, "model": model, "optimizer": optimizer,
+            "checkpoint": saved, "plot": plot, "seconds": seconds}
+
+
+def _grad_norm(model):
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+
+
+def _read_back(pending):
+    """{step: (loss, grad_norm)} as floats, in one transfer."""
+    steps = sorted(pending)
+    flat = torch.stack([torch.stack((pending[s][0].float(), pending[s][1].float()))
+                        for s in steps]).cpu().tolist()
+    return {s: (v[0], v[1]) for s, v in zip(steps, flat)}
+
+
+def _describe(device):
+    if device.type != "tpu":
+        return "cpu (PyTorch CPU)"
+    import torchtpu
+    info = torchtpu.runtime_info()
+    return f"tpu ({info['device_kind']}, PJRT platform {info['platform']})"
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if any(a in ("-h", "--help") for a in argv):
+        print(__doc__)
+        return
+    path, rest, i = None, [], 0
+    while i < len(argv):
+        if argv[i] == "--config":
+            if i + 1 >= len(argv):
+                sys.exit("--config needs a path")
+            path, i = argv[i + 1], i + 2
+        elif argv[i].startswith("--config="):
+            path, i = argv[i].split("=", 1)[1], i + 1
+        else:
+            rest.append(argv[i])
+            i += 1
+    argv = rest
+    cfg = load_config(path, argv=argv)
+    train(cfg)
+
+
+if __name__ == "__main__":
+    main()

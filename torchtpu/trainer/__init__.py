@@ -1,0 +1,1 @@
+"""Helpers of torchtpu.train: configuration, checkpoints, metrics, loss plot."""

@@ -1,0 +1,93 @@
+"""Checkpoints: one file per saved step, step-<N>.pt, written atomically.
+
+save() writes the whole state to a temporary file in the same folder, flushes
+it to disk, then renames it over the final name (os.replace is atomic on one
+file system). A crash or kill at any point of a save leaves the previous
+checkpoints as they were; a left-over temporary file is ignored and removed
+by the next save. load_latest() tries the newest step first and falls back to
+an older one if a file cannot be read.
+
+A checkpoint holds the model, optimizer and LR-scheduler state dicts, the step,
+the random-number states (CPU and device) and the losses so far; tensors stay
+on their device in the file and torch.load(map_location=...) puts them on any
+device.
+"""
+import glob
+import os
+import re
+import warnings
+
+import torch
+
+_NAME = re.compile(r"^step-(\d+)\.pt$")
+_TMP_SUFFIX = ".tmp"
+
+
+def path_for(folder, step):
+    return os.path.join(folder, f"step-{step}.pt")
+
+
+def list_steps(folder):
+    """Saved steps in `folder`, oldest first."""
+    if not os.path.isdir(folder):
+        return []
+    steps = []
+    for name in os.listdir(folder):
+        m = _NAME.match(name)
+        if m:
+            steps.append(int(m.group(1)))
+    return sorted(steps)
+
+
+def save(state, folder, step, keep_latest_k=0):
+    """Writes `state` as step-<step>.pt in `folder`, atomically; then keeps
+    only the newest `keep_latest_k` checkpoints (0: all). Returns the path."""
+    os.makedirs(folder, exist_ok=True)
+    for stale in glob.glob(os.path.join(folder, f"*{_TMP_SUFFIX}")):
+        os.remove(stale)  # from an interrupted save
+    final = path_for(folder, step)
+    tmp = f"{final}.{os.getpid()}{_TMP_SUFFIX}"
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, final)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    _fsync_dir(folder)
+    if keep_latest_k > 0:
+        for old in list_steps(folder)[:-keep_latest_k]:
+            os.remove(path_for(folder, old))
+    return final
+
+
+def _fsync_dir(folder):
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def load(path, map_location=None):
+    return torch.load(path, map_location=map_location, weights_only=False)
+
+
+def load_latest(folder, map_location=None):
+    """(step, state) of the newest readable checkpoint in `folder`, or
+    (0, None) when there is none."""
+    for step in reversed(list_steps(folder)):
+        path = path_for(folder, step)
+        try:
+            return step, load(path, map_location)
+        except Exception as e:  # a damaged file: say so, try the one before
+            warnings.warn(f"checkpoint {path} cannot be read ({e}); trying an older one")
+    return 0, None

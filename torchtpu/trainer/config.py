@@ -1,0 +1,175 @@
+"""The trainer's configuration: defaults, a TOML file on top, then command-line
+overrides on top of that, in TorchTitan's style:
+
+    python -m torchtpu.train --config torchtpu/configs/llama_debug.toml \\
+        --training.steps 50 --model.flavor tiny --checkpoint.resume
+
+Every key has a default below; a key the defaults do not know is an error (a
+typo must not be silently ignored). Command-line values are parsed to the
+default's type; a boolean flag without a value means true.
+"""
+import copy
+import tomllib
+
+DEFAULTS = {
+    "job": {
+        "description": "",
+        "dump_folder": "./outputs",     # checkpoints, plot and TensorBoard go under it
+    },
+    "model": {
+        "name": "llama",                # llama | moe
+        "flavor": "debugmodel",
+        "vocab_size": 0,                # 0: the flavour's
+        "dropout": 0.0,
+    },
+    "optimizer": {
+        "name": "AdamW",                # AdamW | Adam | SGD
+        "lr": 8e-4,
+        "beta1": 0.9,
+        "beta2": 0.95,
+        "eps": 1e-8,
+        "weight_decay": 0.1,
+        "momentum": 0.9,                # SGD
+        "nesterov": False,              # SGD
+        "implementation": "foreach",    # foreach | for-loop | fused
+    },
+    "lr_scheduler": {
+        "warmup_steps": 20,
+        "decay_type": "cosine",         # cosine | linear | constant
+        "min_lr_factor": 0.1,           # final lr = lr * min_lr_factor
+    },
+    "training": {
+        "device": "tpu",                # tpu | cpu
+        "steps": 300,
+        "local_batch_size": 8,
+        "seq_len": 128,
+        "gradient_accumulation_steps": 1,
+        "max_norm": 1.0,                # gradient clipping (0: off)
+        "seed": 0,
+        "mixed_precision": "float32",   # float32 | bfloat16 (torch.autocast)
+        "dataset_path": "",             # "": the shipped corpus
+    },
+    "checkpoint": {
+        "enable": True,
+        "folder": "checkpoint",         # under job.dump_folder
+        "interval": 100,                # steps; the last step is always saved
+        "keep_latest_k": 2,             # 0: keep all
+        "resume": False,                # continue from the latest checkpoint
+    },
+    "metrics": {
+        "log_freq": 10,
+        "peak_flops": 0.0,              # FLOP/s of the device; 0: measure at start
+        "plot": True,                   # loss-curve PNG in job.dump_folder
+        "progress_bar": True,
+        "enable_tensorboard": False,    # only if tensorboard is installed
+        "save_tb_folder": "tb",
+    },
+}
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def _parse_value(text, default, key):
+    if isinstance(default, bool):
+        low = text.strip().lower()
+        if low in ("1", "true", "yes", "on"):
+            return True
+        if low in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"--{key}: expected true or false, got {text!r}")
+    try:
+        return type(default)(text)
+    except ValueError:
+        raise ConfigError(f"--{key}: expected {type(default).__name__}, got {text!r}") from None
+
+
+def _merge(cfg, updates, origin):
+    for section, values in updates.items():
+        if section not in cfg or not isinstance(values, dict):
+            raise ConfigError(f"{origin}: unknown section [{section}] "
+                              f"(known: {', '.join(cfg)})")
+        for key, value in values.items():
+            if key not in cfg[section]:
+                raise ConfigError(f"{origin}: unknown key {section}.{key} "
+                                  f"(known: {', '.join(cfg[section])})")
+            default = cfg[section][key]
+            if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
+                value = float(value)
+            if type(value) is not type(default):
+                raise ConfigError(f"{origin}: {section}.{key} = {value!r}: expected "
+                                  f"{type(default).__name__}")
+            cfg[section][key] = value
+
+
+def parse_overrides(argv):
+    """["--training.steps", "5", "--checkpoint.resume"] -> {"training": {...}}
+    (values still strings, or True for a bare flag)."""
+    out, i = {}, 0
+    while i < len(argv):
+        arg = argv[i]
+        if not arg.startswith("--") or "." not in arg:
+            raise ConfigError(f"unexpected argument {arg!r}: expected --section.key [value]")
+        name = arg[2:]
+        if "=" in name:
+            name, value = name.split("=", 1)
+            i += 1
+        elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            value = argv[i + 1]
+            i += 2
+        else:
+            value, i = True, i + 1
+        section, key = name.split(".", 1)
+        out.setdefault(section, {})[key] = value
+    return out
+
+
+def load_config(path=None, overrides=None, argv=None):
+    """Defaults <- TOML file `path` <- `overrides` (a nested dict of typed
+    values) <- `argv` (command-line strings). Returns a nested dict."""
+    cfg = copy.deepcopy(DEFAULTS)
+    if path:
+        with open(path, "rb") as f:
+            _merge(cfg, tomllib.load(f), path)
+    if overrides:
+        _merge(cfg, overrides, "overrides")
+    if argv:
+        typed = {}
+        for section, values in parse_overrides(argv).items():
+            if section not in cfg:
+                raise ConfigError(f"--{section}.*: unknown section (known: {', '.join(cfg)})")
+            for key, value in values.items():
+                if key not in cfg[section]:
+                    raise ConfigError(f"--{section}.{key}: unknown key "
+                                      f"(known: {', '.join(cfg[section])})")
+                default = cfg[section][key]
+                if value is True and not isinstance(default, bool):
+                    raise ConfigError(f"--{section}.{key}: needs a value")
+                if value is not True:
+                    value = _parse_value(value, default, f"{section}.{key}")
+                typed.setdefault(section, {})[key] = value
+        _merge(cfg, typed, "command line")
+    validate(cfg)
+    return cfg
+
+
+def validate(cfg):
+    t, o = cfg["training"], cfg["optimizer"]
+    if t["device"] not in ("tpu", "cpu"):
+        raise ConfigError(f"training.device = {t['device']!r}: expected tpu or cpu")
+    if t["mixed_precision"] not in ("float32", "bfloat16"):
+        raise ConfigError(f"training.mixed_precision = {t['mixed_precision']!r}: "
+                          f"expected float32 or bfloat16")
+    if o["name"].lower() not in ("adamw", "adam", "sgd"):
+        raise ConfigError(f"optimizer.name = {o['name']!r}: expected AdamW, Adam or SGD")
+    if o["implementation"] not in ("foreach", "for-loop", "fused"):
+        raise ConfigError(f"optimizer.implementation = {o['implementation']!r}: "
+                          f"expected foreach, for-loop or fused")
+    if cfg["lr_scheduler"]["decay_type"] not in ("cosine", "linear", "constant"):
+        raise ConfigError("lr_scheduler.decay_type: expected cosine, linear or constant")
+    for key in ("steps", "local_batch_size", "seq_len", "gradient_accumulation_steps"):
+        if t[key] < 1:
+            raise ConfigError(f"training.{key} = {t[key]}: must be at least 1")
+    if cfg["metrics"]["log_freq"] < 1:
+        raise ConfigError("metrics.log_freq: must be at least 1")
