@@ -4,7 +4,7 @@ ratio, and what fused eager does per step after warm-up (graphs run, ops in
 them, compiles).
 
     python bench/fused_vs_strict.py [--flavor tiny] [--batch 4] [--seq 64]
-                                    [--warmup 4] [--steps 10]
+                                    [--warmup 4] [--steps 10] [--fuse-limit N]
 
 Each step is forward, cross-entropy loss, backward, SGD(momentum) update
 and loss.item() (which ends the step's graph in fused mode). Uses
@@ -123,8 +123,12 @@ def main():
     p.add_argument("--seq", type=int, default=64)
     p.add_argument("--warmup", type=int, default=4)
     p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--fuse-limit", type=int, default=0,
+                   help="ops per fused graph (0: the default bound); a smaller graph "
+                        "runs while the rest of the step is recorded")
     a = p.parse_args()
     warnings.simplefilter("ignore")  # CPU-fallback warnings are counted below
+    torchtpu.modes.set_fuse_limit(max_ops=a.fuse_limit or None)
 
     torch.manual_seed(0)
     model, what, vocab = build_model(a.flavor)

@@ -6,7 +6,9 @@ backward and AdamW, on every path in one run:
     tpu fused eager      the step recorded and flushed as one program (when
                          torchtpu.modes exists in this build)
     tpu torch.compile    torch.compile(backend="tpu") of forward+loss (AOTAutograd
-                         makes the backward graph) and of the optimizer step
+                         makes the backward graph) and of the optimizer step, set
+                         up as the trainer's training.compile does
+                         (torchtpu.compile.compile_training)
     cpu eager            PyTorch on the CPU
     cpu inductor         torch.compile (inductor, C++ code generation) on the CPU;
                          skipped, with the reason, when it fails
@@ -33,6 +35,7 @@ import torch
 import torch.nn.functional as F
 
 import torchtpu
+from torchtpu.compile import compile_training
 from torchtpu.models import build_model
 
 
@@ -61,7 +64,9 @@ def torch_path(model, device, tokens, lr, compile_backend=None, fused=False):
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     fwd = lambda: loss_of(model, tokens)  # noqa: E731
     opt_step = opt.step
-    if compile_backend is not None:
+    if compile_backend == "tpu":  # as the trainer does: lr and Adam's steps on the device
+        fwd, opt_step = compile_training(fwd, opt, device)
+    elif compile_backend is not None:
         fwd = torch.compile(fwd, backend=compile_backend)
         opt_step = torch.compile(opt.step, backend=compile_backend)
 

@@ -10,8 +10,11 @@
 // Leaves out: any knowledge of particular ops.
 #include "shim.h"
 
+#include <ATen/Context.h>
+#include <ATen/SDPBackend.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/transformers/attention.h>
 #include <c10/core/DefaultDtype.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
@@ -679,8 +682,42 @@ void register_structured_ops(torch::Library &m) {
   }
 }
 
+// F.scaled_dot_product_attention asks a per-device stub for its backend
+// (math, a decomposition into a dozen ops, when a device has none). When the
+// core lowers the CPU flash op and its backward, send it the calls that op
+// covers: no dropout (its backward draws no mask), no gradient for the mask,
+// batch dims that match, Hk dividing Hq only under enable_gqa. The rest take
+// the math path, unless the user turned it off too (then PyTorch reports no
+// viable backend). So do traced calls (fake or functional tensors, under
+// torch.compile): the fused op's meta kernel gives its outputs query's layout
+// and its gradients a [B, L, H, E] layout, while the core's results are dense
+// row-major, so a traced graph's views of them would not hold at run time.
+int64_t fused_sdp_choice(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v,
+                         const std::optional<at::Tensor> &mask, double dropout_p,
+                         bool /*is_causal*/, std::optional<double> /*scale*/, bool enable_gqa) {
+  static const bool lowered =
+      tt_op_lookup("aten::_scaled_dot_product_flash_attention_for_cpu") >= 0 &&
+      tt_op_lookup("aten::_scaled_dot_product_flash_attention_for_cpu_backward") >= 0;
+  const int64_t r = q.dim();
+  const c10::DispatchKeySet traced({c10::DispatchKey::Python, c10::DispatchKey::Functionalize});
+  bool fits = lowered && at::globalContext().userEnabledFlashSDP() && dropout_p == 0.0 &&
+              !q.key_set().has_any(traced) &&
+              !q.is_nested() && !k.is_nested() && !v.is_nested() && r >= 3 &&
+              k.dim() == r && v.dim() == r && !(mask && mask->defined() && mask->requires_grad());
+  for (int64_t d = 0; fits && d < r - 3; d++) fits = k.size(d) == q.size(d) && v.size(d) == q.size(d);
+  fits = fits && k.size(-3) == v.size(-3) && k.size(-3) > 0 &&
+         (q.size(-3) == k.size(-3) || (enable_gqa && q.size(-3) % k.size(-3) == 0));
+  if (fits) return static_cast<int64_t>(at::SDPBackend::flash_attention);
+  return static_cast<int64_t>(at::globalContext().userEnabledMathSDP() ? at::SDPBackend::math
+                                                                         : at::SDPBackend::error);
+}
+
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&boxed_fallback>());
 }
 
 }  // namespace torchtpu
+
+namespace at::native {
+REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &torchtpu::fused_sdp_choice)
+}  // namespace at::native

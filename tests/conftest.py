@@ -1,10 +1,15 @@
 """Every test runs with torchtpu imported: the "tpu" device is registered.
 
 The persistent compilation cache points at a fresh directory for the test
-session, so tests see real compiles whatever ~/.cache/torchtpu holds."""
+session (removed at exit), so tests see real compiles whatever
+~/.cache/torchtpu holds."""
+import atexit
 import os
+import shutil
 import tempfile
 
-os.environ["TORCHTPU_CACHE_DIR"] = tempfile.mkdtemp(prefix="torchtpu-test-cache-")
+_cache = tempfile.mkdtemp(prefix="torchtpu-test-cache-")
+os.environ["TORCHTPU_CACHE_DIR"] = _cache
+atexit.register(shutil.rmtree, _cache, ignore_errors=True)
 
 import torchtpu  # noqa: F401,E402

@@ -266,3 +266,29 @@ def test_unknown_option_is_rejected():
     compiled = torch.compile(lambda x: x + 1, backend="tpu", options={"bogus": 1})
     with pytest.raises(Exception, match="unknown options"):
         compiled(torch.ones(2, device="tpu"))
+
+
+# --- the trainer -------------------------------------------------------------------------
+
+def test_trainer_compile_matches_cpu(tmp_path):
+    trainer = pytest.importorskip("torchtpu.train")
+    from torchtpu.trainer.config import load_config
+
+    def run(device, compile):
+        cfg = load_config(overrides={
+            "job": {"dump_folder": str(tmp_path)},
+            "model": {"name": "llama", "flavor": "tiny", "dropout": 0.0},
+            "optimizer": {"lr": 3e-3}, "lr_scheduler": {"warmup_steps": 2},
+            "training": {"device": device, "steps": 3, "local_batch_size": 2, "seq_len": 16,
+                         "seed": 0, "compile": compile},
+            "checkpoint": {"enable": False},
+            "metrics": {"log_freq": 1, "peak_flops": 1e9, "plot": False,
+                        "progress_bar": False}})
+        return trainer.train(cfg, log=lambda *a: None)["losses"]
+
+    cpu, tpu = run("cpu", False), run("tpu", True)
+    for step in cpu:
+        assert abs(cpu[step] - tpu[step]) <= 1e-4 * abs(cpu[step]), (step, cpu[step], tpu[step])
+    s = tpu_compile.stats()
+    # forward, backward, optimizer step: once each, though the lr changes every step
+    assert (s["forward"], s["backward"], s["inference"]) == (1, 1, 1), s

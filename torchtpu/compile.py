@@ -25,13 +25,13 @@ Left out: capture-once-and-replay with no Python per op. It needs the fused
 runtime to hand back a replayable handle (see `_GraphRunner`)."""
 import ctypes
 import functools
-import importlib
+import operator
 
 import torch
 
 from . import _core
 
-__all__ = ["tpu_backend", "decompositions", "stats", "reset_stats"]
+__all__ = ["tpu_backend", "decompositions", "stats", "reset_stats", "compile_training"]
 
 _stats = {"graphs": 0, "forward": 0, "backward": 0, "inference": 0, "calls": 0}
 
@@ -144,6 +144,53 @@ class _GraphRunner:
         return self.fused.run(self.gm, *inputs)
 
 
+# --- layouts ------------------------------------------------------------------------------
+#
+# The graph was traced with PyTorch's meta functions, whose outputs can be
+# strided (the CPU flash-attention output is [b, h, s, d] over a [b, s, h, d]
+# buffer), and later nodes rely on it: a reshape became a `view` because the
+# traced strides allowed one. The core's rules return dense row-major
+# results, so after each op whose traced result is not dense, the result is
+# copied into the traced layout when it differs (one transpose in the program).
+
+def _match_layout(x, size, stride):
+    if not isinstance(x, torch.Tensor) or tuple(x.stride()) == stride or x.numel() <= 1:
+        return x
+    out = torch.empty_strided(size, stride, dtype=x.dtype, device=x.device)
+    return out.copy_(x)
+
+
+def _fresh_result(node):
+    """True when `node` makes a new tensor (not a view, not a mutation)."""
+    target = node.target
+    if target is operator.getitem:
+        node = node.args[0]
+        target = getattr(node, "target", None)
+    return (isinstance(target, torch._ops.OpOverload) and not target.is_view
+            and not target._schema.is_mutable)
+
+
+def _match_traced_layouts(gm):
+    """Inserts _match_layout after every op whose traced result is strided."""
+    graph = gm.graph
+    changed = False
+    for node in list(graph.nodes):
+        val = node.meta.get("val")
+        if (node.op != "call_function" or not isinstance(val, torch.Tensor)
+                or not _fresh_result(node) or val.is_contiguous()):
+            continue
+        size, stride = tuple(val.shape), tuple(val.stride())
+        if not all(isinstance(v, int) for v in size + stride):
+            continue  # symbolic: left to the runtime
+        with graph.inserting_after(node):
+            fixed = graph.call_function(_match_layout, (node, size, stride))
+        node.replace_all_uses_with(fixed, delete_user_cb=lambda user: user is not fixed)
+        changed = True
+    if changed:
+        gm.recompile()
+    return gm
+
+
 def _compiler(kind, options):
     use_fused = options.get("fused", True)
 
@@ -151,6 +198,7 @@ def _compiler(kind, options):
         del example_inputs
         _stats["graphs"] += 1
         _stats[kind] += 1
+        gm = _match_traced_layouts(gm)
         return _GraphRunner(gm, kind, _fused_runner() if use_fused else None)
 
     return compile_graph
@@ -188,3 +236,33 @@ def register():
 
     if "tpu" not in _COMPILER_FNS:
         register_backend(tpu_backend, name="tpu")
+
+
+# --- the trainer's training.compile ---------------------------------------------------------
+
+def compile_training(forward_loss, optimizer, device):
+    """For torchtpu.train with training.compile = true: compiles the step's
+    forward+loss function (AOTAutograd makes its backward) and, on "tpu", the
+    optimizer step. Returns (forward_loss, optimizer_step).
+
+    So that the optimizer step compiles once, its per-step values live on the
+    device: the learning rate becomes a 0-d tensor (the scheduler fills it in
+    place instead of handing Dynamo a new constant, which would recompile) and
+    Adam's step counts become device tensors (capturable). A fused optimizer
+    implementation keeps its eager step. On the CPU the backend is inductor
+    and the optimizer step stays eager (the CPU has no capturable Adam)."""
+    device = torch.device(device)
+    backend = "tpu" if device.type == "tpu" else "inductor"
+    forward_loss = torch.compile(forward_loss, backend=backend)
+    groups = optimizer.param_groups
+    if device.type != "tpu" or any(g.get("fused") for g in groups):
+        return forward_loss, optimizer.step
+    for group in groups:
+        if "capturable" in group:
+            group["capturable"] = True
+        if not isinstance(group["lr"], torch.Tensor):
+            group["lr"] = torch.tensor(float(group["lr"]), device=device)
+    for state in optimizer.state.values():  # a resumed optimizer's step counts
+        if isinstance(state.get("step"), torch.Tensor):
+            state["step"] = state["step"].to(device=device, dtype=torch.float32)
+    return forward_loss, torch.compile(optimizer.step, backend=backend)

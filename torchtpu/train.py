@@ -124,7 +124,10 @@ def _train(cfg, log):
     ck_folder = os.path.join(job["dump_folder"], ck["folder"])
     losses, grad_norms, start = {}, {}, 0
     if ck["enable"] and ck["resume"]:
-        start, state = checkpoint.load_latest(ck_folder, map_location=device)
+        # Read onto the CPU: load_state_dict copies weights and moments to the
+        # parameters' device and keeps Adam's step counts on the host, as in a
+        # fresh run (map_location=device would put the counts on the device).
+        start, state = checkpoint.load_latest(ck_folder, map_location="cpu")
         if state is not None:
             model.load_state_dict(state["model"])
             optimizer.load_state_dict(state["optimizer"])
@@ -161,25 +164,40 @@ def _train(cfg, log):
     saved = None
     t_window, n_window = time.perf_counter(), 0
     accum = t["gradient_accumulation_steps"]
+    fused = False
+    if device.type == "tpu":
+        import torchtpu
+        fused = getattr(torchtpu, "get_mode", lambda: "strict")() == "fused"
+    # --- training.compile (issue 6): torch.compile of forward+loss and optimizer step --
+    def forward_loss(x, y):
+        logits = model(x)
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
+        aux = model.aux_loss()
+        return loss, (loss if aux is None else loss + aux)
+
+    optimizer_step = optimizer.step
+    if t["compile"]:
+        from .compile import compile_training
+        forward_loss, optimizer_step = compile_training(forward_loss, optimizer, device)
+    # --- end training.compile ----------------------------------------------------------
     for step in range(start + 1, t["steps"] + 1):
         loss_sum = None
         for micro in range(accum):
             x, y = data.batch((step - 1) * accum + micro)
             x, y = x.to(device), y.to(device)
             with autocast:
-                logits = model(x)
-                loss = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
-                aux = model.aux_loss()
-                total = loss if aux is None else loss + aux
+                loss, total = forward_loss(x, y)
             (total / accum).backward()
             loss_sum = loss.detach() if loss_sum is None else loss_sum + loss.detach()
         if t["max_norm"] > 0:
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), t["max_norm"])
         else:
             grad_norm = _grad_norm(model)
-        optimizer.step()
+        optimizer_step()  # optimizer.step, or its compiled graph (training.compile)
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
+        if fused:
+            torchtpu.sync()  # one step, one program (as XLA's mark_step)
         pending[step] = (loss_sum / accum, grad_norm.detach())
         n_window += 1
         bar.update()
@@ -194,7 +212,7 @@ def _train(cfg, log):
             tps = n_window * tokens_per_step / dt
             tflops = flops_tok * tps / 1e12
             mfu = 100 * flops_tok * tps / peak
-            lr = scheduler.get_last_lr()[0]
+            lr = float(scheduler.get_last_lr()[0])  # a tensor under training.compile
             bar.write(format_line(step, losses[step], grad_norms[step], tps, tflops, mfu,
                                   memory(device), lr))
             tb.add(step, {"loss": losses[step], "grad_norm": grad_norms[step], "tps": tps,

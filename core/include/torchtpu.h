@@ -124,9 +124,10 @@ TT_API tt_status tt_runtime_synchronize(tt_runtime *rt);
 // as in strict mode) into a deferred graph; its fresh results are pending
 // storages that hold no device memory. The graph runs as one program, whose
 // outputs are the live storages it wrote, when it is flushed: by
-// tt_runtime_flush, by reading a value it wrote (tt_tensor_download, a
-// partial upload into it, resizing it), by tt_runtime_synchronize, by a mode
-// switch, or when it grows past its bound. Programs are cached by their
+// tt_runtime_flush, by any tt_tensor_download (.item(), .cpu(), printing,
+// the CPU fallback), by a partial upload into or a resize of a storage it
+// wrote, by tt_runtime_synchronize, by a mode switch, or when it grows past
+// its bound. Programs are cached by their
 // text, so a training loop compiles its step once. A flush error names the
 // graph's first ops and is returned by the call that caused the flush.
 

@@ -3,13 +3,16 @@
 // intermediate is dropped from the outputs, reading a value flushes, user
 // errors raise at the op and leave the graph intact, in-place writes through
 // views of pending storages, inputs destroyed or overwritten before the
-// flush, and a repeated graph compiles nothing.
+// flush, a repeated graph compiles nothing, and a graph that fails to
+// compile names its ops in the error of the call that flushed it.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "torchtpu.h"
 #include "check.h"
+#include "hlo/hlo_internal.h"
+#include "lower/lower.h"
 
 typedef struct dense {
   tt_storage *s;
@@ -192,6 +195,56 @@ static void test_repeat_compiles_once(tt_runtime *rt) {
   tt_storage_destroy(a.s);
 }
 
+// A rule whose program the plugin rejects (an op StableHLO does not have):
+// recording succeeds, the flush fails.
+static tt_status lower_bogus(tt_lower_ctx *c) {
+  tt_hv x = tt_lower_tensor(c, 0);
+  const tt_hlo_type *ty = tt_hlo_type_of(tt_lower_hlo(c), x);
+  if (!ty) return NULL;
+  tt_hlo_type t = *ty;
+  tt_lower_result(c, tt_hlo_emit(tt_lower_hlo(c), "stablehlo.frobnicate", &x, 1, NULL, &t));
+  return NULL;
+}
+
+static void test_flush_error_names_the_ops(tt_runtime *rt) {
+  int32_t op = tt_rule_register("aten::tt_test_bogus", lower_bogus, 0);
+  float ha[6] = {1, 2, 3, 4, 5, 6};
+  dense a;
+  make_dense(rt, &a, 2, 3, ha);
+  tt_storage *s = add_ok(rt, &a.t, &a.t, 1);
+  if (!s || op < 0) return;
+  tt_tensor st = {s, TT_F32, 2, a.sizes, a.strides, 0};
+  tt_value args[1] = {tensor_value(&st)};
+  tt_dest dest = {-1, -1};
+  tt_op_call call = {op, 0, TT_F32, args, 1, &dest, 1};
+  tt_op_result res[1];
+  int32_t n = 0;
+  CHECK_OK(tt_op_run(rt, &call, res, 1, &n));  // recorded: no error yet
+  CHECK(n == 1);
+  if (n != 1) return;
+  tt_tensor bt = {res[0].storage, TT_F32, 2, a.sizes, a.strides, 0};
+  float got[6];
+  tt_status e = tt_tensor_download(rt, &bt, got);  // flushes: fails to compile
+  CHECK(e != NULL);
+  const char *msg = e ? tt_status_message(e) : "";
+  CHECK(strstr(msg, "fused graph of 2 ops (add.Tensor, tt_test_bogus)") != NULL, "%s", msg);
+  CHECK(strstr(msg, "frobnicate") != NULL, "%s", msg);
+  tt_status_free(e);
+  e = tt_tensor_download(rt, &st, got);  // its values were lost with the graph
+  CHECK(tt_status_code(e) == TT_FAILED_PRECONDITION);
+  tt_status_free(e);
+  tt_storage *ok = add_ok(rt, &a.t, &a.t, 1);  // the runtime goes on
+  if (ok) {
+    tt_tensor ot = {ok, TT_F32, 2, a.sizes, a.strides, 0};
+    float want[6] = {2, 4, 6, 8, 10, 12};
+    expect(rt, &ot, want, 6, "after a failed graph", __LINE__);
+  }
+  tt_storage_destroy(ok);
+  tt_storage_destroy(res[0].storage);
+  tt_storage_destroy(s);
+  tt_storage_destroy(a.s);
+}
+
 static void test_memory_returns_to_zero(tt_runtime *rt) {
   CHECK_OK(tt_runtime_synchronize(rt));
   tt_stats s;
@@ -211,6 +264,7 @@ int main(void) {
   test_error_at_the_op(rt);
   test_views_and_inputs(rt);
   test_repeat_compiles_once(rt);
+  test_flush_error_names_the_ops(rt);
   test_memory_returns_to_zero(rt);
   tt_runtime_set_mode(rt, TT_MODE_STRICT);
   tt_runtime_destroy(rt);

@@ -48,6 +48,7 @@ DEFAULTS = {
         "seed": 0,
         "mixed_precision": "float32",   # float32 | bfloat16 (torch.autocast)
         "dataset_path": "",             # "": the shipped corpus
+        "compile": False,               # torch.compile the step (backend "tpu"; issue 6)
     },
     "checkpoint": {
         "enable": True,

@@ -22,6 +22,7 @@ static const tt_rule_table *const kFamilies[] = {
     &tt_rules_nn,          &tt_rules_random,    &tt_rules_factory,
     &tt_rules_conv,        &tt_rules_norm,      &tt_rules_index,
     &tt_rules_foreach,     &tt_rules_loss,
+    &tt_rules_attention,   &tt_rules_dropout,
 };
 enum { kNumFamilies = (int)(sizeof kFamilies / sizeof kFamilies[0]) };
 

@@ -7,6 +7,9 @@
 // compiled on a miss. Running a plan gathers the argument buffers (storages,
 // cached scalar buffers, offsets, random state), launches the program
 // asynchronously and swaps output buffers into storages.
+//
+// In TT_MODE_FUSED tt_op_run records the call into the deferred graph
+// instead (fused.c); this file's signature cache is the strict path only.
 #include <stdlib.h>
 #include <string.h>
 

@@ -8,8 +8,8 @@
 // a view's dtype differs from the buffer's (x.view(torch.int32)).
 //
 // In fused eager a storage may be pending: its value exists only in the
-// deferred graph (fused.c). Reading it from the host, patching part of it or
-// resizing it flushes the graph first; replacing its buffer or destroying it
+// deferred graph (fused.c). Any read from the host flushes the graph first,
+// and so does patching part of a pending storage or resizing it; replacing its buffer or destroying it
 // detaches it from the graph (a parameter keeps the old buffer, an output
 // to a dead storage is dropped).
 #include <stdlib.h>
@@ -239,7 +239,10 @@ static tt_status download_locked(const tt_tensor *src, void *host) {
   tt_storage *s = src->storage;
   int64_t numel = view_numel(src);
   if (numel == 0) return NULL;
-  if (tt_fused_writes(s->rt, s)) TT_RETURN_IF_ERROR(tt_fused_flush(s->rt));
+  // Any read from the host ends the graph, even of a value it doesn't hold:
+  // graphs then end where the program syncs (loss.item()), so a training
+  // step is one graph, the same every step, whatever the size bound cut.
+  TT_RETURN_IF_ERROR(tt_fused_flush(s->rt));
   if (!s->buf && s->graph_epoch < 0)
     return tt_make_status(TT_FAILED_PRECONDITION,
                           "this tensor's value was lost: the fused graph that "

@@ -1,0 +1,264 @@
+// attention.c — scaled dot-product attention as one program each way:
+// _scaled_dot_product_flash_attention_for_cpu (output and logsumexp) and its
+// backward, plus _safe_softmax (the math path's softmax, whose fully masked
+// rows give 0 instead of NaN).
+//
+// F.scaled_dot_product_attention asks a per-device stub which backend to run;
+// the shim's stub for "tpu" picks the CPU flash op whenever it fits (no
+// dropout, a mask that needs no gradient), so SDPA reaches these rules as
+// two ops (forward, backward) instead of the math path's dozen. The shapes
+// are PyTorch's: query [..., Hq, L, E], key [..., Hk, S, E], value
+// [..., Hk, S, Ev], attn_mask broadcastable to [..., Hq, L, S] (bool: True
+// takes part; float: added to the scores). Grouped-query attention (Hq a
+// multiple of Hk, query head h reading key/value head h / (Hq / Hk), as
+// enable_gqa's repeat_interleave does) needs no copies: the query heads of
+// one group are folded into the rows, [N, Hk, G * L, E]. is_causal keeps
+// key s for query l when s <= l (top-left aligned, like tril).
+//
+// Math in the opmath dtype (float32 for 16-bit floats). The backward
+// recomputes the probabilities from logsumexp (P = exp(S - lse)) and uses
+// D = rowsum(dO * O). A fully masked row gives output 0 and logsumexp 0, as
+// PyTorch's CPU kernel does.
+//
+// Leaves out: dropout inside the fused op (the stub sends dropout_p > 0 to
+// the math path, whose dropout lowers natively; the rules treat dropout_p as
+// 0), a gradient for attn_mask (same), nested tensors.
+#include <math.h>
+
+#include "lower/lower.h"
+
+// --- helpers --------------------------------------------------------------------------------
+
+static tt_dtype opmath(tt_dtype d) {
+  return (d == TT_F16 || d == TT_BF16) ? TT_F32 : d;
+}
+
+static tt_hlo_type type_of(tt_lower_ctx *c, tt_hv v) {
+  const tt_hlo_type *t = tt_hlo_type_of(tt_lower_hlo(c), v);
+  return t ? *t : tt_hlo_make_type(TT_F32, 0, NULL);
+}
+
+static tt_hv bin(tt_lower_ctx *c, tt_hlo_binop op, tt_hv x, tt_hv y) {
+  return tt_hlo_binary(tt_lower_hlo(c), op, x, y);
+}
+
+static tt_hv conv(tt_lower_ctx *c, tt_hv v, tt_dtype d) {
+  return tt_hlo_convert(tt_lower_hlo(c), v, d);
+}
+
+// v (reduced over the last dim with keepdim) broadcast back to like's shape.
+static tt_hv expand(tt_lower_ctx *c, tt_hv v, tt_hv like) {
+  tt_hlo_type t = type_of(c, like);
+  return tt_lower_broadcast_to(c, v, t.rank, t.dims);
+}
+
+static tt_hv reduce_last(tt_lower_ctx *c, tt_hv v, tt_hlo_reduce_kind kind) {
+  bool mask[TT_MAX_RANK] = {false};
+  mask[type_of(c, v).rank - 1] = true;
+  return tt_lower_reduce(c, v, mask, true, kind);
+}
+
+// A batched matmul over dims 0 and 1 of two rank-4 values, contracting dim
+// cx of x with dim cy of y.
+static tt_hv bmm(tt_lower_ctx *c, tt_hv x, tt_hv y, int64_t cx, int64_t cy) {
+  static const int64_t batch[2] = {0, 1};
+  return tt_hlo_dot_general(tt_lower_hlo(c), x, y, batch, batch, 2, &cx, &cy, 1,
+                            type_of(c, x).dtype);
+}
+
+// --- shapes ---------------------------------------------------------------------------------
+
+// The problem's sizes: q [N, Hk * G, L, E], k [N, Hk, S, E], v [N, Hk, S, Ev],
+// with N the product of the batch dims (those before the head dim).
+typedef struct att_shape {
+  tt_hlo_type q, k, v;  // the arguments' own types
+  int64_t n, hk, g, l, s, e, ev;
+  tt_dtype acc;
+} att_shape;
+
+// Splits t ([..., H, R, C], rank >= 2) into n, h, r, c.
+static void split(const tt_hlo_type *t, int64_t *n, int64_t *h, int64_t *r, int64_t *col) {
+  int k = t->rank;
+  *n = 1;
+  for (int d = 0; d < k - 3; d++) *n *= t->dims[d];
+  *h = k >= 3 ? t->dims[k - 3] : 1;
+  *r = t->dims[k - 2];
+  *col = t->dims[k - 1];
+}
+
+static tt_status read_shape(tt_lower_ctx *c, int qi, int ki, int vi, att_shape *a) {
+  a->q = tt_lower_tensor_type(c, qi, -1);
+  a->k = tt_lower_tensor_type(c, ki, -1);
+  a->v = tt_lower_tensor_type(c, vi, -1);
+  char s1[96], s2[96], s3[96];
+  if (!tt_dtype_is_float(a->q.dtype) || a->k.dtype != a->q.dtype || a->v.dtype != a->q.dtype)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "expected query, key and value of one floating "
+                         "dtype, got %s, %s and %s", tt_dtype_name(a->q.dtype),
+                         tt_dtype_name(a->k.dtype), tt_dtype_name(a->v.dtype));
+  bool ok = a->q.rank >= 2 && a->k.rank == a->q.rank && a->v.rank == a->q.rank;
+  for (int d = 0; ok && d < a->q.rank - 3; d++)
+    ok = a->k.dims[d] == a->q.dims[d] && a->v.dims[d] == a->q.dims[d];
+  int64_t nq, hq, nk, nv, hv, sv, e2;
+  split(&a->q, &nq, &hq, &a->l, &a->e);
+  split(&a->k, &nk, &a->hk, &a->s, &e2);
+  split(&a->v, &nv, &hv, &sv, &a->ev);
+  ok = ok && e2 == a->e && hv == a->hk && sv == a->s && a->hk > 0 && hq % a->hk == 0;
+  if (!ok)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "query %s, key %s and value %s don't fit "
+                         "[..., Hq, L, E], [..., Hk, S, E], [..., Hk, S, Ev] with Hq a "
+                         "multiple of Hk", tt_shape_str(&a->q, s1, sizeof s1),
+                         tt_shape_str(&a->k, s2, sizeof s2), tt_shape_str(&a->v, s3, sizeof s3));
+  a->n = nq;
+  a->g = hq / a->hk;
+  a->acc = opmath(a->q.dtype);
+  return NULL;
+}
+
+// Tensor argument i as opmath [N, Hk, rows, cols].
+static tt_hv as4(tt_lower_ctx *c, int i, const att_shape *a, int64_t rows, int64_t cols) {
+  int64_t d4[4] = {a->n, a->hk, rows, cols};
+  return tt_hlo_reshape(tt_lower_hlo(c), conv(c, tt_lower_tensor(c, i), a->acc), 4, d4);
+}
+
+// v ([N, Hk, rows, cols]) back in the shape of `like` with its last dim
+// replaced by cols (cols < 0: dropped), dtype d.
+static tt_hv unfold(tt_lower_ctx *c, tt_hv v, const tt_hlo_type *like, int64_t cols, tt_dtype d) {
+  tt_hlo_type t = *like;
+  if (cols >= 0) t.dims[t.rank - 1] = cols;
+  else t.rank--;
+  return conv(c, tt_hlo_reshape(tt_lower_hlo(c), v, t.rank, t.dims), d);
+}
+
+// --- scores -----------------------------------------------------------------------------------
+
+// The scaled, masked scores [N, Hk, G*L, S] (opmath): scale * Q K^T + mask,
+// -inf where causality or a bool mask hides a key. Arguments: the mask
+// (Tensor?), is_causal (bool or -1 for false), scale (float?).
+static tt_hv scores(tt_lower_ctx *c, const att_shape *a, tt_hv q4, tt_hv k4, int mask_arg,
+                    int causal_arg, int scale_arg) {
+  tt_hlo *b = tt_lower_hlo(c);
+  int64_t gl = a->g * a->l, d4[4] = {a->n, a->hk, gl, a->s};
+  tt_hv sc = tt_lower_is_none(c, scale_arg) ? tt_hlo_const(b, a->acc, 1.0 / sqrt((double)a->e))
+                                            : tt_lower_scalar(c, scale_arg, a->acc);
+  tt_hv s = bmm(c, q4, k4, 3, 3);
+  s = bin(c, TT_HLO_MUL, s, tt_lower_broadcast_to(c, sc, 4, d4));
+  tt_hlo_type st = tt_hlo_make_type(a->acc, 4, d4);
+  tt_hv neg_inf = tt_hlo_splat(b, &st, -INFINITY);
+  if (!tt_lower_is_none(c, mask_arg)) {
+    // Broadcast to [..., Hq, L, S] first: the mask's dims follow query's.
+    tt_hlo_type full = a->q;
+    full.dims[full.rank - 1] = a->s;
+    tt_hv m = tt_lower_broadcast_to(c, tt_lower_tensor(c, mask_arg), full.rank, full.dims);
+    m = tt_hlo_reshape(b, m, 4, d4);
+    if (tt_lower_tensor_type(c, mask_arg, -1).dtype == TT_BOOL)
+      s = tt_hlo_select(b, m, s, neg_inf);
+    else
+      s = bin(c, TT_HLO_ADD, s, conv(c, m, a->acc));
+  }
+  if (causal_arg >= 0 && tt_lower_bool(c, causal_arg)) {
+    int64_t d3[3] = {a->g, a->l, a->s}, d2[2] = {gl, a->s}, bd[2] = {2, 3};
+    tt_hlo_type it = tt_hlo_make_type(TT_I64, 3, d3);
+    tt_hv keep = tt_hlo_compare(b, TT_HLO_LE, tt_hlo_iota(b, &it, 2), tt_hlo_iota(b, &it, 1));
+    keep = tt_hlo_broadcast_in_dim(b, tt_hlo_reshape(b, keep, 2, d2), 4, d4, bd);
+    s = tt_hlo_select(b, keep, s, neg_inf);
+  }
+  return s;
+}
+
+// --- forward and backward ---------------------------------------------------------------------
+
+// _scaled_dot_product_flash_attention_for_cpu(query, key, value, dropout_p,
+//   is_causal, *, attn_mask?, scale?) -> (output, logsumexp [..., Hq, L])
+static tt_status lower_flash_attention(tt_lower_ctx *c) {
+  att_shape a;
+  TT_RETURN_IF_ERROR(read_shape(c, 0, 1, 2, &a));
+  tt_hlo *b = tt_lower_hlo(c);
+  int64_t gl = a.g * a.l;
+  tt_hv q4 = as4(c, 0, &a, gl, a.e), k4 = as4(c, 1, &a, a.s, a.e), v4 = as4(c, 2, &a, a.s, a.ev);
+  tt_hv s = scores(c, &a, q4, k4, 5, 4, 6);
+  // Shift by the row max (0 for a fully masked row, so it stays -inf - 0).
+  tt_hv m = reduce_last(c, s, TT_HLO_REDUCE_MAX);
+  tt_hv finite = tt_hlo_unary(b, TT_HLO_IS_FINITE, m);
+  m = tt_hlo_select(b, finite, m, tt_lower_splat_like(c, m, 0));
+  tt_hv e = tt_hlo_unary(b, TT_HLO_EXP, bin(c, TT_HLO_SUB, s, expand(c, m, s)));
+  tt_hv sum = reduce_last(c, e, TT_HLO_REDUCE_ADD);
+  tt_hv any = tt_hlo_compare(b, TT_HLO_GT, sum, tt_lower_splat_like(c, sum, 0));
+  tt_hv inv = tt_hlo_select(b, any, bin(c, TT_HLO_DIV, tt_lower_splat_like(c, sum, 1), sum),
+                            tt_lower_splat_like(c, sum, 0));
+  tt_hv p = bin(c, TT_HLO_MUL, e, expand(c, inv, e));
+  tt_hv o = bmm(c, p, v4, 3, 2);
+  tt_hv lse = bin(c, TT_HLO_ADD, m, tt_hlo_unary(b, TT_HLO_LOG, sum));
+  lse = tt_hlo_select(b, any, lse, tt_lower_splat_like(c, lse, 0));
+  tt_lower_result(c, unfold(c, o, &a.q, a.ev, a.q.dtype));
+  tt_lower_result(c, unfold(c, lse, &a.q, -1, a.acc));
+  return NULL;
+}
+
+// _scaled_dot_product_flash_attention_for_cpu_backward(grad_out, query, key,
+//   value, out, logsumexp, dropout_p, is_causal, *, attn_mask?, scale?)
+//   -> (grad_query, grad_key, grad_value)
+static tt_status lower_flash_attention_backward(tt_lower_ctx *c) {
+  att_shape a;
+  TT_RETURN_IF_ERROR(read_shape(c, 1, 2, 3, &a));
+  tt_hlo *b = tt_lower_hlo(c);
+  int64_t gl = a.g * a.l, d3[3] = {a.n, a.hk, gl};
+  tt_hv q4 = as4(c, 1, &a, gl, a.e), k4 = as4(c, 2, &a, a.s, a.e), v4 = as4(c, 3, &a, a.s, a.ev);
+  tt_hv go = as4(c, 0, &a, gl, a.ev), o = as4(c, 4, &a, gl, a.ev);
+  tt_hv s = scores(c, &a, q4, k4, 8, 7, 9);
+  tt_hv lse = tt_hlo_reshape(b, conv(c, tt_lower_tensor(c, 5), a.acc), 3, d3);
+  int64_t bd[3] = {0, 1, 2};
+  lse = tt_hlo_broadcast_in_dim(b, lse, 4, type_of(c, s).dims, bd);
+  tt_hv p = tt_hlo_unary(b, TT_HLO_EXP, bin(c, TT_HLO_SUB, s, lse));
+  tt_hv gv = bmm(c, p, go, 2, 2);                           // P^T dO   [N, Hk, S, Ev]
+  tt_hv gp = bmm(c, go, v4, 3, 3);                          // dO V^T   [N, Hk, GL, S]
+  tt_hv dsum = reduce_last(c, bin(c, TT_HLO_MUL, go, o), TT_HLO_REDUCE_ADD);
+  tt_hv gs = bin(c, TT_HLO_MUL, p, bin(c, TT_HLO_SUB, gp, expand(c, dsum, gp)));
+  tt_hv sc = tt_lower_is_none(c, 9) ? tt_hlo_const(b, a.acc, 1.0 / sqrt((double)a.e))
+                                    : tt_lower_scalar(c, 9, a.acc);
+  gs = bin(c, TT_HLO_MUL, gs, tt_lower_broadcast_to(c, sc, 4, type_of(c, gs).dims));
+  tt_hv gq = bmm(c, gs, k4, 3, 2);                          // dS K     [N, Hk, GL, E]
+  tt_hv gk = bmm(c, gs, q4, 2, 2);                          // dS^T Q   [N, Hk, S, E]
+  tt_lower_result(c, unfold(c, gq, &a.q, a.e, a.q.dtype));
+  tt_lower_result(c, unfold(c, gk, &a.k, a.e, a.k.dtype));
+  tt_lower_result(c, unfold(c, gv, &a.v, a.ev, a.v.dtype));
+  return NULL;
+}
+
+// --- _safe_softmax ------------------------------------------------------------------------------
+
+// _safe_softmax(self, dim, dtype?): softmax (in `dtype` when given), with 0
+// for the rows whose every element is -inf (softmax gives NaN there).
+static tt_status lower_safe_softmax(tt_lower_ctx *c) {
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hlo_type t = tt_lower_tensor_type(c, 0, -1);
+  const tt_value *dv = tt_lower_arg(c, 2);
+  tt_dtype out = dv->kind == TT_VALUE_DTYPE ? dv->u.dtype : t.dtype;
+  if (!tt_dtype_is_float(out))
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "softmax of %s is not supported",
+                         tt_dtype_name(out));
+  bool mask[TT_MAX_RANK];
+  TT_RETURN_IF_ERROR(tt_lower_dim_mask(c, 1, t.rank, false, mask));
+  tt_hv x = conv(c, conv(c, tt_lower_tensor(c, 0), out), opmath(out));
+  tt_hv masked = tt_hlo_compare(b, TT_HLO_EQ, x, tt_lower_splat_like(c, x, -INFINITY));
+  tt_hv dead = expand(c, tt_lower_reduce(c, masked, mask, true, TT_HLO_REDUCE_AND), x);
+  tt_hv m = expand(c, tt_lower_reduce(c, x, mask, true, TT_HLO_REDUCE_MAX), x);
+  tt_hv e = tt_hlo_unary(b, TT_HLO_EXP, bin(c, TT_HLO_SUB, x, m));
+  tt_hv r = bin(c, TT_HLO_DIV, e, expand(c, tt_lower_reduce(c, e, mask, true, TT_HLO_REDUCE_ADD), e));
+  r = tt_hlo_select(b, dead, tt_lower_splat_like(c, r, 0), r);
+  tt_lower_result(c, conv(c, r, out));
+  return NULL;
+}
+
+// --- the table ----------------------------------------------------------------------------------
+
+#define R(name, fn) {"aten::" name, fn, 0}
+static const tt_rule kRules[] = {
+    R("_scaled_dot_product_flash_attention_for_cpu", lower_flash_attention),
+    R("_scaled_dot_product_flash_attention_for_cpu_backward", lower_flash_attention_backward),
+    // CompositeExplicitAutograd in PyTorch (softmax + isneginf + all + where):
+    // one rule instead.
+    {"aten::_safe_softmax", lower_safe_softmax, TT_RULE_REPLACES_COMPOSITE},
+};
+#undef R
+
+const tt_rule_table tt_rules_attention = {kRules, (int)(sizeof kRules / sizeof kRules[0])};
