@@ -36,7 +36,10 @@ fi
 
 make -j2 PYTHON="$PY"
 
-if ! "$PY" -c "import importlib.metadata as m; m.version('torchtpu')" 2>/dev/null; then
+# (Re)install when missing or when its metadata predates the Dynamo entry point.
+if ! "$PY" -c "import importlib.metadata as m; m.version('torchtpu'); \
+    assert any(e.name == 'tpu' for e in m.entry_points(group='torch_dynamo_backends'))" \
+    2>/dev/null; then
   echo "setup: installing torchtpu (editable)"
   "$PY" -m pip install --quiet --no-build-isolation --no-deps -e .
 fi

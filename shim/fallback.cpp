@@ -7,7 +7,8 @@
 // Per operator, the schema is read once: the core's op id, how each argument
 // is described, where each return comes from.
 //
-// Leaves out: any knowledge of particular ops.
+// Leaves out: any knowledge of particular ops, but for the backend stub of
+// scaled_dot_product_attention at the end (PyTorch asks devices for one).
 #include "shim.h"
 
 #include <ATen/Context.h>

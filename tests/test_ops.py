@@ -112,3 +112,16 @@ def test_dtype_conversion():
     x = torch.randn(3, 4) * 100
     for dt in (torch.int32, torch.int64, torch.float16, torch.bfloat16, torch.bool, torch.uint8):
         same(lambda x: x.to(dt), x)
+
+
+def test_cpu_zero_dim_tensors_mix_with_tpu_tensors():
+    """PyTorch lets 0-dim CPU tensors stand beside device tensors (as
+    scalars), also inside tensor lists (AdamW's step counts)."""
+    x = torch.randn(4)
+    same(lambda x: x + torch.tensor(1.5), x)
+    same(lambda x: x * torch.tensor(3, dtype=torch.int32), x)
+    xs = [torch.randn(3), torch.randn(2)]
+    cpu = torch._foreach_div(xs, [torch.tensor(2.0), torch.tensor(4.0)])
+    dev = torch._foreach_div([t.to("tpu") for t in xs], [torch.tensor(2.0), torch.tensor(4.0)])
+    for c, d in zip(cpu, dev):
+        torch.testing.assert_close(d.cpu(), c)

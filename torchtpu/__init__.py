@@ -33,9 +33,11 @@ from . import amp  # noqa: E402
 
 amp.install(tpu)  # torch.autocast("tpu", dtype=torch.bfloat16)
 
-from . import compile as _compile  # noqa: E402
+from . import compile as _compile  # noqa: E402,F401  (torchtpu.compile)
 
-_compile.register()  # torch.compile(backend="tpu")
+# torch.compile(backend="tpu") is found through the package's entry point
+# (pyproject.toml); _compile.register() does the same for a source checkout
+# that was not pip-installed.
 
 
 def _patch_printing():

@@ -13,13 +13,18 @@ AOTAutograd as extra outputs, which its runtime wrapper copies into the real
 tensors; inference graphs keep the copy in the graph
 (keep_inference_input_mutations).
 
-Each graph is run by `_GraphRunner`: under fused eager when the runtime has it
-(the whole graph recorded, flushed as one program, found in the program cache
-on the next call), else op by op in strict eager, where every op's program is
-cached by signature. Either way a second call with the same shapes compiles
-nothing. New shapes retrace, bounded by Dynamo's recompile limit
-(torch._dynamo.config.recompile_limit, 8); dynamic=True gives graphs with
-symbolic sizes, whose programs are compiled per concrete shape by the core.
+Each graph is run by `_GraphRunner` under fused eager: the graph's ops are
+recorded, and flushed as one program at its end, found in the program cache
+on the next call (options={"fused": False}: op by op in strict eager, every
+op's program cached by signature). Either way a second call with the same
+shapes compiles nothing. Results whose traced layout is strided are copied
+into that layout (see `_match_traced_layouts`). New shapes retrace, bounded
+by Dynamo's recompile limit (torch._dynamo.config.recompile_limit, 8);
+dynamic=True gives graphs with symbolic sizes, whose programs the core
+compiles per concrete shape.
+
+`compile_training` is the trainer's training.compile: forward+loss and the
+optimizer step, set up so that neither recompiles as the lr changes.
 
 Left out: capture-once-and-replay with no Python per op. It needs the fused
 runtime to hand back a replayable handle (see `_GraphRunner`)."""

@@ -55,6 +55,7 @@ RANDOM_OPS = {
     "nn.functional.alpha_dropout", "nn.functional.fractional_max_pool2d",
     "nn.functional.fractional_max_pool3d", "nn.functional.scaled_dot_product_attention",
     "svd_lowrank", "pca_lowrank",
+    "nn.functional.multi_head_attention_forward",  # dropout in training samples
 }
 RANDOM_SUBSTRINGS = ("dropout", "rand")
 

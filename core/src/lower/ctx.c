@@ -342,15 +342,33 @@ static tt_hv slot_value(tt_lower_ctx *c, int slot, int arg) {
   return c->slot_val[slot];
 }
 
+// A 0-dim CPU tensor where a tensor is expected (PyTorch allows them beside
+// device tensors) arrives as a scalar: it becomes a 0-d runtime value of its
+// own dtype. Returns NULL when the argument (item) is no such scalar.
+static const tt_scalar *cpu_scalar(const tt_lower_ctx *c, int i, int j) {
+  const tt_value *v = tt_lower_arg(c, i);
+  if (j >= 0) {
+    if (v->kind != TT_VALUE_LIST || j >= v->u.list.n) return NULL;
+    v = &v->u.list.items[j];
+  }
+  return v->kind == TT_VALUE_SCALAR ? &v->u.scalar : NULL;
+}
+
 tt_hv tt_lower_tensor(tt_lower_ctx *c, int i) {
+  const tt_scalar *s = cpu_scalar(c, i, -1);
+  if (s) return tt_lower_scalar(c, i, s->dtype);
   return slot_value(c, find_slot(c, i, -1), i);
 }
 
 tt_hv tt_lower_list_tensor(tt_lower_ctx *c, int i, int j) {
+  const tt_scalar *s = cpu_scalar(c, i, j);
+  if (s) return tt_lower_list_scalar(c, i, j, s->dtype);
   return slot_value(c, find_slot(c, i, j), i);
 }
 
 tt_hlo_type tt_lower_tensor_type(const tt_lower_ctx *c, int i, int j) {
+  const tt_scalar *sc = cpu_scalar(c, i, j);
+  if (sc) return tt_hlo_make_type(sc->dtype, 0, NULL);
   int s = find_slot(c, i, j);
   if (s < 0) return tt_hlo_make_type(TT_F32, 0, NULL);
   const tt_tensor *t = c->slots[s].t;

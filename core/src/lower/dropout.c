@@ -20,7 +20,7 @@ static tt_dtype opmath(tt_dtype d) {
   return (d == TT_F16 || d == TT_BF16) ? TT_F32 : d;
 }
 
-// 1 / (1 - p), or 0 when p == 1, as a 0-d float32 from the runtime p in arg 1.
+// 1 / keep_p, or 0 when keep_p (1 - p, a 0-d float32) is 0, as PyTorch scales.
 static tt_hv keep_scale(tt_lower_ctx *c, tt_hv keep_p) {
   tt_hlo *b = tt_lower_hlo(c);
   tt_hv zero = tt_hlo_const(b, TT_F32, 0), one = tt_hlo_const(b, TT_F32, 1);
