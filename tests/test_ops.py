@@ -125,3 +125,15 @@ def test_cpu_zero_dim_tensors_mix_with_tpu_tensors():
     dev = torch._foreach_div([t.to("tpu") for t in xs], [torch.tensor(2.0), torch.tensor(4.0)])
     for c, d in zip(cpu, dev):
         torch.testing.assert_close(d.cpu(), c)
+
+
+def test_many_scalar_values():
+    """Scalars are runtime arguments held in a small device-side cache: many
+    distinct values (which collide in the cache, also within one call) must
+    all give PyTorch's results."""
+    x = torch.randn(8)
+    d = x.to("tpu")
+    for i in range(600):
+        a, b = i * 0.37 - 50.0, (i % 7) - 3.5
+        torch.testing.assert_close(torch.ops.aten.add.Scalar(d, a, b).cpu(),
+                                   torch.ops.aten.add.Scalar(x, a, b))

@@ -123,20 +123,31 @@ static uint64_t scalar_bits(const tt_scalar *s, tt_dtype d) {
   return out;
 }
 
-// A device buffer holding the 0-d value `bits` of dtype d (borrowed from the
-// runtime's scalar cache).
-static tt_status scalar_buffer(tt_runtime *rt, int device, tt_dtype d,
-                               uint64_t bits, tt_pjrt_buffer **out) {
+// The cache slot of a value: Fibonacci hashing of the key's FNV hash, whose
+// low bits alone are weak.
+static tt_scalar_slot *scalar_slot(tt_runtime *rt, int device, tt_dtype d,
+                                   uint64_t bits) {
   uint64_t key[3] = {(uint64_t)device, (uint64_t)d, bits};
-  tt_scalar_slot *s = &rt->scalars[tt_hash64(key, sizeof key) % TT_SCALAR_CACHE];
+  uint64_t h = tt_hash64(key, sizeof key) * 0x9E3779B97F4A7C15ull;
+  return &rt->scalars[(h >> 32) % TT_SCALAR_CACHE];
+}
+
+// A device buffer holding the 0-d value `bits` of dtype d (borrowed from the
+// runtime's scalar cache). A buffer evicted from the cache to make room goes
+// to `*evicted` (else NULL): it may already be an argument of the program
+// being assembled, so the caller destroys it only after the launch.
+static tt_status scalar_buffer(tt_runtime *rt, int device, tt_dtype d,
+                               uint64_t bits, tt_pjrt_buffer **out,
+                               tt_pjrt_buffer **evicted) {
+  tt_scalar_slot *s = scalar_slot(rt, device, d, bits);
+  *evicted = NULL;
   if (s->buf && s->device == device && s->dtype == d && s->bits == bits) {
     *out = s->buf;
     return NULL;
   }
   tt_pjrt_buffer *b = NULL;
   TT_RETURN_IF_ERROR(tt_pjrt_buffer_from_host(rt->pjrt, device, d, NULL, 0, &bits, &b));
-  // Safe while a launched program still reads the old one (see pjrt.h).
-  if (s->buf) tt_pjrt_buffer_destroy(rt->pjrt, s->buf);
+  *evicted = s->buf;
   *s = (tt_scalar_slot){b, device, d, bits};
   *out = b;
   return NULL;
@@ -146,16 +157,17 @@ uint64_t tt_scalar_bits(const tt_scalar *s, tt_dtype d) {
   return scalar_bits(s, d);
 }
 
-static tt_scalar_slot *scalar_slot(tt_runtime *rt, int device, tt_dtype d,
-                                   uint64_t bits) {
-  uint64_t key[3] = {(uint64_t)device, (uint64_t)d, bits};
-  return &rt->scalars[tt_hash64(key, sizeof key) % TT_SCALAR_CACHE];
-}
-
 tt_status tt_scalar_buffer(tt_runtime *rt, int device, tt_dtype d,
                            uint64_t bits, bool lookup_only,
                            tt_pjrt_buffer **out) {
-  if (!lookup_only) return scalar_buffer(rt, device, d, bits, out);
+  if (!lookup_only) {
+    tt_pjrt_buffer *evicted = NULL;
+    TT_RETURN_IF_ERROR(scalar_buffer(rt, device, d, bits, out, &evicted));
+    // Nothing launched yet may use it: callers pass lookup_only = true while
+    // assembling a program's arguments.
+    if (evicted) tt_pjrt_buffer_destroy(rt->pjrt, evicted);
+    return NULL;
+  }
   tt_scalar_slot *s = scalar_slot(rt, device, d, bits);
   bool hit = s->buf && s->device == device && s->dtype == d && s->bits == bits;
   *out = hit ? s->buf : NULL;
@@ -180,8 +192,9 @@ static tt_generator *generator_of(tt_runtime *rt, const tt_op_call *call,
 
 // --- running a plan -------------------------------------------------------------------------
 
-// Fills args[i] for parameter i. Buffers made here (random states) are
-// appended to `temps` for the caller to destroy after the launch.
+// Fills args[i] for parameter i. Buffers made here (random states) and
+// scalar buffers evicted from the cache meanwhile are appended to `temps`
+// (room for nparams) for the caller to destroy after the launch.
 static tt_status gather_args(tt_runtime *rt, const tt_op_call *call,
                              const tt_plan *plan, const tt_slot *slots,
                              tt_pjrt_buffer **args, tt_pjrt_buffer **temps,
@@ -199,10 +212,14 @@ static tt_status gather_args(tt_runtime *rt, const tt_op_call *call,
       const tt_value *v = &call->args[p->arg];
       if (v->kind == TT_VALUE_LIST) v = &v->u.list.items[p->item];
       uint64_t bits = scalar_bits(&v->u.scalar, p->dtype);
-      TT_RETURN_IF_ERROR(scalar_buffer(rt, call->device, p->dtype, bits, &args[i]));
+      tt_pjrt_buffer *evicted = NULL;
+      TT_RETURN_IF_ERROR(scalar_buffer(rt, call->device, p->dtype, bits, &args[i], &evicted));
+      if (evicted) temps[(*ntemps)++] = evicted;
     } else if (p->kind == TT_PARAM_OFFSET) {
       uint64_t bits = (uint64_t)slots[p->slot].t->offset;
-      TT_RETURN_IF_ERROR(scalar_buffer(rt, call->device, TT_I64, bits, &args[i]));
+      tt_pjrt_buffer *evicted = NULL;
+      TT_RETURN_IF_ERROR(scalar_buffer(rt, call->device, TT_I64, bits, &args[i], &evicted));
+      if (evicted) temps[(*ntemps)++] = evicted;
     } else {  // TT_PARAM_RNG
       tt_generator *g = generator_of(rt, call, p->arg);
       if (!g) return tt_make_status(TT_RESOURCE_EXHAUSTED, "generator: out of memory");
