@@ -122,7 +122,17 @@ static tt_status lower_linspace(tt_lower_ctx *c) {
   tt_dtype d = out_dtype(c), acc;
   tt_hv v;
   TT_RETURN_IF_ERROR(spaced(c, d, &v, &acc));
-  tt_lower_result(c, tt_hlo_convert(tt_lower_hlo(c), v, d));
+  tt_hlo *b = tt_lower_hlo(c);
+  if (!tt_dtype_is_float(d)) {
+    // XLA turns the division by the constant steps - 1 into a multiplication
+    // by its (inexact) reciprocal, so a point that is whole in PyTorch's
+    // double arithmetic can land just below it; snap those before truncating.
+    tt_hv r = tt_hlo_unary(b, TT_HLO_ROUND_EVEN, v);
+    tt_hv dist = tt_hlo_unary(b, TT_HLO_ABS, tt_hlo_binary(b, TT_HLO_SUB, v, r));
+    tt_hv near = tt_hlo_compare(b, TT_HLO_LT, dist, tt_lower_splat_like(c, v, 1e-9));
+    v = tt_hlo_select(b, near, r, v);
+  }
+  tt_lower_result(c, tt_hlo_convert(b, v, d));
   return NULL;
 }
 
