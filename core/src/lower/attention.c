@@ -29,32 +29,9 @@
 
 // --- helpers --------------------------------------------------------------------------------
 
-static tt_dtype opmath(tt_dtype d) {
-  return (d == TT_F16 || d == TT_BF16) ? TT_F32 : d;
-}
-
-static tt_hlo_type type_of(tt_lower_ctx *c, tt_hv v) {
-  const tt_hlo_type *t = tt_hlo_type_of(tt_lower_hlo(c), v);
-  return t ? *t : tt_hlo_make_type(TT_F32, 0, NULL);
-}
-
-static tt_hv bin(tt_lower_ctx *c, tt_hlo_binop op, tt_hv x, tt_hv y) {
-  return tt_hlo_binary(tt_lower_hlo(c), op, x, y);
-}
-
-static tt_hv conv(tt_lower_ctx *c, tt_hv v, tt_dtype d) {
-  return tt_hlo_convert(tt_lower_hlo(c), v, d);
-}
-
-// v (reduced over the last dim with keepdim) broadcast back to like's shape.
-static tt_hv expand(tt_lower_ctx *c, tt_hv v, tt_hv like) {
-  tt_hlo_type t = type_of(c, like);
-  return tt_lower_broadcast_to(c, v, t.rank, t.dims);
-}
-
 static tt_hv reduce_last(tt_lower_ctx *c, tt_hv v, tt_hlo_reduce_kind kind) {
   bool mask[TT_MAX_RANK] = {false};
-  mask[type_of(c, v).rank - 1] = true;
+  mask[tt_lower_type(c, v).rank - 1] = true;
   return tt_lower_reduce(c, v, mask, true, kind);
 }
 
@@ -63,7 +40,7 @@ static tt_hv reduce_last(tt_lower_ctx *c, tt_hv v, tt_hlo_reduce_kind kind) {
 static tt_hv bmm(tt_lower_ctx *c, tt_hv x, tt_hv y, int64_t cx, int64_t cy) {
   static const int64_t batch[2] = {0, 1};
   return tt_hlo_dot_general(tt_lower_hlo(c), x, y, batch, batch, 2, &cx, &cy, 1,
-                            type_of(c, x).dtype);
+                            tt_lower_type(c, x).dtype);
 }
 
 // --- shapes ---------------------------------------------------------------------------------
@@ -110,14 +87,14 @@ static tt_status read_shape(tt_lower_ctx *c, int qi, int ki, int vi, att_shape *
                          tt_shape_str(&a->k, s2, sizeof s2), tt_shape_str(&a->v, s3, sizeof s3));
   a->n = nq;
   a->g = hq / a->hk;
-  a->acc = opmath(a->q.dtype);
+  a->acc = tt_opmath(a->q.dtype);
   return NULL;
 }
 
 // Tensor argument i as opmath [N, Hk, rows, cols].
 static tt_hv as4(tt_lower_ctx *c, int i, const att_shape *a, int64_t rows, int64_t cols) {
   int64_t d4[4] = {a->n, a->hk, rows, cols};
-  return tt_hlo_reshape(tt_lower_hlo(c), conv(c, tt_lower_tensor(c, i), a->acc), 4, d4);
+  return tt_hlo_reshape(tt_lower_hlo(c), tt_lower_convert(c, tt_lower_tensor(c, i), a->acc), 4, d4);
 }
 
 // v ([N, Hk, rows, cols]) back in the shape of `like` with its last dim
@@ -126,7 +103,7 @@ static tt_hv unfold(tt_lower_ctx *c, tt_hv v, const tt_hlo_type *like, int64_t c
   tt_hlo_type t = *like;
   if (cols >= 0) t.dims[t.rank - 1] = cols;
   else t.rank--;
-  return conv(c, tt_hlo_reshape(tt_lower_hlo(c), v, t.rank, t.dims), d);
+  return tt_lower_convert(c, tt_hlo_reshape(tt_lower_hlo(c), v, t.rank, t.dims), d);
 }
 
 // --- scores -----------------------------------------------------------------------------------
@@ -141,7 +118,7 @@ static tt_hv scores(tt_lower_ctx *c, const att_shape *a, tt_hv q4, tt_hv k4, int
   tt_hv sc = tt_lower_is_none(c, scale_arg) ? tt_hlo_const(b, a->acc, 1.0 / sqrt((double)a->e))
                                             : tt_lower_scalar(c, scale_arg, a->acc);
   tt_hv s = bmm(c, q4, k4, 3, 3);
-  s = bin(c, TT_HLO_MUL, s, tt_lower_broadcast_to(c, sc, 4, d4));
+  s = tt_lower_bin(c, TT_HLO_MUL, s, tt_lower_broadcast_to(c, sc, 4, d4));
   tt_hlo_type st = tt_hlo_make_type(a->acc, 4, d4);
   tt_hv neg_inf = tt_hlo_splat(b, &st, -INFINITY);
   if (!tt_lower_is_none(c, mask_arg)) {
@@ -153,7 +130,7 @@ static tt_hv scores(tt_lower_ctx *c, const att_shape *a, tt_hv q4, tt_hv k4, int
     if (tt_lower_tensor_type(c, mask_arg, -1).dtype == TT_BOOL)
       s = tt_hlo_select(b, m, s, neg_inf);
     else
-      s = bin(c, TT_HLO_ADD, s, conv(c, m, a->acc));
+      s = tt_lower_bin(c, TT_HLO_ADD, s, tt_lower_convert(c, m, a->acc));
   }
   if (causal_arg >= 0 && tt_lower_bool(c, causal_arg)) {
     int64_t d3[3] = {a->g, a->l, a->s}, d2[2] = {gl, a->s}, bd[2] = {2, 3};
@@ -180,14 +157,14 @@ static tt_status lower_flash_attention(tt_lower_ctx *c) {
   tt_hv m = reduce_last(c, s, TT_HLO_REDUCE_MAX);
   tt_hv finite = tt_hlo_unary(b, TT_HLO_IS_FINITE, m);
   m = tt_hlo_select(b, finite, m, tt_lower_splat_like(c, m, 0));
-  tt_hv e = tt_hlo_unary(b, TT_HLO_EXP, bin(c, TT_HLO_SUB, s, expand(c, m, s)));
+  tt_hv e = tt_hlo_unary(b, TT_HLO_EXP, tt_lower_bin(c, TT_HLO_SUB, s, tt_lower_expand_like(c, m, s)));
   tt_hv sum = reduce_last(c, e, TT_HLO_REDUCE_ADD);
   tt_hv any = tt_hlo_compare(b, TT_HLO_GT, sum, tt_lower_splat_like(c, sum, 0));
-  tt_hv inv = tt_hlo_select(b, any, bin(c, TT_HLO_DIV, tt_lower_splat_like(c, sum, 1), sum),
+  tt_hv inv = tt_hlo_select(b, any, tt_lower_bin(c, TT_HLO_DIV, tt_lower_splat_like(c, sum, 1), sum),
                             tt_lower_splat_like(c, sum, 0));
-  tt_hv p = bin(c, TT_HLO_MUL, e, expand(c, inv, e));
+  tt_hv p = tt_lower_bin(c, TT_HLO_MUL, e, tt_lower_expand_like(c, inv, e));
   tt_hv o = bmm(c, p, v4, 3, 2);
-  tt_hv lse = bin(c, TT_HLO_ADD, m, tt_hlo_unary(b, TT_HLO_LOG, sum));
+  tt_hv lse = tt_lower_bin(c, TT_HLO_ADD, m, tt_hlo_unary(b, TT_HLO_LOG, sum));
   lse = tt_hlo_select(b, any, lse, tt_lower_splat_like(c, lse, 0));
   tt_lower_result(c, unfold(c, o, &a.q, a.ev, a.q.dtype));
   tt_lower_result(c, unfold(c, lse, &a.q, -1, a.acc));
@@ -205,17 +182,17 @@ static tt_status lower_flash_attention_backward(tt_lower_ctx *c) {
   tt_hv q4 = as4(c, 1, &a, gl, a.e), k4 = as4(c, 2, &a, a.s, a.e), v4 = as4(c, 3, &a, a.s, a.ev);
   tt_hv go = as4(c, 0, &a, gl, a.ev), o = as4(c, 4, &a, gl, a.ev);
   tt_hv s = scores(c, &a, q4, k4, 8, 7, 9);
-  tt_hv lse = tt_hlo_reshape(b, conv(c, tt_lower_tensor(c, 5), a.acc), 3, d3);
+  tt_hv lse = tt_hlo_reshape(b, tt_lower_convert(c, tt_lower_tensor(c, 5), a.acc), 3, d3);
   int64_t bd[3] = {0, 1, 2};
-  lse = tt_hlo_broadcast_in_dim(b, lse, 4, type_of(c, s).dims, bd);
-  tt_hv p = tt_hlo_unary(b, TT_HLO_EXP, bin(c, TT_HLO_SUB, s, lse));
+  lse = tt_hlo_broadcast_in_dim(b, lse, 4, tt_lower_type(c, s).dims, bd);
+  tt_hv p = tt_hlo_unary(b, TT_HLO_EXP, tt_lower_bin(c, TT_HLO_SUB, s, lse));
   tt_hv gv = bmm(c, p, go, 2, 2);                           // P^T dO   [N, Hk, S, Ev]
   tt_hv gp = bmm(c, go, v4, 3, 3);                          // dO V^T   [N, Hk, GL, S]
-  tt_hv dsum = reduce_last(c, bin(c, TT_HLO_MUL, go, o), TT_HLO_REDUCE_ADD);
-  tt_hv gs = bin(c, TT_HLO_MUL, p, bin(c, TT_HLO_SUB, gp, expand(c, dsum, gp)));
+  tt_hv dsum = reduce_last(c, tt_lower_bin(c, TT_HLO_MUL, go, o), TT_HLO_REDUCE_ADD);
+  tt_hv gs = tt_lower_bin(c, TT_HLO_MUL, p, tt_lower_bin(c, TT_HLO_SUB, gp, tt_lower_expand_like(c, dsum, gp)));
   tt_hv sc = tt_lower_is_none(c, 9) ? tt_hlo_const(b, a.acc, 1.0 / sqrt((double)a.e))
                                     : tt_lower_scalar(c, 9, a.acc);
-  gs = bin(c, TT_HLO_MUL, gs, tt_lower_broadcast_to(c, sc, 4, type_of(c, gs).dims));
+  gs = tt_lower_bin(c, TT_HLO_MUL, gs, tt_lower_broadcast_to(c, sc, 4, tt_lower_type(c, gs).dims));
   tt_hv gq = bmm(c, gs, k4, 3, 2);                          // dS K     [N, Hk, GL, E]
   tt_hv gk = bmm(c, gs, q4, 2, 2);                          // dS^T Q   [N, Hk, S, E]
   tt_lower_result(c, unfold(c, gq, &a.q, a.e, a.q.dtype));
@@ -238,14 +215,14 @@ static tt_status lower_safe_softmax(tt_lower_ctx *c) {
                          tt_dtype_name(out));
   bool mask[TT_MAX_RANK];
   TT_RETURN_IF_ERROR(tt_lower_dim_mask(c, 1, t.rank, false, mask));
-  tt_hv x = conv(c, conv(c, tt_lower_tensor(c, 0), out), opmath(out));
+  tt_hv x = tt_lower_convert(c, tt_lower_convert(c, tt_lower_tensor(c, 0), out), tt_opmath(out));
   tt_hv masked = tt_hlo_compare(b, TT_HLO_EQ, x, tt_lower_splat_like(c, x, -INFINITY));
-  tt_hv dead = expand(c, tt_lower_reduce(c, masked, mask, true, TT_HLO_REDUCE_AND), x);
-  tt_hv m = expand(c, tt_lower_reduce(c, x, mask, true, TT_HLO_REDUCE_MAX), x);
-  tt_hv e = tt_hlo_unary(b, TT_HLO_EXP, bin(c, TT_HLO_SUB, x, m));
-  tt_hv r = bin(c, TT_HLO_DIV, e, expand(c, tt_lower_reduce(c, e, mask, true, TT_HLO_REDUCE_ADD), e));
+  tt_hv dead = tt_lower_expand_like(c, tt_lower_reduce(c, masked, mask, true, TT_HLO_REDUCE_AND), x);
+  tt_hv m = tt_lower_expand_like(c, tt_lower_reduce(c, x, mask, true, TT_HLO_REDUCE_MAX), x);
+  tt_hv e = tt_hlo_unary(b, TT_HLO_EXP, tt_lower_bin(c, TT_HLO_SUB, x, m));
+  tt_hv r = tt_lower_bin(c, TT_HLO_DIV, e, tt_lower_expand_like(c, tt_lower_reduce(c, e, mask, true, TT_HLO_REDUCE_ADD), e));
   r = tt_hlo_select(b, dead, tt_lower_splat_like(c, r, 0), r);
-  tt_lower_result(c, conv(c, r, out));
+  tt_lower_result(c, tt_lower_convert(c, r, out));
   return NULL;
 }
 

@@ -296,3 +296,27 @@ tt_hv tt_lower_reduce(tt_lower_ctx *c, tt_hv v, const bool *mask, bool keepdim,
   }
   return keepdim ? tt_hlo_reshape(b, r, t.rank, kept) : r;
 }
+
+// --- shorthands ----------------------------------------------------------------------------
+
+tt_dtype tt_opmath(tt_dtype d) {
+  return (d == TT_F16 || d == TT_BF16) ? TT_F32 : d;
+}
+
+tt_hlo_type tt_lower_type(tt_lower_ctx *c, tt_hv v) {
+  const tt_hlo_type *t = tt_hlo_type_of(tt_lower_hlo(c), v);
+  return t ? *t : tt_hlo_make_type(TT_F32, 0, NULL);
+}
+
+tt_hv tt_lower_bin(tt_lower_ctx *c, tt_hlo_binop op, tt_hv x, tt_hv y) {
+  return tt_hlo_binary(tt_lower_hlo(c), op, x, y);
+}
+
+tt_hv tt_lower_convert(tt_lower_ctx *c, tt_hv v, tt_dtype d) {
+  return tt_hlo_convert(tt_lower_hlo(c), v, d);
+}
+
+tt_hv tt_lower_expand_like(tt_lower_ctx *c, tt_hv v, tt_hv like) {
+  tt_hlo_type t = tt_lower_type(c, like);
+  return tt_lower_broadcast_to(c, v, t.rank, t.dims);
+}

@@ -17,15 +17,6 @@
 
 #include "lower/lower.h"
 
-static tt_dtype opmath(tt_dtype d) {
-  return (d == TT_F16 || d == TT_BF16) ? TT_F32 : d;
-}
-
-static tt_hlo_type type_of(tt_lower_ctx *c, tt_hv v) {
-  const tt_hlo_type *t = tt_hlo_type_of(tt_lower_hlo(c), v);
-  return t ? *t : tt_hlo_make_type(TT_F32, 0, NULL);
-}
-
 // int[] argument i as n values: a single value repeats, [] (or None) gives
 // `dflt` (NULL: zeros). False when the length is neither 1 nor n.
 static bool ints_arg(const tt_lower_ctx *c, int i, int n, const int64_t *dflt, int64_t *out) {
@@ -107,7 +98,7 @@ static tt_hv conv_forward(tt_lower_ctx *c, tt_hv x, tt_hv w, const conv_args *a)
 static tt_hv conv_transposed(tt_lower_ctx *c, tt_hv x, tt_hv w, const conv_args *a,
                              const int64_t *outpad) {
   tt_hlo *b = tt_lower_hlo(c);
-  tt_hlo_type wt = type_of(c, w);
+  tt_hlo_type wt = tt_lower_type(c, w);
   int64_t g = a->groups, cin = wt.dims[0], cog = wt.dims[1];
   int64_t split[TT_MAX_RANK] = {g, cin / g, cog}, perm[TT_MAX_RANK] = {0, 2, 1};
   for (int i = 0; i < a->ns; i++) {
@@ -137,7 +128,7 @@ static tt_hv conv_transposed(tt_lower_ctx *c, tt_hv x, tt_hv w, const conv_args 
 // [O, C/g, *k] with kernel sizes k.
 static tt_hv conv_weight_grad(tt_lower_ctx *c, tt_hv x, tt_hv dy, const conv_args *a,
                               const int64_t *k) {
-  tt_hlo_type xt = type_of(c, x), yt = type_of(c, dy);
+  tt_hlo_type xt = tt_lower_type(c, x), yt = tt_lower_type(c, dy);
   tt_hlo_conv_dims d = nchw_dims(a->ns);
   d.in_batch = 1;  // input channels play the batch
   d.in_feature = 0;
@@ -184,7 +175,7 @@ static tt_status lower_convolution(tt_lower_ctx *c) {
   tt_hv x = tt_lower_tensor(c, 0), w = tt_lower_tensor(c, 1);
   tt_hv y = a.transposed ? conv_transposed(c, x, w, &a, a.outpad) : conv_forward(c, x, w, &a);
   if (!tt_lower_is_none(c, 2)) {
-    tt_hlo_type yt = type_of(c, y);
+    tt_hlo_type yt = tt_lower_type(c, y);
     int64_t one = 1;
     tt_hv bias = tt_hlo_convert(tt_lower_hlo(c), tt_lower_tensor(c, 2), yt.dtype);
     y = tt_hlo_binary(tt_lower_hlo(c), TT_HLO_ADD, y,
@@ -220,14 +211,14 @@ static tt_status lower_convolution_backward(tt_lower_ctx *c) {
     gw = conv_weight_grad(c, g, x, &a, k);
   }
   // Rounding differences aside, shapes must match exactly.
-  tt_hlo_type gxt = type_of(c, gx);
+  tt_hlo_type gxt = tt_lower_type(c, gx);
   if (!tt_hlo_status(b) && !tt_hlo_same_type(&gxt, &xt)) {
     char s1[96], s2[96];
     return tt_lower_fail(c, TT_INTERNAL, "grad_input %s for input %s",
                          tt_shape_str(&gxt, s1, sizeof s1), tt_shape_str(&xt, s2, sizeof s2));
   }
   bool mask[TT_MAX_RANK] = {true, false, true, true, true, true, true, true};
-  tt_hv gb = tt_lower_reduce(c, tt_hlo_convert(b, g, opmath(gt.dtype)), mask, false,
+  tt_hv gb = tt_lower_reduce(c, tt_hlo_convert(b, g, tt_opmath(gt.dtype)), mask, false,
                              TT_HLO_REDUCE_ADD);
   tt_lower_result(c, gx);
   tt_lower_result(c, gw);
@@ -325,7 +316,7 @@ static tt_status lower_max_pool2d_backward(tt_lower_ctx *c) {
   int64_t planes = 1, plane = xt.dims[xt.rank - 2] * xt.dims[xt.rank - 1];
   int64_t oplane = gt.dims[gt.rank - 2] * gt.dims[gt.rank - 1];
   for (int i = 0; i < xt.rank - 2; i++) planes *= xt.dims[i];
-  tt_dtype acc = opmath(xt.dtype);
+  tt_dtype acc = tt_opmath(xt.dtype);
   int64_t pd[2] = {planes, oplane}, n = planes * oplane, total = planes * plane;
   tt_hv idx = tt_hlo_reshape(b, tt_hlo_convert(b, tt_lower_tensor(c, 7), TT_I64), 2, pd);
   tt_hlo_type pt = tt_hlo_make_type(TT_I64, 2, pd);
@@ -375,13 +366,13 @@ static tt_status lower_avg_pool2d(tt_lower_ctx *c) {
   pool_args a;
   TT_RETURN_IF_ERROR(read_pool(c, &xt, 1, -1, 4, &a));
   tt_hlo *b = tt_lower_hlo(c);
-  tt_dtype acc = opmath(xt.dtype);
+  tt_dtype acc = tt_opmath(xt.dtype);
   if (!tt_dtype_is_float(xt.dtype))
     return tt_lower_fail(c, TT_UNIMPLEMENTED, "avg_pool2d of %s", tt_dtype_name(xt.dtype));
   tt_hlo_window w = pool_window(&a, xt.rank);
   tt_hv s = tt_hlo_reduce_window(b, tt_hlo_convert(b, tt_lower_tensor(c, 0), acc),
                                  tt_hlo_const(b, acc, 0), &w, TT_HLO_REDUCE_ADD);
-  tt_hlo_type st = type_of(c, s);
+  tt_hlo_type st = tt_lower_type(c, s);
   int64_t bd[2] = {st.rank - 2, st.rank - 1};
   tt_hv div = tt_hlo_broadcast_in_dim(b, avg_divisor(c, &a, tt_lower_bool(c, 5), 6, acc),
                                       st.rank, st.dims, bd);
@@ -397,9 +388,9 @@ static tt_status lower_avg_pool2d_backward(tt_lower_ctx *c) {
   pool_args a;
   TT_RETURN_IF_ERROR(read_pool(c, &xt, 2, -1, 5, &a));
   tt_hlo *b = tt_lower_hlo(c);
-  tt_dtype acc = opmath(xt.dtype);
+  tt_dtype acc = tt_opmath(xt.dtype);
   tt_hv g = tt_hlo_convert(b, tt_lower_tensor(c, 0), acc);
-  tt_hlo_type gt = type_of(c, g);
+  tt_hlo_type gt = tt_lower_type(c, g);
   int64_t bd[2] = {gt.rank - 2, gt.rank - 1};
   tt_hv div = tt_hlo_broadcast_in_dim(b, avg_divisor(c, &a, tt_lower_bool(c, 6), 7, acc),
                                       gt.rank, gt.dims, bd);
@@ -452,7 +443,7 @@ static tt_hv pool_matrix(tt_lower_ctx *c, int64_t out, int64_t in, tt_dtype acc)
 // says which dim of the matrices is contracted (1 forward, 0 backward).
 static tt_hv two_matmuls(tt_lower_ctx *c, tt_hv x, tt_hv m0, tt_hv m1, int64_t dim) {
   tt_hlo *b = tt_lower_hlo(c);
-  tt_hlo_type xt = type_of(c, x);
+  tt_hlo_type xt = tt_lower_type(c, x);
   static const int64_t one = 1;
   tt_hv y = tt_hlo_dot_general(b, x, m0, NULL, NULL, 0, &one, &dim, 1, xt.dtype);  // [P, B, A']
   return tt_hlo_dot_general(b, y, m1, NULL, NULL, 0, &one, &dim, 1, xt.dtype);     // [P, A', B']
@@ -475,7 +466,7 @@ static tt_status adaptive(tt_lower_ctx *c, bool backward) {
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "output_size must be two positive sizes");
   }
   tt_hlo *b = tt_lower_hlo(c);
-  tt_dtype acc = opmath(xt.dtype);
+  tt_dtype acc = tt_opmath(xt.dtype);
   int64_t in[2] = {xt.dims[xt.rank - 2], xt.dims[xt.rank - 1]}, planes = 1;
   for (int i = 0; i < xt.rank - 2; i++) planes *= xt.dims[i];
   tt_hv mh = pool_matrix(c, out[0], in[0], acc), mw = pool_matrix(c, out[1], in[1], acc);

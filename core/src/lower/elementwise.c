@@ -22,10 +22,6 @@
 
 // --- helpers ----------------------------------------------------------------------------
 
-static tt_hv bin(tt_lower_ctx *c, tt_hlo_binop op, tt_hv x, tt_hv y) {
-  return tt_hlo_binary(tt_lower_hlo(c), op, x, y);
-}
-
 // max / min (op) that propagate NaN like PyTorch: XLA's CPU backend does not
 // on vectorised arrays.
 static tt_hv nmax(tt_lower_ctx *c, tt_hlo_binop op, tt_hv x, tt_hv y) {
@@ -75,11 +71,6 @@ static tt_status promoted(tt_lower_ctx *c, const int *idx, int n, tt_dtype *out)
   return NULL;
 }
 
-// The dtype PyTorch's kernels compute dtype d in.
-static tt_dtype opmath(tt_dtype d) {
-  return (d == TT_F16 || d == TT_BF16) ? TT_F32 : d;
-}
-
 // Declares v, rounded to the result dtype rt, as the result.
 static tt_status out(tt_lower_ctx *c, tt_hv v, tt_dtype rt) {
   tt_lower_result(c, tt_hlo_convert(tt_lower_hlo(c), v, rt));
@@ -92,7 +83,7 @@ static tt_status two(tt_lower_ctx *c, bool to_float, tt_dtype *rt, tt_hv *v) {
   static const int idx[2] = {0, 1};
   TT_RETURN_IF_ERROR(promoted(c, idx, 2, rt));
   if (to_float) *rt = tt_lower_float_dtype(c, *rt);
-  return tt_lower_operands(c, idx, 2, opmath(*rt), v);
+  return tt_lower_operands(c, idx, 2, tt_opmath(*rt), v);
 }
 
 // The string argument i, or `dflt` when it is None.
@@ -124,8 +115,8 @@ static tt_status add_like(tt_lower_ctx *c, tt_hlo_binop op, bool reverse) {
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "For integral input tensors, "
                          "argument alpha must not be a floating point number.");
   tt_hv x = v[reverse ? 1 : 0], y = v[reverse ? 0 : 1];
-  if (!tt_lower_is_none(c, 2)) y = bin(c, TT_HLO_MUL, y, scalar_like(c, 2, y));
-  return out(c, bin(c, op, x, y), rt);
+  if (!tt_lower_is_none(c, 2)) y = tt_lower_bin(c, TT_HLO_MUL, y, scalar_like(c, 2, y));
+  return out(c, tt_lower_bin(c, op, x, y), rt);
 }
 
 static tt_status lower_add(tt_lower_ctx *c) { return add_like(c, TT_HLO_ADD, false); }
@@ -137,7 +128,7 @@ static tt_status lower_mul(tt_lower_ctx *c) {
   tt_hv v[2];
   TT_RETURN_IF_ERROR(two(c, false, &rt, v));
   // bool * bool is logical and; StableHLO's multiply on i1 is exactly that.
-  return out(c, bin(c, TT_HLO_MUL, v[0], v[1]), rt);
+  return out(c, tt_lower_bin(c, TT_HLO_MUL, v[0], v[1]), rt);
 }
 
 // --- div, remainder, fmod, pow ---------------------------------------------------------------
@@ -145,17 +136,17 @@ static tt_status lower_mul(tt_lower_ctx *c) {
 // Floor division of floats the way PyTorch's div_floor_floating does it
 // (through fmod, so 1 // 0.1 is 9 like Python, not 10).
 static tt_hv floor_div_float(tt_lower_ctx *c, tt_hv a, tt_hv b) {
-  tt_hv q = bin(c, TT_HLO_DIV, a, b);
-  tt_hv mod = bin(c, TT_HLO_REM, a, b);
-  tt_hv div = bin(c, TT_HLO_DIV, bin(c, TT_HLO_SUB, a, mod), b);
-  tt_hv off_sign = bin(c, TT_HLO_XOR, cmp(c, TT_HLO_LT, b, k(c, b, 0)),
+  tt_hv q = tt_lower_bin(c, TT_HLO_DIV, a, b);
+  tt_hv mod = tt_lower_bin(c, TT_HLO_REM, a, b);
+  tt_hv div = tt_lower_bin(c, TT_HLO_DIV, tt_lower_bin(c, TT_HLO_SUB, a, mod), b);
+  tt_hv off_sign = tt_lower_bin(c, TT_HLO_XOR, cmp(c, TT_HLO_LT, b, k(c, b, 0)),
                        cmp(c, TT_HLO_LT, mod, k(c, mod, 0)));
-  tt_hv fix = bin(c, TT_HLO_AND, cmp(c, TT_HLO_NE, mod, k(c, mod, 0)), off_sign);
-  div = sel(c, fix, bin(c, TT_HLO_SUB, div, k(c, div, 1)), div);
+  tt_hv fix = tt_lower_bin(c, TT_HLO_AND, cmp(c, TT_HLO_NE, mod, k(c, mod, 0)), off_sign);
+  div = sel(c, fix, tt_lower_bin(c, TT_HLO_SUB, div, k(c, div, 1)), div);
   tt_hv fl = un(c, TT_HLO_FLOOR, div);
-  tt_hv up = cmp(c, TT_HLO_GT, bin(c, TT_HLO_SUB, div, fl), k(c, div, 0.5));
-  fl = sel(c, up, bin(c, TT_HLO_ADD, fl, k(c, fl, 1)), fl);
-  tt_hv signed_zero = bin(c, TT_HLO_MUL, k(c, q, 0), q);  // copysign(0, a/b)
+  tt_hv up = cmp(c, TT_HLO_GT, tt_lower_bin(c, TT_HLO_SUB, div, fl), k(c, div, 0.5));
+  fl = sel(c, up, tt_lower_bin(c, TT_HLO_ADD, fl, k(c, fl, 1)), fl);
+  tt_hv signed_zero = tt_lower_bin(c, TT_HLO_MUL, k(c, q, 0), q);  // copysign(0, a/b)
   tt_hv r = sel(c, cmp(c, TT_HLO_NE, div, k(c, div, 0)), fl, signed_zero);
   return sel(c, cmp(c, TT_HLO_EQ, b, k(c, b, 0)), q, r);
 }
@@ -163,12 +154,12 @@ static tt_hv floor_div_float(tt_lower_ctx *c, tt_hv a, tt_hv b) {
 // Floor division of integers: C truncates, so step down when the remainder
 // and the divisor differ in sign.
 static tt_hv floor_div_int(tt_lower_ctx *c, tt_hv a, tt_hv b) {
-  tt_hv q = bin(c, TT_HLO_DIV, a, b);
-  tt_hv r = bin(c, TT_HLO_REM, a, b);
-  tt_hv off_sign = bin(c, TT_HLO_XOR, cmp(c, TT_HLO_LT, r, k(c, r, 0)),
+  tt_hv q = tt_lower_bin(c, TT_HLO_DIV, a, b);
+  tt_hv r = tt_lower_bin(c, TT_HLO_REM, a, b);
+  tt_hv off_sign = tt_lower_bin(c, TT_HLO_XOR, cmp(c, TT_HLO_LT, r, k(c, r, 0)),
                        cmp(c, TT_HLO_LT, b, k(c, b, 0)));
-  tt_hv fix = bin(c, TT_HLO_AND, cmp(c, TT_HLO_NE, r, k(c, r, 0)), off_sign);
-  return sel(c, fix, bin(c, TT_HLO_SUB, q, k(c, q, 1)), q);
+  tt_hv fix = tt_lower_bin(c, TT_HLO_AND, cmp(c, TT_HLO_NE, r, k(c, r, 0)), off_sign);
+  return sel(c, fix, tt_lower_bin(c, TT_HLO_SUB, q, k(c, q, 1)), q);
 }
 
 // div with rounding_mode None ("true"), "trunc" or "floor" (argument 2).
@@ -186,9 +177,9 @@ static tt_status div_mode(tt_lower_ctx *c, const char *mode) {
   }
   tt_hv r;
   if (!mode) {
-    r = bin(c, TT_HLO_DIV, v[0], v[1]);
+    r = tt_lower_bin(c, TT_HLO_DIV, v[0], v[1]);
   } else if (mode[0] == 't') {
-    r = bin(c, TT_HLO_DIV, v[0], v[1]);
+    r = tt_lower_bin(c, TT_HLO_DIV, v[0], v[1]);
     if (tt_dtype_is_float(rt)) r = trunc_float(c, r);
   } else {
     r = tt_dtype_is_float(rt) ? floor_div_float(c, v[0], v[1]) : floor_div_int(c, v[0], v[1]);
@@ -204,11 +195,11 @@ static tt_status lower_remainder(tt_lower_ctx *c) {
   tt_hv v[2];
   TT_RETURN_IF_ERROR(two(c, false, &rt, v));
   if (rt == TT_BOOL) return tt_lower_fail(c, TT_UNIMPLEMENTED, "bool remainder");
-  tt_hv r = bin(c, TT_HLO_REM, v[0], v[1]);
-  tt_hv off_sign = bin(c, TT_HLO_XOR, cmp(c, TT_HLO_LT, r, k(c, r, 0)),
+  tt_hv r = tt_lower_bin(c, TT_HLO_REM, v[0], v[1]);
+  tt_hv off_sign = tt_lower_bin(c, TT_HLO_XOR, cmp(c, TT_HLO_LT, r, k(c, r, 0)),
                        cmp(c, TT_HLO_LT, v[1], k(c, v[1], 0)));
-  tt_hv fix = bin(c, TT_HLO_AND, cmp(c, TT_HLO_NE, r, k(c, r, 0)), off_sign);
-  return out(c, sel(c, fix, bin(c, TT_HLO_ADD, r, v[1]), r), rt);
+  tt_hv fix = tt_lower_bin(c, TT_HLO_AND, cmp(c, TT_HLO_NE, r, k(c, r, 0)), off_sign);
+  return out(c, sel(c, fix, tt_lower_bin(c, TT_HLO_ADD, r, v[1]), r), rt);
 }
 
 // C's fmod: the result takes the dividend's sign, which is StableHLO's rem.
@@ -217,7 +208,7 @@ static tt_status lower_fmod(tt_lower_ctx *c) {
   tt_hv v[2];
   TT_RETURN_IF_ERROR(two(c, false, &rt, v));
   if (rt == TT_BOOL) return tt_lower_fail(c, TT_UNIMPLEMENTED, "bool fmod");
-  return out(c, bin(c, TT_HLO_REM, v[0], v[1]), rt);
+  return out(c, tt_lower_bin(c, TT_HLO_REM, v[0], v[1]), rt);
 }
 
 static tt_status lower_pow(tt_lower_ctx *c) {
@@ -225,7 +216,7 @@ static tt_status lower_pow(tt_lower_ctx *c) {
   tt_hv v[2];
   TT_RETURN_IF_ERROR(two(c, false, &rt, v));
   if (rt == TT_BOOL) return tt_lower_fail(c, TT_UNIMPLEMENTED, "bool pow");
-  return out(c, bin(c, TT_HLO_POW, v[0], v[1]), rt);
+  return out(c, tt_lower_bin(c, TT_HLO_POW, v[0], v[1]), rt);
 }
 
 // --- unary math ---------------------------------------------------------------------------------
@@ -235,7 +226,7 @@ static tt_status lower_pow(tt_lower_ctx *c) {
 static tt_hv float_input(tt_lower_ctx *c, tt_dtype *rt) {
   tt_hv x = tt_lower_tensor(c, 0);
   *rt = tt_lower_float_dtype(c, tt_lower_tensor_type(c, 0, -1).dtype);
-  return tt_hlo_convert(tt_lower_hlo(c), x, opmath(*rt));
+  return tt_hlo_convert(tt_lower_hlo(c), x, tt_opmath(*rt));
 }
 
 static tt_status float_unary(tt_lower_ctx *c, tt_hlo_unop op) {
@@ -265,7 +256,7 @@ static tt_status lower_erf(tt_lower_ctx *c) {
 static tt_status lower_reciprocal(tt_lower_ctx *c) {
   tt_dtype rt;
   tt_hv x = float_input(c, &rt);
-  return out(c, bin(c, TT_HLO_DIV, k(c, x, 1), x), rt);
+  return out(c, tt_lower_bin(c, TT_HLO_DIV, k(c, x, 1), x), rt);
 }
 
 static tt_status lower_neg(tt_lower_ctx *c) {
@@ -318,10 +309,10 @@ static tt_status lower_round_decimals(tt_lower_ctx *c) {
   int64_t dec = tt_lower_int(c, 1);
   tt_dtype rt = type_of(c, x);
   if (!tt_dtype_is_float(rt) || dec == 0) return rounding(c, TT_HLO_ROUND_EVEN);
-  x = tt_hlo_convert(tt_lower_hlo(c), x, opmath(rt));
+  x = tt_hlo_convert(tt_lower_hlo(c), x, tt_opmath(rt));
   tt_hv p = k(c, x, pow(10.0, (double)(dec < 0 ? -dec : dec)));
   tt_hlo_binop in = dec > 0 ? TT_HLO_MUL : TT_HLO_DIV, back = dec > 0 ? TT_HLO_DIV : TT_HLO_MUL;
-  return out(c, bin(c, back, un(c, TT_HLO_ROUND_EVEN, bin(c, in, x, p)), p), rt);
+  return out(c, tt_lower_bin(c, back, un(c, TT_HLO_ROUND_EVEN, tt_lower_bin(c, in, x, p)), p), rt);
 }
 
 // --- activations ----------------------------------------------------------------------------------
@@ -337,7 +328,7 @@ static tt_status lower_relu(tt_lower_ctx *c) {
 static tt_status lower_silu(tt_lower_ctx *c) {
   tt_dtype rt;
   tt_hv x = float_input(c, &rt);
-  return out(c, bin(c, TT_HLO_MUL, x, un(c, TT_HLO_LOGISTIC, x)), rt);
+  return out(c, tt_lower_bin(c, TT_HLO_MUL, x, un(c, TT_HLO_LOGISTIC, x)), rt);
 }
 
 static const double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2/pi)
@@ -346,9 +337,9 @@ static const double kGeluKappa = 0.044715;
 
 // approximate="tanh" gelu's inner tanh(sqrt(2/pi) * (x + 0.044715 x^3)).
 static tt_hv gelu_tanh_inner(tt_lower_ctx *c, tt_hv x) {
-  tt_hv x3 = bin(c, TT_HLO_MUL, bin(c, TT_HLO_MUL, x, x), x);
-  tt_hv in = bin(c, TT_HLO_ADD, x, bin(c, TT_HLO_MUL, k(c, x, kGeluKappa), x3));
-  return un(c, TT_HLO_TANH, bin(c, TT_HLO_MUL, k(c, x, kSqrt2OverPi), in));
+  tt_hv x3 = tt_lower_bin(c, TT_HLO_MUL, tt_lower_bin(c, TT_HLO_MUL, x, x), x);
+  tt_hv in = tt_lower_bin(c, TT_HLO_ADD, x, tt_lower_bin(c, TT_HLO_MUL, k(c, x, kGeluKappa), x3));
+  return un(c, TT_HLO_TANH, tt_lower_bin(c, TT_HLO_MUL, k(c, x, kSqrt2OverPi), in));
 }
 
 static tt_status gelu_mode(const tt_lower_ctx *c, int i, bool *tanh_mode) {
@@ -367,9 +358,9 @@ static tt_status lower_gelu(tt_lower_ctx *c) {
   tt_dtype rt;
   tt_hv x = float_input(c, &rt);
   tt_hv t = tanh_mode ? gelu_tanh_inner(c, x)
-                      : tt_hlo_erf(tt_lower_hlo(c), bin(c, TT_HLO_MUL, x, k(c, x, kSqrtHalf)));
-  tt_hv half_x = bin(c, TT_HLO_MUL, x, k(c, x, 0.5));
-  return out(c, bin(c, TT_HLO_MUL, half_x, bin(c, TT_HLO_ADD, k(c, x, 1), t)), rt);
+                      : tt_hlo_erf(tt_lower_hlo(c), tt_lower_bin(c, TT_HLO_MUL, x, k(c, x, kSqrtHalf)));
+  tt_hv half_x = tt_lower_bin(c, TT_HLO_MUL, x, k(c, x, 0.5));
+  return out(c, tt_lower_bin(c, TT_HLO_MUL, half_x, tt_lower_bin(c, TT_HLO_ADD, k(c, x, 1), t)), rt);
 }
 
 // --- backward ops -----------------------------------------------------------------------------
@@ -397,8 +388,8 @@ static tt_status lower_sigmoid_backward(tt_lower_ctx *c) {
   tt_dtype rt;
   tt_hv g, y;
   TT_RETURN_IF_ERROR(grad_and(c, &rt, &g, &y));
-  tt_hv d = bin(c, TT_HLO_MUL, bin(c, TT_HLO_SUB, k(c, y, 1), y), y);
-  return out(c, bin(c, TT_HLO_MUL, g, d), rt);
+  tt_hv d = tt_lower_bin(c, TT_HLO_MUL, tt_lower_bin(c, TT_HLO_SUB, k(c, y, 1), y), y);
+  return out(c, tt_lower_bin(c, TT_HLO_MUL, g, d), rt);
 }
 
 // grad * (1 - y^2), y = tanh(x).
@@ -406,8 +397,8 @@ static tt_status lower_tanh_backward(tt_lower_ctx *c) {
   tt_dtype rt;
   tt_hv g, y;
   TT_RETURN_IF_ERROR(grad_and(c, &rt, &g, &y));
-  tt_hv d = bin(c, TT_HLO_SUB, k(c, y, 1), bin(c, TT_HLO_MUL, y, y));
-  return out(c, bin(c, TT_HLO_MUL, g, d), rt);
+  tt_hv d = tt_lower_bin(c, TT_HLO_SUB, k(c, y, 1), tt_lower_bin(c, TT_HLO_MUL, y, y));
+  return out(c, tt_lower_bin(c, TT_HLO_MUL, g, d), rt);
 }
 
 // grad * s * (1 + x (1 - s)), s = sigmoid(x).
@@ -416,33 +407,33 @@ static tt_status lower_silu_backward(tt_lower_ctx *c) {
   tt_hv g, x;
   TT_RETURN_IF_ERROR(grad_and(c, &rt, &g, &x));
   tt_hv s = un(c, TT_HLO_LOGISTIC, x);
-  tt_hv inner = bin(c, TT_HLO_ADD, k(c, x, 1),
-                    bin(c, TT_HLO_MUL, x, bin(c, TT_HLO_SUB, k(c, s, 1), s)));
-  return out(c, bin(c, TT_HLO_MUL, g, bin(c, TT_HLO_MUL, s, inner)), rt);
+  tt_hv inner = tt_lower_bin(c, TT_HLO_ADD, k(c, x, 1),
+                    tt_lower_bin(c, TT_HLO_MUL, x, tt_lower_bin(c, TT_HLO_SUB, k(c, s, 1), s)));
+  return out(c, tt_lower_bin(c, TT_HLO_MUL, g, tt_lower_bin(c, TT_HLO_MUL, s, inner)), rt);
 }
 
 // d/dx of the tanh-approximated gelu, as PyTorch's GeluBackward computes it.
 static tt_hv gelu_tanh_grad(tt_lower_ctx *c, tt_hv x) {
   tt_hv t = gelu_tanh_inner(c, x);
-  tt_hv x2 = bin(c, TT_HLO_MUL, x, x);
-  tt_hv left = bin(c, TT_HLO_MUL, k(c, x, 0.5), x);
-  tt_hv left_d = bin(c, TT_HLO_MUL, k(c, x, 0.5), bin(c, TT_HLO_ADD, k(c, t, 1), t));
-  tt_hv sech2 = bin(c, TT_HLO_SUB, k(c, t, 1), bin(c, TT_HLO_MUL, t, t));
-  tt_hv inner_d = bin(c, TT_HLO_MUL, k(c, x, kSqrt2OverPi),
-                      bin(c, TT_HLO_ADD, k(c, x, 1), bin(c, TT_HLO_MUL, k(c, x, 3 * kGeluKappa), x2)));
-  tt_hv right_d = bin(c, TT_HLO_MUL, bin(c, TT_HLO_MUL, left, sech2), inner_d);
-  return bin(c, TT_HLO_ADD, left_d, right_d);
+  tt_hv x2 = tt_lower_bin(c, TT_HLO_MUL, x, x);
+  tt_hv left = tt_lower_bin(c, TT_HLO_MUL, k(c, x, 0.5), x);
+  tt_hv left_d = tt_lower_bin(c, TT_HLO_MUL, k(c, x, 0.5), tt_lower_bin(c, TT_HLO_ADD, k(c, t, 1), t));
+  tt_hv sech2 = tt_lower_bin(c, TT_HLO_SUB, k(c, t, 1), tt_lower_bin(c, TT_HLO_MUL, t, t));
+  tt_hv inner_d = tt_lower_bin(c, TT_HLO_MUL, k(c, x, kSqrt2OverPi),
+                      tt_lower_bin(c, TT_HLO_ADD, k(c, x, 1), tt_lower_bin(c, TT_HLO_MUL, k(c, x, 3 * kGeluKappa), x2)));
+  tt_hv right_d = tt_lower_bin(c, TT_HLO_MUL, tt_lower_bin(c, TT_HLO_MUL, left, sech2), inner_d);
+  return tt_lower_bin(c, TT_HLO_ADD, left_d, right_d);
 }
 
 // d/dx of x * Phi(x) = Phi(x) + x * phi(x).
 static tt_hv gelu_erf_grad(tt_lower_ctx *c, tt_hv x) {
   static const double kInvSqrt2Pi = 0.39894228040143267794;  // 1/sqrt(2 pi)
-  tt_hv cdf = bin(c, TT_HLO_MUL, k(c, x, 0.5),
-                  bin(c, TT_HLO_ADD, k(c, x, 1),
-                      tt_hlo_erf(tt_lower_hlo(c), bin(c, TT_HLO_MUL, x, k(c, x, kSqrtHalf)))));
-  tt_hv e = un(c, TT_HLO_EXP, bin(c, TT_HLO_MUL, k(c, x, -0.5), bin(c, TT_HLO_MUL, x, x)));
-  tt_hv pdf = bin(c, TT_HLO_MUL, k(c, x, kInvSqrt2Pi), e);
-  return bin(c, TT_HLO_ADD, cdf, bin(c, TT_HLO_MUL, x, pdf));
+  tt_hv cdf = tt_lower_bin(c, TT_HLO_MUL, k(c, x, 0.5),
+                  tt_lower_bin(c, TT_HLO_ADD, k(c, x, 1),
+                      tt_hlo_erf(tt_lower_hlo(c), tt_lower_bin(c, TT_HLO_MUL, x, k(c, x, kSqrtHalf)))));
+  tt_hv e = un(c, TT_HLO_EXP, tt_lower_bin(c, TT_HLO_MUL, k(c, x, -0.5), tt_lower_bin(c, TT_HLO_MUL, x, x)));
+  tt_hv pdf = tt_lower_bin(c, TT_HLO_MUL, k(c, x, kInvSqrt2Pi), e);
+  return tt_lower_bin(c, TT_HLO_ADD, cdf, tt_lower_bin(c, TT_HLO_MUL, x, pdf));
 }
 
 static tt_status lower_gelu_backward(tt_lower_ctx *c) {
@@ -452,7 +443,7 @@ static tt_status lower_gelu_backward(tt_lower_ctx *c) {
   tt_hv g, x;
   TT_RETURN_IF_ERROR(grad_and(c, &rt, &g, &x));
   tt_hv d = tanh_mode ? gelu_tanh_grad(c, x) : gelu_erf_grad(c, x);
-  return out(c, bin(c, TT_HLO_MUL, g, d), rt);
+  return out(c, tt_lower_bin(c, TT_HLO_MUL, g, d), rt);
 }
 
 // --- comparisons, min/max, clamp, where -------------------------------------------------------
@@ -530,7 +521,7 @@ static tt_status logical(tt_lower_ctx *c, tt_hlo_binop op) {
   static const int idx[2] = {0, 1};
   tt_hv v[2];
   TT_RETURN_IF_ERROR(tt_lower_operands(c, idx, 2, TT_BOOL, v));  // x != 0
-  tt_lower_result(c, bin(c, op, v[0], v[1]));
+  tt_lower_result(c, tt_lower_bin(c, op, v[0], v[1]));
   return NULL;
 }
 
@@ -554,7 +545,7 @@ static tt_status bitwise(tt_lower_ctx *c, tt_hlo_binop op) {
   if (tt_dtype_is_float(rt))
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "bitwise ops are not implemented "
                          "for floating-point tensors");
-  tt_lower_result(c, bin(c, op, v[0], v[1]));
+  tt_lower_result(c, tt_lower_bin(c, op, v[0], v[1]));
   return NULL;
 }
 
@@ -631,10 +622,10 @@ static tt_status lower_masked_fill(tt_lower_ctx *c) {
 // atan2, log1p and expm1 in forms that stay accurate near 0.
 
 static tt_hv sqrt_(tt_lower_ctx *c, tt_hv x) { return un(c, TT_HLO_SQRT, x); }
-static tt_hv add_(tt_lower_ctx *c, tt_hv x, tt_hv y) { return bin(c, TT_HLO_ADD, x, y); }
-static tt_hv sub_(tt_lower_ctx *c, tt_hv x, tt_hv y) { return bin(c, TT_HLO_SUB, x, y); }
-static tt_hv mul_(tt_lower_ctx *c, tt_hv x, tt_hv y) { return bin(c, TT_HLO_MUL, x, y); }
-static tt_hv div_(tt_lower_ctx *c, tt_hv x, tt_hv y) { return bin(c, TT_HLO_DIV, x, y); }
+static tt_hv add_(tt_lower_ctx *c, tt_hv x, tt_hv y) { return tt_lower_bin(c, TT_HLO_ADD, x, y); }
+static tt_hv sub_(tt_lower_ctx *c, tt_hv x, tt_hv y) { return tt_lower_bin(c, TT_HLO_SUB, x, y); }
+static tt_hv mul_(tt_lower_ctx *c, tt_hv x, tt_hv y) { return tt_lower_bin(c, TT_HLO_MUL, x, y); }
+static tt_hv div_(tt_lower_ctx *c, tt_hv x, tt_hv y) { return tt_lower_bin(c, TT_HLO_DIV, x, y); }
 
 typedef tt_hv (*math_fn)(tt_lower_ctx *c, tt_hv x);
 
@@ -649,14 +640,14 @@ static tt_hv one_minus_sq(tt_lower_ctx *c, tt_hv x) {
   return sqrt_(c, mul_(c, sub_(c, k(c, x, 1), x), add_(c, k(c, x, 1), x)));
 }
 
-static tt_hv f_asin(tt_lower_ctx *c, tt_hv x) { return bin(c, TT_HLO_ATAN2, x, one_minus_sq(c, x)); }
-static tt_hv f_acos(tt_lower_ctx *c, tt_hv x) { return bin(c, TT_HLO_ATAN2, one_minus_sq(c, x), x); }
+static tt_hv f_asin(tt_lower_ctx *c, tt_hv x) { return tt_lower_bin(c, TT_HLO_ATAN2, x, one_minus_sq(c, x)); }
+static tt_hv f_acos(tt_lower_ctx *c, tt_hv x) { return tt_lower_bin(c, TT_HLO_ATAN2, one_minus_sq(c, x), x); }
 // atan(x) = 2 atan2(x, 1 + sqrt(1 + x^2)) (+-pi/2 where x^2 overflows). Not
 // atan2(x, 1): XLA's CPU backend miscomputes atan2 with a constant operand
 // on vectorised (>= 16 element) arrays.
 static tt_hv f_atan(tt_lower_ctx *c, tt_hv x) {
   tt_hv den = add_(c, k(c, x, 1), sqrt_(c, add_(c, k(c, x, 1), mul_(c, x, x))));
-  tt_hv r = mul_(c, bin(c, TT_HLO_ATAN2, x, den), k(c, x, 2));
+  tt_hv r = mul_(c, tt_lower_bin(c, TT_HLO_ATAN2, x, den), k(c, x, 2));
   tt_hv big = cmp(c, TT_HLO_GT, un(c, TT_HLO_ABS, x), k(c, x, 1e18));
   return sel(c, big, mul_(c, un(c, TT_HLO_SIGN, x), k(c, x, M_PI_2)), r);
 }
@@ -700,7 +691,7 @@ static tt_hv f_atanh(tt_lower_ctx *c, tt_hv x) {
 
 static tt_hv f_log2(tt_lower_ctx *c, tt_hv x) { return div_(c, un(c, TT_HLO_LOG, x), k(c, x, M_LN2)); }
 static tt_hv f_log10(tt_lower_ctx *c, tt_hv x) { return div_(c, un(c, TT_HLO_LOG, x), k(c, x, M_LN10)); }
-static tt_hv f_exp2(tt_lower_ctx *c, tt_hv x) { return bin(c, TT_HLO_POW, k(c, x, 2), x); }
+static tt_hv f_exp2(tt_lower_ctx *c, tt_hv x) { return tt_lower_bin(c, TT_HLO_POW, k(c, x, 2), x); }
 
 // sinc(x) = sin(pi x) / (pi x), 1 at 0.
 static tt_hv f_sinc(tt_lower_ctx *c, tt_hv x) {
@@ -819,7 +810,7 @@ static tt_status lower_atan2(tt_lower_ctx *c) {
   tt_dtype rt;
   tt_hv v[2];
   TT_RETURN_IF_ERROR(two(c, true, &rt, v));
-  return out(c, bin(c, TT_HLO_ATAN2, v[0], v[1]), rt);
+  return out(c, tt_lower_bin(c, TT_HLO_ATAN2, v[0], v[1]), rt);
 }
 
 // |a| with b's sign bit.
@@ -836,7 +827,7 @@ static tt_status fminmax(tt_lower_ctx *c, tt_hlo_binop op) {
   tt_dtype rt;
   tt_hv v[2];
   TT_RETURN_IF_ERROR(two(c, false, &rt, v));
-  tt_hv r = bin(c, op, v[0], v[1]);
+  tt_hv r = tt_lower_bin(c, op, v[0], v[1]);
   if (tt_dtype_is_float(rt)) {
     r = sel(c, cmp(c, TT_HLO_NE, v[1], v[1]), v[0], r);
     r = sel(c, cmp(c, TT_HLO_NE, v[0], v[0]), v[1], r);
@@ -857,10 +848,10 @@ static tt_status logaddexp_like(tt_lower_ctx *c, bool base2) {
   tt_hv d = un(c, TT_HLO_NEG, un(c, TT_HLO_ABS, sub_(c, v[0], v[1])));
   tt_hv r;
   if (base2)
-    r = add_(c, m, div_(c, un(c, TT_HLO_LOG1P, bin(c, TT_HLO_POW, k(c, d, 2), d)), k(c, d, M_LN2)));
+    r = add_(c, m, div_(c, un(c, TT_HLO_LOG1P, tt_lower_bin(c, TT_HLO_POW, k(c, d, 2), d)), k(c, d, M_LN2)));
   else
     r = add_(c, m, un(c, TT_HLO_LOG1P, un(c, TT_HLO_EXP, d)));
-  tt_hv same_inf = bin(c, TT_HLO_AND, cmp(c, TT_HLO_EQ, v[0], v[1]),
+  tt_hv same_inf = tt_lower_bin(c, TT_HLO_AND, cmp(c, TT_HLO_EQ, v[0], v[1]),
                        cmp(c, TT_HLO_EQ, un(c, TT_HLO_ABS, v[0]), k(c, v[0], INFINITY)));
   return out(c, sel(c, same_inf, v[0], r), rt);
 }
@@ -879,7 +870,7 @@ static tt_status lower_hypot(tt_lower_ctx *c) {
   tt_hv q = div_(c, n, m);
   tt_hv r = mul_(c, m, sqrt_(c, add_(c, k(c, q, 1), mul_(c, q, q))));
   r = sel(c, cmp(c, TT_HLO_EQ, m, k(c, m, 0)), k(c, m, 0), r);
-  tt_hv inf = bin(c, TT_HLO_OR, cmp(c, TT_HLO_EQ, a, k(c, a, INFINITY)),
+  tt_hv inf = tt_lower_bin(c, TT_HLO_OR, cmp(c, TT_HLO_EQ, a, k(c, a, INFINITY)),
                   cmp(c, TT_HLO_EQ, b, k(c, b, INFINITY)));
   return out(c, sel(c, inf, k(c, m, INFINITY), r), rt);
 }
@@ -919,7 +910,7 @@ static tt_status shift(tt_lower_ctx *c, bool left) {
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "bitwise shifts are not implemented for %s",
                          tt_dtype_name(rt));
   tt_hlo_binop op = left ? TT_HLO_SHL : is_unsigned(rt) ? TT_HLO_SHR_L : TT_HLO_SHR_A;
-  return out(c, bin(c, op, v[0], v[1]), rt);
+  return out(c, tt_lower_bin(c, op, v[0], v[1]), rt);
 }
 
 static tt_status lower_shl(tt_lower_ctx *c) { return shift(c, true); }
@@ -933,7 +924,7 @@ static tt_status lower_lerp(tt_lower_ctx *c) {
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "expected dtype %s for `end` but got dtype %s",
                          tt_dtype_name(d), tt_dtype_name(tt_lower_tensor_type(c, 1, -1).dtype));
   tt_hv v[3];
-  TT_RETURN_IF_ERROR(tt_lower_operands(c, idx, 3, opmath(d), v));
+  TT_RETURN_IF_ERROR(tt_lower_operands(c, idx, 3, tt_opmath(d), v));
   tt_hv w = v[2], diff = sub_(c, v[1], v[0]);
   tt_hv lo = add_(c, v[0], mul_(c, w, diff));
   tt_hv hi = sub_(c, v[1], mul_(c, diff, sub_(c, k(c, w, 1), w)));
@@ -950,8 +941,8 @@ static tt_status addc(tt_lower_ctx *c, tt_hlo_binop op) {
                          "supported, and in a future release addcdiv will perform a true "
                          "division of tensor1 and tensor2.");
   tt_hv v[3];
-  TT_RETURN_IF_ERROR(tt_lower_operands(c, idx, 3, opmath(rt), v));
-  tt_hv t = bin(c, op, v[1], v[2]);
+  TT_RETURN_IF_ERROR(tt_lower_operands(c, idx, 3, tt_opmath(rt), v));
+  tt_hv t = tt_lower_bin(c, op, v[1], v[2]);
   if (!tt_lower_is_none(c, 3)) t = mul_(c, scalar_like(c, 3, t), t);
   return out(c, add_(c, v[0], t), rt);
 }
@@ -968,7 +959,7 @@ static tt_status lower_floor_divide(tt_lower_ctx *c) { return div_mode(c, "floor
 static tt_hv act_input(tt_lower_ctx *c, int i, tt_dtype *rt) {
   tt_hv x = tt_lower_tensor(c, i);
   *rt = tt_lower_tensor_type(c, i, -1).dtype;
-  return tt_hlo_convert(tt_lower_hlo(c), x, opmath(*rt));
+  return tt_hlo_convert(tt_lower_hlo(c), x, tt_opmath(*rt));
 }
 
 static tt_status lower_hardtanh(tt_lower_ctx *c) {
@@ -984,7 +975,7 @@ static tt_status lower_hardtanh_backward(tt_lower_ctx *c) {
   tt_dtype rt;
   tt_hv g, x;
   TT_RETURN_IF_ERROR(grad_and(c, &rt, &g, &x));
-  tt_hv out_of = bin(c, TT_HLO_OR, cmp(c, TT_HLO_LE, x, scalar_like(c, 2, x)),
+  tt_hv out_of = tt_lower_bin(c, TT_HLO_OR, cmp(c, TT_HLO_LE, x, scalar_like(c, 2, x)),
                      cmp(c, TT_HLO_GE, x, scalar_like(c, 3, x)));
   return out(c, sel(c, out_of, k(c, g, 0), g), rt);
 }
@@ -1010,7 +1001,7 @@ static tt_status lower_hardsigmoid_backward(tt_lower_ctx *c) {
   tt_dtype rt;
   tt_hv g, x;
   TT_RETURN_IF_ERROR(grad_and(c, &rt, &g, &x));
-  tt_hv in = bin(c, TT_HLO_AND, cmp(c, TT_HLO_GT, x, k(c, x, -3)), cmp(c, TT_HLO_LT, x, k(c, x, 3)));
+  tt_hv in = tt_lower_bin(c, TT_HLO_AND, cmp(c, TT_HLO_GT, x, k(c, x, -3)), cmp(c, TT_HLO_LT, x, k(c, x, 3)));
   return out(c, sel(c, in, div_(c, g, k(c, g, 6)), k(c, g, 0)), rt);
 }
 
@@ -1058,7 +1049,7 @@ static tt_status lower_elu_backward(tt_lower_ctx *c) {
   tt_dtype rt;
   TT_RETURN_IF_ERROR(promoted(c, idx, 2, &rt));
   tt_hv v[2];
-  TT_RETURN_IF_ERROR(tt_lower_operands(c, idx, 2, opmath(rt), v));
+  TT_RETURN_IF_ERROR(tt_lower_operands(c, idx, 2, tt_opmath(rt), v));
   tt_hv g = v[0], y = v[1];
   tt_hv alpha = scalar_like(c, 1, y), scale = scalar_like(c, 2, y), iscale = scalar_like(c, 3, y);
   tt_hv neg;
@@ -1136,7 +1127,7 @@ static tt_status lower_hardshrink(tt_lower_ctx *c) {
   tt_dtype rt;
   tt_hv x = act_input(c, 0, &rt);
   tt_hv l = tt_lower_is_none(c, 1) ? k(c, x, 0.5) : scalar_like(c, 1, x);
-  tt_hv in = bin(c, TT_HLO_AND, cmp(c, TT_HLO_GE, x, un(c, TT_HLO_NEG, l)), cmp(c, TT_HLO_LE, x, l));
+  tt_hv in = tt_lower_bin(c, TT_HLO_AND, cmp(c, TT_HLO_GE, x, un(c, TT_HLO_NEG, l)), cmp(c, TT_HLO_LE, x, l));
   return out(c, sel(c, in, k(c, x, 0), x), rt);
 }
 

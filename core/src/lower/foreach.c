@@ -18,19 +18,6 @@
 
 #include "lower/lower.h"
 
-static tt_dtype opmath(tt_dtype d) {
-  return (d == TT_F16 || d == TT_BF16) ? TT_F32 : d;
-}
-
-static tt_hlo_type type_of(tt_lower_ctx *c, tt_hv v) {
-  const tt_hlo_type *t = tt_hlo_type_of(tt_lower_hlo(c), v);
-  return t ? *t : tt_hlo_make_type(TT_F32, 0, NULL);
-}
-
-static tt_hv bin(tt_lower_ctx *c, tt_hlo_binop op, tt_hv x, tt_hv y) {
-  return tt_hlo_binary(tt_lower_hlo(c), op, x, y);
-}
-
 typedef enum form { F_LIST, F_SCALAR, F_SCALARLIST, F_TENSOR } form;
 
 static int list_len(const tt_lower_ctx *c, int i) {
@@ -70,7 +57,7 @@ static tt_dtype item_dtype(const tt_lower_ctx *c, int j, int i, form f, bool to_
 // Argument i as seen by item j (value `like`, dtype of like).
 static tt_hv operand(tt_lower_ctx *c, int i, int j, form f, tt_hv like) {
   tt_hlo *b = tt_lower_hlo(c);
-  tt_hlo_type t = type_of(c, like);
+  tt_hlo_type t = tt_lower_type(c, like);
   tt_hv v;
   switch (f) {
     case F_LIST: v = tt_lower_list_tensor(c, i, j); break;
@@ -81,7 +68,7 @@ static tt_hv operand(tt_lower_ctx *c, int i, int j, form f, tt_hv like) {
         break;
       }
       v = tt_lower_tensor(c, i);
-      tt_hlo_type vt = type_of(c, v);
+      tt_hlo_type vt = tt_lower_type(c, v);
       if (vt.rank > 0 && tt_hlo_numel(&vt) == 1) v = tt_hlo_reshape(b, v, 0, NULL);
       break;
     }
@@ -103,12 +90,12 @@ static tt_status binary(tt_lower_ctx *c, bop op, form f, bool has_alpha) {
                                       TT_HLO_MAX, TT_HLO_MIN, TT_HLO_POW};
   for (int j = 0; j < n; j++) {
     tt_dtype rt = item_dtype(c, j, 1, f, op == B_DIV);
-    tt_hv x = tt_hlo_convert(b, tt_lower_list_tensor(c, 0, j), opmath(rt));
+    tt_hv x = tt_hlo_convert(b, tt_lower_list_tensor(c, 0, j), tt_opmath(rt));
     tt_hv y = operand(c, 1, j, f, x);
     if (has_alpha && !tt_lower_is_none(c, 2))
-      y = bin(c, TT_HLO_MUL, y, tt_lower_broadcast_to(c, tt_lower_scalar(c, 2, opmath(rt)),
-                                                      type_of(c, x).rank, type_of(c, x).dims));
-    tt_lower_result(c, tt_hlo_convert(b, bin(c, kOps[op], x, y), rt));
+      y = tt_lower_bin(c, TT_HLO_MUL, y, tt_lower_broadcast_to(c, tt_lower_scalar(c, 2, tt_opmath(rt)),
+                                                      tt_lower_type(c, x).rank, tt_lower_type(c, x).dims));
+    tt_lower_result(c, tt_hlo_convert(b, tt_lower_bin(c, kOps[op], x, y), rt));
   }
   return NULL;
 }
@@ -151,14 +138,14 @@ static tt_status unary(tt_lower_ctx *c, uop op) {
   bool fl = op != U_NEG && op != U_ABS && op != U_ZERO;
   for (int j = 0; j < n; j++) {
     tt_dtype rt = item_dtype(c, j, -1, F_LIST, fl);
-    tt_hv x = tt_hlo_convert(b, tt_lower_list_tensor(c, 0, j), opmath(rt)), y;
+    tt_hv x = tt_hlo_convert(b, tt_lower_list_tensor(c, 0, j), tt_opmath(rt)), y;
     switch (op) {
       case U_SQRT: y = tt_hlo_unary(b, TT_HLO_SQRT, x); break;
       case U_NEG: y = tt_hlo_unary(b, TT_HLO_NEG, x); break;
       case U_ABS: y = tt_hlo_unary(b, TT_HLO_ABS, x); break;
       case U_EXP: y = tt_hlo_unary(b, TT_HLO_EXP, x); break;
       case U_LOG: y = tt_hlo_unary(b, TT_HLO_LOG, x); break;
-      case U_RECIP: y = bin(c, TT_HLO_DIV, tt_lower_splat_like(c, x, 1), x); break;
+      case U_RECIP: y = tt_lower_bin(c, TT_HLO_DIV, tt_lower_splat_like(c, x, 1), x); break;
       case U_SIGMOID: y = tt_hlo_unary(b, TT_HLO_LOGISTIC, x); break;
       case U_TANH: y = tt_hlo_unary(b, TT_HLO_TANH, x); break;
       default: y = tt_lower_splat_like(c, x, 0); break;
@@ -191,12 +178,12 @@ static tt_status addc(tt_lower_ctx *c, bool div, form f) {
   for (int j = 0; j < n; j++) {
     tt_dtype rt = item_dtype(c, j, 1, F_LIST, div);
     rt = tt_promote_types(rt, tt_lower_tensor_type(c, 2, j).dtype);
-    tt_dtype acc = opmath(rt);
+    tt_dtype acc = tt_opmath(rt);
     tt_hv x = tt_hlo_convert(b, tt_lower_list_tensor(c, 0, j), acc);
     tt_hv t1 = operand(c, 1, j, F_LIST, x), t2 = operand(c, 2, j, F_LIST, x);
-    tt_hv prod = bin(c, div ? TT_HLO_DIV : TT_HLO_MUL, t1, t2);
-    if (f == F_SCALARLIST || !tt_lower_is_none(c, 3)) prod = bin(c, TT_HLO_MUL, operand(c, 3, j, f, x), prod);
-    tt_lower_result(c, tt_hlo_convert(b, bin(c, TT_HLO_ADD, x, prod), rt));
+    tt_hv prod = tt_lower_bin(c, div ? TT_HLO_DIV : TT_HLO_MUL, t1, t2);
+    if (f == F_SCALARLIST || !tt_lower_is_none(c, 3)) prod = tt_lower_bin(c, TT_HLO_MUL, operand(c, 3, j, f, x), prod);
+    tt_lower_result(c, tt_hlo_convert(b, tt_lower_bin(c, TT_HLO_ADD, x, prod), rt));
   }
   return NULL;
 }
@@ -213,12 +200,12 @@ static tt_status lerp(tt_lower_ctx *c, form f) {
   TT_RETURN_IF_ERROR(same_lengths(c, lists, f == F_SCALAR ? 1 : 2));
   for (int j = 0; j < n; j++) {
     tt_dtype rt = item_dtype(c, j, 1, F_LIST, true);
-    tt_hv x = tt_hlo_convert(b, tt_lower_list_tensor(c, 0, j), opmath(rt));
+    tt_hv x = tt_hlo_convert(b, tt_lower_list_tensor(c, 0, j), tt_opmath(rt));
     tt_hv end = operand(c, 1, j, F_LIST, x), w = operand(c, 2, j, f, x);
-    tt_hv diff = bin(c, TT_HLO_SUB, end, x);
+    tt_hv diff = tt_lower_bin(c, TT_HLO_SUB, end, x);
     tt_hv small = tt_hlo_compare(b, TT_HLO_LT, tt_hlo_unary(b, TT_HLO_ABS, w), tt_lower_splat_like(c, w, 0.5));
-    tt_hv lo = bin(c, TT_HLO_ADD, x, bin(c, TT_HLO_MUL, w, diff));
-    tt_hv hi = bin(c, TT_HLO_SUB, end, bin(c, TT_HLO_MUL, diff, bin(c, TT_HLO_SUB, tt_lower_splat_like(c, w, 1), w)));
+    tt_hv lo = tt_lower_bin(c, TT_HLO_ADD, x, tt_lower_bin(c, TT_HLO_MUL, w, diff));
+    tt_hv hi = tt_lower_bin(c, TT_HLO_SUB, end, tt_lower_bin(c, TT_HLO_MUL, diff, tt_lower_bin(c, TT_HLO_SUB, tt_lower_splat_like(c, w, 1), w)));
     tt_lower_result(c, tt_hlo_convert(b, tt_hlo_select(b, small, lo, hi), rt));
   }
   return NULL;
@@ -246,7 +233,7 @@ static tt_status f_norm(tt_lower_ctx *c) {
     tt_dtype rt = dv->kind == TT_VALUE_DTYPE ? dv->u.dtype : in;
     if (!tt_dtype_is_float(rt))
       return tt_lower_fail(c, TT_INVALID_ARGUMENT, "norm of %s is not supported", tt_dtype_name(rt));
-    tt_dtype acc = opmath(rt);
+    tt_dtype acc = tt_opmath(rt);
     tt_hv a = tt_hlo_unary(b, TT_HLO_ABS, tt_hlo_convert(b, tt_lower_list_tensor(c, 0, j), acc)), r;
     if (isinf(ord)) {
       r = tt_lower_reduce(c, a, all, false, ord > 0 ? TT_HLO_REDUCE_MAX : TT_HLO_REDUCE_MIN);
@@ -256,12 +243,12 @@ static tt_status f_norm(tt_lower_ctx *c) {
     } else if (ord == 1) {
       r = tt_lower_reduce(c, a, all, false, TT_HLO_REDUCE_ADD);
     } else if (ord == 2) {
-      r = tt_hlo_unary(b, TT_HLO_SQRT, tt_lower_reduce(c, bin(c, TT_HLO_MUL, a, a), all, false,
+      r = tt_hlo_unary(b, TT_HLO_SQRT, tt_lower_reduce(c, tt_lower_bin(c, TT_HLO_MUL, a, a), all, false,
                                                        TT_HLO_REDUCE_ADD));
     } else {
-      tt_hv p = bin(c, TT_HLO_POW, a, tt_lower_splat_like(c, a, ord));
+      tt_hv p = tt_lower_bin(c, TT_HLO_POW, a, tt_lower_splat_like(c, a, ord));
       r = tt_lower_reduce(c, p, all, false, TT_HLO_REDUCE_ADD);
-      r = bin(c, TT_HLO_POW, r, tt_lower_splat_like(c, r, 1.0 / ord));
+      r = tt_lower_bin(c, TT_HLO_POW, r, tt_lower_splat_like(c, r, 1.0 / ord));
     }
     tt_lower_result(c, tt_hlo_convert(b, r, rt));
   }

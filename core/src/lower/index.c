@@ -19,15 +19,6 @@
 
 #include "lower/lower.h"
 
-static tt_dtype opmath(tt_dtype d) {
-  return (d == TT_F16 || d == TT_BF16) ? TT_F32 : d;
-}
-
-static tt_hlo_type type_of(tt_lower_ctx *c, tt_hv v) {
-  const tt_hlo_type *t = tt_hlo_type_of(tt_lower_hlo(c), v);
-  return t ? *t : tt_hlo_make_type(TT_F32, 0, NULL);
-}
-
 static const int64_t kIota[TT_MAX_RANK] = {0, 1, 2, 3, 4, 5, 6, 7};
 static const int64_t kOnes[TT_MAX_RANK] = {1, 1, 1, 1, 1, 1, 1, 1};
 
@@ -42,7 +33,7 @@ static tt_hv wrap_index(tt_lower_ctx *c, tt_hv idx, int64_t size) {
 // Full coordinates [*index.shape, rank] for gather/scatter along `dim`.
 static tt_hv coords(tt_lower_ctx *c, tt_hv index, int64_t dim, int64_t size) {
   tt_hlo *b = tt_lower_hlo(c);
-  tt_hlo_type it = type_of(c, index);
+  tt_hlo_type it = tt_lower_type(c, index);
   int r = it.rank;
   int64_t cd[TT_MAX_RANK + 1];
   memcpy(cd, it.dims, sizeof(int64_t) * (size_t)r);
@@ -91,7 +82,7 @@ static tt_status lower_gather(tt_lower_ctx *c) {
   tt_hv x, index;
   int64_t dim;
   TT_RETURN_IF_ERROR(gs_prepare(c, &x, &dim, &index));
-  tt_hlo_type xt = type_of(c, x), it = tt_lower_tensor_type(c, 2, -1);
+  tt_hlo_type xt = tt_lower_type(c, x), it = tt_lower_tensor_type(c, 2, -1);
   int r = xt.rank;
   tt_hlo_gather_dims gd = {.collapsed_slice_dims = kIota, .n_collapsed = r,
                            .start_index_map = kIota, .n_start_index_map = r,
@@ -104,7 +95,7 @@ static tt_status lower_gather(tt_lower_ctx *c) {
 // --- scatter ------------------------------------------------------------------------------
 
 static tt_hv scatter_full(tt_lower_ctx *c, tt_hv x, tt_hv crd, tt_hv upd, int kind) {
-  int r = type_of(c, x).rank;
+  int r = tt_lower_type(c, x).rank;
   tt_hlo_scatter_dims sd = {.inserted_window_dims = kIota, .n_inserted = r,
                             .scatter_dims_to_operand_dims = kIota, .n_scatter_to_operand = r,
                             .index_vector_dim = r};
@@ -114,11 +105,11 @@ static tt_hv scatter_full(tt_lower_ctx *c, tt_hv x, tt_hv crd, tt_hv upd, int ki
 // Updates of index's shape: src (arg 3) sliced to it, or the Scalar value.
 static tt_status updates(tt_lower_ctx *c, tt_hv index, tt_dtype d, tt_hv *out) {
   tt_hlo *b = tt_lower_hlo(c);
-  tt_hlo_type it = type_of(c, index);
+  tt_hlo_type it = tt_lower_type(c, index);
   const tt_value *v = tt_lower_arg(c, 3);
   if (v->kind == TT_VALUE_TENSOR && v->u.tensor.storage && v->u.tensor.ndim > 0) {
     tt_hv src = tt_hlo_convert(b, tt_lower_tensor(c, 3), d);
-    tt_hlo_type st = type_of(c, src);
+    tt_hlo_type st = tt_lower_type(c, src);
     if (st.rank != it.rank) {
       char s1[96], s2[96];
       return tt_lower_fail(c, TT_INVALID_ARGUMENT, "src %s and index %s ranks differ",
@@ -151,7 +142,7 @@ static tt_status scatter_like(tt_lower_ctx *c, int kind, int reduce_arg, bool wi
   int64_t dim;
   TT_RETURN_IF_ERROR(gs_prepare(c, &x, &dim, &index));
   tt_hlo *b = tt_lower_hlo(c);
-  tt_hlo_type xt = tt_lower_tensor_type(c, 0, -1), rt = type_of(c, x);
+  tt_hlo_type xt = tt_lower_tensor_type(c, 0, -1), rt = tt_lower_type(c, x);
   bool mean = false, include_self = true;
   const tt_value *rv = tt_lower_arg(c, reduce_arg);
   if (reduce_arg >= 0 && rv->kind == TT_VALUE_STRING)
@@ -159,14 +150,14 @@ static tt_status scatter_like(tt_lower_ctx *c, int kind, int reduce_arg, bool wi
   if (with_self_arg) include_self = tt_lower_is_none(c, 5) || tt_lower_bool(c, 5);
   if (mean && !tt_dtype_is_float(xt.dtype))
     return tt_lower_fail(c, TT_UNIMPLEMENTED, "integer scatter_reduce mean");
-  tt_dtype acc = kind == -1 ? xt.dtype : opmath(xt.dtype);
+  tt_dtype acc = kind == -1 ? xt.dtype : tt_opmath(xt.dtype);
   tt_hv upd = TT_HV_INVALID;
   TT_RETURN_IF_ERROR(updates(c, index, acc, &upd));
   tt_hv crd = coords(c, index, dim, rt.dims[dim]);
   tt_hv base = tt_hlo_convert(b, x, acc);
   if (!include_self) {  // touched positions start from the identity
     tt_hv init = tt_lower_broadcast_to(c, tt_lower_reduce_init(c, acc, (tt_hlo_reduce_kind)kind),
-                                       type_of(c, upd).rank, type_of(c, upd).dims);
+                                       tt_lower_type(c, upd).rank, tt_lower_type(c, upd).dims);
     base = scatter_full(c, base, crd, init, -1);
   }
   tt_hv out = scatter_full(c, base, crd, upd, kind);
@@ -223,7 +214,7 @@ static tt_status adv_prepare(tt_lower_ctx *c, const tt_hlo_type *xt, adv *a) {
   }
   if (a->k == 0) return tt_lower_fail(c, TT_UNIMPLEMENTED, "no index tensors");
   TT_RETURN_IF_ERROR(tt_lower_broadcast(c, iv, a->k));
-  tt_hlo_type bt = type_of(c, iv[0]);
+  tt_hlo_type bt = tt_lower_type(c, iv[0]);
   a->nb = bt.rank;
   memcpy(a->bshape, bt.dims, sizeof bt.dims);
   if (a->nb + xt->rank - a->k > TT_MAX_RANK)
@@ -330,7 +321,7 @@ static tt_status lower_index_put(tt_lower_ctx *c) {
 static tt_status sort_impl(tt_lower_ctx *c, int64_t dim_in, bool descending, int64_t k) {
   tt_hlo *b = tt_lower_hlo(c);
   tt_hv x = tt_lower_tensor(c, 0);
-  tt_hlo_type xt = type_of(c, x);
+  tt_hlo_type xt = tt_lower_type(c, x);
   int64_t dim;
   TT_RETURN_IF_ERROR(tt_lower_dim(c, dim_in, xt.rank, &dim));
   if (xt.rank == 0) {
@@ -389,7 +380,7 @@ static tt_status lower_topk(tt_lower_ctx *c) {
 static tt_status cumulative(tt_lower_ctx *c, tt_hlo_reduce_kind kind) {
   tt_hlo *b = tt_lower_hlo(c);
   tt_hv x = tt_lower_tensor(c, 0);
-  tt_hlo_type xt = type_of(c, x);
+  tt_hlo_type xt = tt_lower_type(c, x);
   int64_t dim;
   TT_RETURN_IF_ERROR(tt_lower_dim(c, tt_lower_int(c, 1), xt.rank, &dim));
   const tt_value *dv = tt_lower_arg(c, 2);
@@ -401,7 +392,7 @@ static tt_status cumulative(tt_lower_ctx *c, tt_hlo_reduce_kind kind) {
     tt_lower_result(c, tt_hlo_convert(b, x, rt));
     return NULL;
   }
-  tt_dtype acc = opmath(rt);
+  tt_dtype acc = tt_opmath(rt);
   x = tt_hlo_convert(b, tt_hlo_convert(b, x, rt), acc);
   tt_hlo_window w = tt_hlo_window_identity(xt.rank);
   w.dims[dim] = xt.dims[dim];

@@ -14,14 +14,6 @@
 
 enum { kNone = 0, kMean = 1, kSum = 2 };
 
-static tt_dtype opmath(tt_dtype d) {
-  return (d == TT_F16 || d == TT_BF16) ? TT_F32 : d;
-}
-
-static tt_hv bin(tt_lower_ctx *c, tt_hlo_binop op, tt_hv x, tt_hv y) {
-  return tt_hlo_binary(tt_lower_hlo(c), op, x, y);
-}
-
 static tt_hv k(tt_lower_ctx *c, tt_hv like, double v) { return tt_lower_splat_like(c, like, v); }
 
 static tt_status reduction(const tt_lower_ctx *c, int i, int64_t *r) {
@@ -47,7 +39,7 @@ static tt_status pair(tt_lower_ctx *c, int x, tt_dtype *rt, tt_hv *v) {
                          "to the input size (%s)", tt_shape_str(&b, s1, sizeof s1),
                          tt_shape_str(&a, s2, sizeof s2));
   }
-  return tt_lower_operands(c, idx, 2, opmath(*rt), v);
+  return tt_lower_operands(c, idx, 2, tt_opmath(*rt), v);
 }
 
 // Reduces per-element losses l and declares the result.
@@ -57,7 +49,7 @@ static tt_status finish(tt_lower_ctx *c, tt_hv l, int64_t red, tt_dtype rt) {
     double n = t ? (double)tt_hlo_numel(t) : 1;
     bool all[TT_MAX_RANK] = {true, true, true, true, true, true, true, true};
     l = tt_lower_reduce(c, l, all, false, TT_HLO_REDUCE_ADD);
-    if (red == kMean) l = bin(c, TT_HLO_DIV, l, k(c, l, n));
+    if (red == kMean) l = tt_lower_bin(c, TT_HLO_DIV, l, k(c, l, n));
   }
   tt_lower_result(c, tt_hlo_convert(tt_lower_hlo(c), l, rt));
   return NULL;
@@ -72,7 +64,7 @@ static tt_hv grad_in(tt_lower_ctx *c, tt_hv like, int64_t red) {
   tt_hv g = tt_hlo_convert(b, tt_lower_tensor(c, 0), t.dtype);
   if (red != kNone) g = tt_hlo_reshape(b, g, 0, NULL);
   g = tt_lower_broadcast_to(c, g, t.rank, t.dims);
-  if (red == kMean) g = bin(c, TT_HLO_DIV, g, k(c, g, (double)(tt_hlo_numel(&t) ? tt_hlo_numel(&t) : 1)));
+  if (red == kMean) g = tt_lower_bin(c, TT_HLO_DIV, g, k(c, g, (double)(tt_hlo_numel(&t) ? tt_hlo_numel(&t) : 1)));
   return g;
 }
 
@@ -83,14 +75,14 @@ static tt_hv weighted(tt_lower_ctx *c, int i, tt_hv v) {
   if (!tp) return TT_HV_INVALID;
   tt_hlo_type t = *tp;
   tt_hv w = tt_hlo_convert(tt_lower_hlo(c), tt_lower_tensor(c, i), t.dtype);
-  return bin(c, TT_HLO_MUL, v, tt_lower_broadcast_to(c, w, t.rank, t.dims));
+  return tt_lower_bin(c, TT_HLO_MUL, v, tt_lower_broadcast_to(c, w, t.rank, t.dims));
 }
 
 // --- binary_cross_entropy ---------------------------------------------------------------------
 
 // max(log(v), -100)
 static tt_hv clamped_log(tt_lower_ctx *c, tt_hv v) {
-  return bin(c, TT_HLO_MAX, tt_hlo_unary(tt_lower_hlo(c), TT_HLO_LOG, v), k(c, v, -100));
+  return tt_lower_bin(c, TT_HLO_MAX, tt_hlo_unary(tt_lower_hlo(c), TT_HLO_LOG, v), k(c, v, -100));
 }
 
 // (self, target, weight?, reduction): -(t log x + (1 - t) log(1 - x))
@@ -101,8 +93,8 @@ static tt_status lower_bce(tt_lower_ctx *c) {
   tt_hv v[2];
   TT_RETURN_IF_ERROR(pair(c, 0, &rt, v));
   tt_hv x = v[0], t = v[1], one = k(c, x, 1);
-  tt_hv l = bin(c, TT_HLO_ADD, bin(c, TT_HLO_MUL, t, clamped_log(c, x)),
-                bin(c, TT_HLO_MUL, bin(c, TT_HLO_SUB, one, t), clamped_log(c, bin(c, TT_HLO_SUB, one, x))));
+  tt_hv l = tt_lower_bin(c, TT_HLO_ADD, tt_lower_bin(c, TT_HLO_MUL, t, clamped_log(c, x)),
+                tt_lower_bin(c, TT_HLO_MUL, tt_lower_bin(c, TT_HLO_SUB, one, t), clamped_log(c, tt_lower_bin(c, TT_HLO_SUB, one, x))));
   l = weighted(c, 2, tt_hlo_unary(tt_lower_hlo(c), TT_HLO_NEG, l));
   return finish(c, l, red, rt);
 }
@@ -116,8 +108,8 @@ static tt_status lower_bce_backward(tt_lower_ctx *c) {
   tt_hv v[2];
   TT_RETURN_IF_ERROR(pair(c, 1, &rt, v));
   tt_hv x = v[0], t = v[1];
-  tt_hv den = bin(c, TT_HLO_MAX, bin(c, TT_HLO_MUL, bin(c, TT_HLO_SUB, k(c, x, 1), x), x), k(c, x, 1e-12));
-  tt_hv gx = bin(c, TT_HLO_MUL, grad_in(c, x, red), bin(c, TT_HLO_DIV, bin(c, TT_HLO_SUB, x, t), den));
+  tt_hv den = tt_lower_bin(c, TT_HLO_MAX, tt_lower_bin(c, TT_HLO_MUL, tt_lower_bin(c, TT_HLO_SUB, k(c, x, 1), x), x), k(c, x, 1e-12));
+  tt_hv gx = tt_lower_bin(c, TT_HLO_MUL, grad_in(c, x, red), tt_lower_bin(c, TT_HLO_DIV, tt_lower_bin(c, TT_HLO_SUB, x, t), den));
   tt_lower_result(c, tt_hlo_convert(tt_lower_hlo(c), weighted(c, 3, gx), rt));
   return NULL;
 }
@@ -134,15 +126,15 @@ static tt_status l1_like(tt_lower_ctx *c, bool huber) {
   tt_hv v[2];
   TT_RETURN_IF_ERROR(pair(c, 0, &rt, v));
   tt_hlo *b = tt_lower_hlo(c);
-  tt_hv d = bin(c, TT_HLO_SUB, v[0], v[1]), ad = tt_hlo_unary(b, TT_HLO_ABS, d);
+  tt_hv d = tt_lower_bin(c, TT_HLO_SUB, v[0], v[1]), ad = tt_hlo_unary(b, TT_HLO_ABS, d);
   const tt_hlo_type *tp = tt_hlo_type_of(b, d);
   if (!tp) return NULL;
   tt_hlo_type ty = *tp;
   tt_hv beta = tt_lower_broadcast_to(c, tt_lower_scalar(c, 3, ty.dtype), ty.rank, ty.dims);
-  tt_hv sq = bin(c, TT_HLO_MUL, k(c, d, 0.5), bin(c, TT_HLO_MUL, d, d));
-  tt_hv lin = bin(c, TT_HLO_SUB, ad, bin(c, TT_HLO_MUL, k(c, d, 0.5), beta));
-  if (huber) lin = bin(c, TT_HLO_MUL, beta, lin);
-  else sq = bin(c, TT_HLO_DIV, sq, beta);
+  tt_hv sq = tt_lower_bin(c, TT_HLO_MUL, k(c, d, 0.5), tt_lower_bin(c, TT_HLO_MUL, d, d));
+  tt_hv lin = tt_lower_bin(c, TT_HLO_SUB, ad, tt_lower_bin(c, TT_HLO_MUL, k(c, d, 0.5), beta));
+  if (huber) lin = tt_lower_bin(c, TT_HLO_MUL, beta, lin);
+  else sq = tt_lower_bin(c, TT_HLO_DIV, sq, beta);
   tt_hv l = tt_hlo_select(b, tt_hlo_compare(b, TT_HLO_LT, ad, beta), sq, lin);
   if (!huber) {  // beta == 0 is plain L1
     tt_hv zero = tt_hlo_compare(b, TT_HLO_EQ, beta, k(c, beta, 0));
@@ -160,16 +152,16 @@ static tt_status l1_like_backward(tt_lower_ctx *c, bool huber) {
   tt_hv v[2];
   TT_RETURN_IF_ERROR(pair(c, 1, &rt, v));
   tt_hlo *b = tt_lower_hlo(c);
-  tt_hv d = bin(c, TT_HLO_SUB, v[0], v[1]), ad = tt_hlo_unary(b, TT_HLO_ABS, d);
+  tt_hv d = tt_lower_bin(c, TT_HLO_SUB, v[0], v[1]), ad = tt_hlo_unary(b, TT_HLO_ABS, d);
   const tt_hlo_type *tp = tt_hlo_type_of(b, d);
   if (!tp) return NULL;
   tt_hlo_type ty = *tp;
   tt_hv beta = tt_lower_broadcast_to(c, tt_lower_scalar(c, 4, ty.dtype), ty.rank, ty.dims);
   tt_hv sg = tt_hlo_unary(b, TT_HLO_SIGN, d);
-  tt_hv in = huber ? d : bin(c, TT_HLO_DIV, d, beta);
-  tt_hv out = huber ? bin(c, TT_HLO_MUL, beta, sg) : sg;
+  tt_hv in = huber ? d : tt_lower_bin(c, TT_HLO_DIV, d, beta);
+  tt_hv out = huber ? tt_lower_bin(c, TT_HLO_MUL, beta, sg) : sg;
   tt_hv r = tt_hlo_select(b, tt_hlo_compare(b, TT_HLO_LT, ad, beta), in, out);
-  tt_lower_result(c, tt_hlo_convert(b, bin(c, TT_HLO_MUL, grad_in(c, d, red), r), rt));
+  tt_lower_result(c, tt_hlo_convert(b, tt_lower_bin(c, TT_HLO_MUL, grad_in(c, d, red), r), rt));
   return NULL;
 }
 

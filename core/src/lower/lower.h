@@ -121,6 +121,14 @@ tt_status tt_lower_fail(const tt_lower_ctx *c, tt_code code, const char *fmt,
 
 // --- helpers shared by rules (lower/common.c) ---------------------------------
 
+// Shorthands every family uses.
+tt_dtype tt_opmath(tt_dtype d);  // the dtype PyTorch's kernels compute d in
+tt_hlo_type tt_lower_type(tt_lower_ctx *c, tt_hv v);  // f32 scalar if invalid
+tt_hv tt_lower_bin(tt_lower_ctx *c, tt_hlo_binop op, tt_hv x, tt_hv y);
+tt_hv tt_lower_convert(tt_lower_ctx *c, tt_hv v, tt_dtype d);
+// v (like's shape reduced with keepdim) broadcast back to like's shape.
+tt_hv tt_lower_expand_like(tt_lower_ctx *c, tt_hv v, tt_hv like);
+
 // "[2, 3]" into buf (returns buf) for messages.
 const char *tt_shape_str(const tt_hlo_type *t, char *buf, size_t cap);
 

@@ -13,14 +13,6 @@
 
 enum { kNone = 0, kMean = 1, kSum = 2 };
 
-static tt_dtype opmath(tt_dtype d) {
-  return (d == TT_F16 || d == TT_BF16) ? TT_F32 : d;
-}
-
-static tt_hv bin(tt_lower_ctx *c, tt_hlo_binop op, tt_hv x, tt_hv y) {
-  return tt_hlo_binary(tt_lower_hlo(c), op, x, y);
-}
-
 static tt_hv sum_all(tt_lower_ctx *c, tt_hv v) {
   bool all[TT_MAX_RANK] = {true, true, true, true, true, true, true, true};
   return tt_lower_reduce(c, v, all, false, TT_HLO_REDUCE_ADD);
@@ -64,7 +56,7 @@ static tt_status nll_prepare(tt_lower_ctx *c, int x, nll_parts *p) {
   tt_hv t = tt_hlo_convert(b, tt_hlo_reshape(b, tt_lower_tensor(c, x + 1), 1, &p->n), TT_I64);
   p->mask = tt_hlo_compare(b, TT_HLO_NE, t, tt_lower_splat_like(c, t, (double)tt_lower_int(c, x + 4)));
   p->safe = tt_hlo_select(b, p->mask, t, tt_lower_splat_like(c, t, 0));
-  tt_dtype acc = opmath(p->dt);
+  tt_dtype acc = tt_opmath(p->dt);
   tt_hlo_type wt = tt_hlo_make_type(acc, 1, &p->n);
   tt_hv w = tt_hlo_splat(b, &wt, 1);
   if (!tt_lower_is_none(c, x + 2)) {
@@ -102,16 +94,16 @@ static tt_status lower_nll_loss_forward(tt_lower_ctx *c) {
   TT_RETURN_IF_ERROR(nll_prepare(c, 0, &p));
   tt_hlo *b = tt_lower_hlo(c);
   int64_t xd[2] = {p.n, p.classes};
-  tt_hv x = tt_hlo_convert(b, tt_hlo_reshape(b, tt_lower_tensor(c, 0), 2, xd), opmath(p.dt));
-  tt_hv loss = tt_hlo_unary(b, TT_HLO_NEG, bin(c, TT_HLO_MUL, pick(c, x, &p), p.w));
+  tt_hv x = tt_hlo_convert(b, tt_hlo_reshape(b, tt_lower_tensor(c, 0), 2, xd), tt_opmath(p.dt));
+  tt_hv loss = tt_hlo_unary(b, TT_HLO_NEG, tt_lower_bin(c, TT_HLO_MUL, pick(c, x, &p), p.w));
   tt_hv total = sum_all(c, p.w), out;
   if (red == kNone) {
     tt_hlo_type tt = tt_lower_tensor_type(c, 1, -1);
     out = tt_hlo_reshape(b, loss, tt.rank, tt.dims);
-    total = tt_hlo_const(b, opmath(p.dt), 0);
+    total = tt_hlo_const(b, tt_opmath(p.dt), 0);
   } else {
     out = sum_all(c, loss);
-    if (red == kMean) out = bin(c, TT_HLO_DIV, out, total);
+    if (red == kMean) out = tt_lower_bin(c, TT_HLO_DIV, out, total);
   }
   tt_lower_result(c, tt_hlo_convert(b, out, p.dt));
   tt_lower_result(c, tt_hlo_convert(b, total, p.dt));
@@ -126,14 +118,14 @@ static tt_status lower_nll_loss_backward(tt_lower_ctx *c) {
   nll_parts p;
   TT_RETURN_IF_ERROR(nll_prepare(c, 1, &p));
   tt_hlo *b = tt_lower_hlo(c);
-  tt_dtype acc = opmath(p.dt);
+  tt_dtype acc = tt_opmath(p.dt);
   tt_hv g = tt_hlo_convert(b, tt_lower_tensor(c, 0), acc);
   g = red == kNone ? tt_hlo_reshape(b, g, 1, &p.n)
                    : tt_lower_broadcast_to(c, tt_hlo_reshape(b, g, 0, NULL), 1, &p.n);
-  tt_hv scale = tt_hlo_unary(b, TT_HLO_NEG, bin(c, TT_HLO_MUL, p.w, g));
+  tt_hv scale = tt_hlo_unary(b, TT_HLO_NEG, tt_lower_bin(c, TT_HLO_MUL, p.w, g));
   if (red == kMean) {
     tt_hv tw = tt_hlo_convert(b, tt_hlo_reshape(b, tt_lower_tensor(c, 6), 0, NULL), acc);
-    scale = bin(c, TT_HLO_DIV, scale, tt_lower_broadcast_to(c, tw, 1, &p.n));
+    scale = tt_lower_bin(c, TT_HLO_DIV, scale, tt_lower_broadcast_to(c, tw, 1, &p.n));
   }
   int64_t xd[2] = {p.n, p.classes}, col[2] = {p.n, 1};
   tt_hlo_type it = tt_hlo_make_type(TT_I64, 2, xd);
@@ -156,8 +148,8 @@ static tt_status diff(tt_lower_ctx *c, int x, tt_dtype *rt, tt_hv *d) {
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "mse_loss of %s is not supported",
                          tt_dtype_name(*rt));
   tt_hv v[2];
-  TT_RETURN_IF_ERROR(tt_lower_operands(c, idx, 2, opmath(*rt), v));
-  *d = bin(c, TT_HLO_SUB, v[0], v[1]);
+  TT_RETURN_IF_ERROR(tt_lower_operands(c, idx, 2, tt_opmath(*rt), v));
+  *d = tt_lower_bin(c, TT_HLO_SUB, v[0], v[1]);
   return NULL;
 }
 
@@ -174,12 +166,12 @@ static tt_status lower_mse_loss(tt_lower_ctx *c) {
   tt_dtype rt;
   tt_hv d;
   TT_RETURN_IF_ERROR(diff(c, 0, &rt, &d));
-  tt_hv sq = bin(c, TT_HLO_MUL, d, d);
+  tt_hv sq = tt_lower_bin(c, TT_HLO_MUL, d, d);
   if (red != kNone) {
     const tt_hlo_type *t = tt_hlo_type_of(tt_lower_hlo(c), sq);
     double n = t ? (double)tt_hlo_numel(t) : 1;
     sq = sum_all(c, sq);
-    if (red == kMean) sq = bin(c, TT_HLO_DIV, sq, tt_lower_splat_like(c, sq, n));
+    if (red == kMean) sq = tt_lower_bin(c, TT_HLO_DIV, sq, tt_lower_splat_like(c, sq, n));
   }
   tt_lower_result(c, tt_hlo_convert(tt_lower_hlo(c), sq, rt));
   return NULL;
@@ -199,7 +191,7 @@ static tt_status lower_mse_loss_backward(tt_lower_ctx *c) {
   tt_hv g = tt_hlo_convert(tt_lower_hlo(c), tt_lower_tensor(c, 0), t.dtype);
   g = tt_lower_broadcast_to(c, g, t.rank, t.dims);
   double scale = red == kMean ? 2.0 / (double)(tt_hlo_numel(&t) ? tt_hlo_numel(&t) : 1) : 2.0;
-  tt_hv r = bin(c, TT_HLO_MUL, bin(c, TT_HLO_MUL, d, g), tt_lower_splat_like(c, d, scale));
+  tt_hv r = tt_lower_bin(c, TT_HLO_MUL, tt_lower_bin(c, TT_HLO_MUL, d, g), tt_lower_splat_like(c, d, scale));
   tt_lower_result(c, tt_hlo_convert(tt_lower_hlo(c), r, rt));
   return NULL;
 }

@@ -17,52 +17,29 @@
 
 #include "lower/lower.h"
 
-static tt_dtype opmath(tt_dtype d) {
-  return (d == TT_F16 || d == TT_BF16) ? TT_F32 : d;
-}
-
-static tt_hlo_type type_of(tt_lower_ctx *c, tt_hv v) {
-  const tt_hlo_type *t = tt_hlo_type_of(tt_lower_hlo(c), v);
-  return t ? *t : tt_hlo_make_type(TT_F32, 0, NULL);
-}
-
-static tt_hv bin(tt_lower_ctx *c, tt_hlo_binop op, tt_hv x, tt_hv y) {
-  return tt_hlo_binary(tt_lower_hlo(c), op, x, y);
-}
-
-static tt_hv conv(tt_lower_ctx *c, tt_hv v, tt_dtype d) {
-  return tt_hlo_convert(tt_lower_hlo(c), v, d);
-}
-
-// v (shape of `like` reduced with keepdim) broadcast back to like's shape.
-static tt_hv expand(tt_lower_ctx *c, tt_hv v, tt_hv like) {
-  tt_hlo_type t = type_of(c, like);
-  return tt_lower_broadcast_to(c, v, t.rank, t.dims);
-}
-
 // A per-channel [C] value broadcast along dim 1 of `like`.
 static tt_hv per_channel(tt_lower_ctx *c, tt_hv v, tt_hv like) {
-  tt_hlo_type t = type_of(c, like);
+  tt_hlo_type t = tt_lower_type(c, like);
   int64_t one = 1;
   return tt_hlo_broadcast_in_dim(tt_lower_hlo(c), v, t.rank, t.dims, &one);
 }
 
 // Optional tensor argument i as opmath [n], or a splat of `dflt`.
 static tt_hv opt_vec(tt_lower_ctx *c, int i, int64_t n, tt_dtype acc, double dflt) {
-  if (!tt_lower_is_none(c, i)) return conv(c, tt_lower_tensor(c, i), acc);
+  if (!tt_lower_is_none(c, i)) return tt_lower_convert(c, tt_lower_tensor(c, i), acc);
   tt_hlo_type t = tt_hlo_make_type(acc, 1, &n);
   return tt_hlo_splat(tt_lower_hlo(c), &t, dflt);
 }
 
 static tt_hv mean_over(tt_lower_ctx *c, tt_hv v, const bool *mask, double n) {
   tt_hv s = tt_lower_reduce(c, v, mask, true, TT_HLO_REDUCE_ADD);
-  return bin(c, TT_HLO_DIV, s, tt_lower_splat_like(c, s, n));
+  return tt_lower_bin(c, TT_HLO_DIV, s, tt_lower_splat_like(c, s, n));
 }
 
 static tt_hv rsqrt_eps(tt_lower_ctx *c, tt_hv var, int eps_arg, tt_dtype acc) {
-  tt_hlo_type t = type_of(c, var);
+  tt_hlo_type t = tt_lower_type(c, var);
   tt_hv eps = tt_lower_broadcast_to(c, tt_lower_scalar(c, eps_arg, acc), t.rank, t.dims);
-  return tt_hlo_unary(tt_lower_hlo(c), TT_HLO_RSQRT, bin(c, TT_HLO_ADD, var, eps));
+  return tt_hlo_unary(tt_lower_hlo(c), TT_HLO_RSQRT, tt_lower_bin(c, TT_HLO_ADD, var, eps));
 }
 
 // --- batch norm -------------------------------------------------------------------------
@@ -82,19 +59,19 @@ static tt_status batch_norm(tt_lower_ctx *c, const bn_args *a) {
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "expected a floating input with at least "
                          "2 dims, got %dD %s", (int)xt.rank, tt_dtype_name(xt.dtype));
   int64_t ch = xt.dims[1], n = tt_hlo_numel(&xt) / (ch ? ch : 1);
-  tt_dtype acc = opmath(xt.dtype);
+  tt_dtype acc = tt_opmath(xt.dtype);
   bool mask[TT_MAX_RANK] = {false};
   for (int d = 0; d < xt.rank; d++) mask[d] = d != 1;
   bool has_stats = a->rm >= 0 && !tt_lower_is_none(c, a->rm) && !tt_lower_is_none(c, a->rv);
   if (!a->training && !has_stats)
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "running_mean and running_var must be "
                          "defined in evaluation mode");
-  tt_hv x = conv(c, tt_lower_tensor(c, a->x), acc);
+  tt_hv x = tt_lower_convert(c, tt_lower_tensor(c, a->x), acc);
   tt_hv mean, invstd, save_mean, save_invstd;
   if (a->training) {
     tt_hv m = mean_over(c, x, mask, (double)n);  // keepdim
-    tt_hv d = bin(c, TT_HLO_SUB, x, expand(c, m, x));
-    tt_hv var = mean_over(c, bin(c, TT_HLO_MUL, d, d), mask, (double)n);
+    tt_hv d = tt_lower_bin(c, TT_HLO_SUB, x, tt_lower_expand_like(c, m, x));
+    tt_hv var = mean_over(c, tt_lower_bin(c, TT_HLO_MUL, d, d), mask, (double)n);
     mean = tt_hlo_reshape(b, m, 1, &ch);
     tt_hv var1 = tt_hlo_reshape(b, var, 1, &ch);
     invstd = rsqrt_eps(c, var1, a->eps, acc);
@@ -102,28 +79,28 @@ static tt_status batch_norm(tt_lower_ctx *c, const bn_args *a) {
     save_invstd = invstd;
     if (has_stats) {
       tt_hv mom = tt_lower_broadcast_to(c, tt_lower_scalar(c, a->momentum, acc), 1, &ch);
-      tt_hv keep = bin(c, TT_HLO_SUB, tt_lower_splat_like(c, mom, 1), mom);
-      tt_hv rm = conv(c, tt_lower_tensor(c, a->rm), acc), rv = conv(c, tt_lower_tensor(c, a->rv), acc);
-      tt_hv unbiased = bin(c, TT_HLO_MUL, var1,
+      tt_hv keep = tt_lower_bin(c, TT_HLO_SUB, tt_lower_splat_like(c, mom, 1), mom);
+      tt_hv rm = tt_lower_convert(c, tt_lower_tensor(c, a->rm), acc), rv = tt_lower_convert(c, tt_lower_tensor(c, a->rv), acc);
+      tt_hv unbiased = tt_lower_bin(c, TT_HLO_MUL, var1,
                            tt_lower_splat_like(c, var1, n > 1 ? (double)n / (double)(n - 1) : INFINITY));
-      tt_lower_write_arg(c, a->rm, bin(c, TT_HLO_ADD, bin(c, TT_HLO_MUL, keep, rm),
-                                       bin(c, TT_HLO_MUL, mom, mean)));
-      tt_lower_write_arg(c, a->rv, bin(c, TT_HLO_ADD, bin(c, TT_HLO_MUL, keep, rv),
-                                       bin(c, TT_HLO_MUL, mom, unbiased)));
+      tt_lower_write_arg(c, a->rm, tt_lower_bin(c, TT_HLO_ADD, tt_lower_bin(c, TT_HLO_MUL, keep, rm),
+                                       tt_lower_bin(c, TT_HLO_MUL, mom, mean)));
+      tt_lower_write_arg(c, a->rv, tt_lower_bin(c, TT_HLO_ADD, tt_lower_bin(c, TT_HLO_MUL, keep, rv),
+                                       tt_lower_bin(c, TT_HLO_MUL, mom, unbiased)));
     }
   } else {
-    mean = conv(c, tt_lower_tensor(c, a->rm), acc);
-    invstd = rsqrt_eps(c, conv(c, tt_lower_tensor(c, a->rv), acc), a->eps, acc);
+    mean = tt_lower_convert(c, tt_lower_tensor(c, a->rm), acc);
+    invstd = rsqrt_eps(c, tt_lower_convert(c, tt_lower_tensor(c, a->rv), acc), a->eps, acc);
     int64_t zero = 0;
     tt_hlo_type et = tt_hlo_make_type(acc, 1, &zero);
     save_mean = save_invstd = tt_hlo_splat(b, &et, 0);
   }
-  tt_hv scale = bin(c, TT_HLO_MUL, invstd, opt_vec(c, a->w, ch, acc, 1));
-  tt_hv y = bin(c, TT_HLO_MUL, bin(c, TT_HLO_SUB, x, per_channel(c, mean, x)), per_channel(c, scale, x));
-  y = bin(c, TT_HLO_ADD, y, per_channel(c, opt_vec(c, a->b, ch, acc, 0), x));
-  tt_lower_result(c, conv(c, y, xt.dtype));
-  tt_lower_result(c, conv(c, save_mean, acc));
-  tt_lower_result(c, conv(c, save_invstd, acc));
+  tt_hv scale = tt_lower_bin(c, TT_HLO_MUL, invstd, opt_vec(c, a->w, ch, acc, 1));
+  tt_hv y = tt_lower_bin(c, TT_HLO_MUL, tt_lower_bin(c, TT_HLO_SUB, x, per_channel(c, mean, x)), per_channel(c, scale, x));
+  y = tt_lower_bin(c, TT_HLO_ADD, y, per_channel(c, opt_vec(c, a->b, ch, acc, 0), x));
+  tt_lower_result(c, tt_lower_convert(c, y, xt.dtype));
+  tt_lower_result(c, tt_lower_convert(c, save_mean, acc));
+  tt_lower_result(c, tt_lower_convert(c, save_invstd, acc));
   return NULL;
 }
 
@@ -164,32 +141,32 @@ static tt_status lower_native_batch_norm_backward(tt_lower_ctx *c) {
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "%s statistics are missing",
                          train ? "saved" : "running");
   int64_t ch = xt.dims[1], n = tt_hlo_numel(&xt) / (ch ? ch : 1);
-  tt_dtype acc = opmath(xt.dtype);
+  tt_dtype acc = tt_opmath(xt.dtype);
   bool mask[TT_MAX_RANK] = {false};
   for (int d = 0; d < xt.rank; d++) mask[d] = d != 1;
-  tt_hv g = conv(c, tt_lower_tensor(c, 0), acc), x = conv(c, tt_lower_tensor(c, 1), acc);
-  tt_hv mean = conv(c, tt_lower_tensor(c, mi), acc);
-  tt_hv invstd = train ? conv(c, tt_lower_tensor(c, vi), acc)
-                       : rsqrt_eps(c, conv(c, tt_lower_tensor(c, vi), acc), 8, acc);
+  tt_hv g = tt_lower_convert(c, tt_lower_tensor(c, 0), acc), x = tt_lower_convert(c, tt_lower_tensor(c, 1), acc);
+  tt_hv mean = tt_lower_convert(c, tt_lower_tensor(c, mi), acc);
+  tt_hv invstd = train ? tt_lower_convert(c, tt_lower_tensor(c, vi), acc)
+                       : rsqrt_eps(c, tt_lower_convert(c, tt_lower_tensor(c, vi), acc), 8, acc);
   tt_hv w = opt_vec(c, 2, ch, acc, 1);
-  tt_hv xhat = bin(c, TT_HLO_MUL, bin(c, TT_HLO_SUB, x, per_channel(c, mean, x)),
+  tt_hv xhat = tt_lower_bin(c, TT_HLO_MUL, tt_lower_bin(c, TT_HLO_SUB, x, per_channel(c, mean, x)),
                    per_channel(c, invstd, x));
   tt_hv gb = tt_lower_reduce(c, g, mask, false, TT_HLO_REDUCE_ADD);
-  tt_hv gw = tt_lower_reduce(c, bin(c, TT_HLO_MUL, g, xhat), mask, false, TT_HLO_REDUCE_ADD);
-  tt_hv scale = per_channel(c, bin(c, TT_HLO_MUL, w, invstd), x), gx;
+  tt_hv gw = tt_lower_reduce(c, tt_lower_bin(c, TT_HLO_MUL, g, xhat), mask, false, TT_HLO_REDUCE_ADD);
+  tt_hv scale = per_channel(c, tt_lower_bin(c, TT_HLO_MUL, w, invstd), x), gx;
   if (train) {
     tt_hv inv_n = tt_lower_splat_like(c, gb, 1.0 / (double)(n ? n : 1));
-    tt_hv mg = per_channel(c, bin(c, TT_HLO_MUL, gb, inv_n), x);
-    tt_hv mgx = per_channel(c, bin(c, TT_HLO_MUL, gw, inv_n), x);
-    gx = bin(c, TT_HLO_SUB, bin(c, TT_HLO_SUB, g, mg), bin(c, TT_HLO_MUL, xhat, mgx));
-    gx = bin(c, TT_HLO_MUL, gx, scale);
+    tt_hv mg = per_channel(c, tt_lower_bin(c, TT_HLO_MUL, gb, inv_n), x);
+    tt_hv mgx = per_channel(c, tt_lower_bin(c, TT_HLO_MUL, gw, inv_n), x);
+    gx = tt_lower_bin(c, TT_HLO_SUB, tt_lower_bin(c, TT_HLO_SUB, g, mg), tt_lower_bin(c, TT_HLO_MUL, xhat, mgx));
+    gx = tt_lower_bin(c, TT_HLO_MUL, gx, scale);
   } else {
-    gx = bin(c, TT_HLO_MUL, g, scale);
+    gx = tt_lower_bin(c, TT_HLO_MUL, g, scale);
   }
   tt_dtype wd = tt_lower_is_none(c, 2) ? xt.dtype : tt_lower_tensor_type(c, 2, -1).dtype;
-  tt_lower_result(c, conv(c, gx, xt.dtype));
-  tt_lower_result(c, conv(c, gw, wd));
-  tt_lower_result(c, conv(c, gb, wd));
+  tt_lower_result(c, tt_lower_convert(c, gx, xt.dtype));
+  tt_lower_result(c, tt_lower_convert(c, gw, wd));
+  tt_lower_result(c, tt_lower_convert(c, gb, wd));
   return NULL;
 }
 
@@ -212,7 +189,7 @@ static tt_status layer_axis(tt_lower_ctx *c, const tt_hlo_type *xt, int i, int *
 
 // A [trailing dims] affine parameter broadcast over x.
 static tt_hv trailing(tt_lower_ctx *c, tt_hv v, tt_hv like, int axis) {
-  tt_hlo_type t = type_of(c, like);
+  tt_hlo_type t = tt_lower_type(c, like);
   int64_t bd[TT_MAX_RANK];
   for (int d = axis; d < t.rank; d++) bd[d - axis] = d;
   return tt_hlo_broadcast_in_dim(tt_lower_hlo(c), v, t.rank, t.dims, bd);
@@ -220,7 +197,7 @@ static tt_hv trailing(tt_lower_ctx *c, tt_hv v, tt_hv like, int axis) {
 
 static tt_hv opt_affine(tt_lower_ctx *c, int i, tt_hv like, int axis, tt_dtype acc, double dflt) {
   if (tt_lower_is_none(c, i)) return tt_lower_splat_like(c, like, dflt);
-  return trailing(c, conv(c, tt_lower_tensor(c, i), acc), like, axis);
+  return trailing(c, tt_lower_convert(c, tt_lower_tensor(c, i), acc), like, axis);
 }
 
 // native_layer_norm(input, normalized_shape, weight?, bias?, eps)
@@ -232,23 +209,23 @@ static tt_status lower_native_layer_norm(tt_lower_ctx *c) {
   if (!tt_dtype_is_float(xt.dtype))
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "expected a floating input, got %s",
                          tt_dtype_name(xt.dtype));
-  tt_dtype acc = opmath(xt.dtype);
+  tt_dtype acc = tt_opmath(xt.dtype);
   bool mask[TT_MAX_RANK] = {false};
   double n = 1;
   for (int d = axis; d < xt.rank; d++) {
     mask[d] = true;
     n *= (double)xt.dims[d];
   }
-  tt_hv x = conv(c, tt_lower_tensor(c, 0), acc);
+  tt_hv x = tt_lower_convert(c, tt_lower_tensor(c, 0), acc);
   tt_hv m = mean_over(c, x, mask, n);
-  tt_hv d = bin(c, TT_HLO_SUB, x, expand(c, m, x));
-  tt_hv rstd = rsqrt_eps(c, mean_over(c, bin(c, TT_HLO_MUL, d, d), mask, n), 4, acc);
-  tt_hv y = bin(c, TT_HLO_MUL, d, expand(c, rstd, x));
-  y = bin(c, TT_HLO_MUL, y, opt_affine(c, 2, x, axis, acc, 1));
-  y = bin(c, TT_HLO_ADD, y, opt_affine(c, 3, x, axis, acc, 0));
-  tt_lower_result(c, conv(c, y, xt.dtype));
-  tt_lower_result(c, conv(c, m, acc == xt.dtype ? xt.dtype : acc));
-  tt_lower_result(c, conv(c, rstd, acc == xt.dtype ? xt.dtype : acc));
+  tt_hv d = tt_lower_bin(c, TT_HLO_SUB, x, tt_lower_expand_like(c, m, x));
+  tt_hv rstd = rsqrt_eps(c, mean_over(c, tt_lower_bin(c, TT_HLO_MUL, d, d), mask, n), 4, acc);
+  tt_hv y = tt_lower_bin(c, TT_HLO_MUL, d, tt_lower_expand_like(c, rstd, x));
+  y = tt_lower_bin(c, TT_HLO_MUL, y, opt_affine(c, 2, x, axis, acc, 1));
+  y = tt_lower_bin(c, TT_HLO_ADD, y, opt_affine(c, 3, x, axis, acc, 0));
+  tt_lower_result(c, tt_lower_convert(c, y, xt.dtype));
+  tt_lower_result(c, tt_lower_convert(c, m, acc == xt.dtype ? xt.dtype : acc));
+  tt_lower_result(c, tt_lower_convert(c, rstd, acc == xt.dtype ? xt.dtype : acc));
   return NULL;
 }
 
@@ -258,7 +235,7 @@ static tt_status lower_native_layer_norm_backward(tt_lower_ctx *c) {
   tt_hlo_type xt = tt_lower_tensor_type(c, 1, -1);
   int axis;
   TT_RETURN_IF_ERROR(layer_axis(c, &xt, 2, &axis));
-  tt_dtype acc = opmath(xt.dtype);
+  tt_dtype acc = tt_opmath(xt.dtype);
   bool inner[TT_MAX_RANK] = {false}, outer[TT_MAX_RANK] = {false};
   double n = 1;
   for (int d = 0; d < xt.rank; d++) {
@@ -266,21 +243,21 @@ static tt_status lower_native_layer_norm_backward(tt_lower_ctx *c) {
     outer[d] = d < axis;
     if (inner[d]) n *= (double)xt.dims[d];
   }
-  tt_hv g = conv(c, tt_lower_tensor(c, 0), acc), x = conv(c, tt_lower_tensor(c, 1), acc);
-  tt_hv mean = expand(c, conv(c, tt_lower_tensor(c, 3), acc), x);
-  tt_hv rstd = expand(c, conv(c, tt_lower_tensor(c, 4), acc), x);
-  tt_hv xhat = bin(c, TT_HLO_MUL, bin(c, TT_HLO_SUB, x, mean), rstd);
-  tt_hv gy = bin(c, TT_HLO_MUL, g, opt_affine(c, 5, x, axis, acc, 1));
-  tt_hv a = expand(c, mean_over(c, gy, inner, n), x);
-  tt_hv bterm = expand(c, mean_over(c, bin(c, TT_HLO_MUL, gy, xhat), inner, n), x);
-  tt_hv gx = bin(c, TT_HLO_MUL, rstd,
-                 bin(c, TT_HLO_SUB, bin(c, TT_HLO_SUB, gy, a), bin(c, TT_HLO_MUL, xhat, bterm)));
-  tt_hv gw = tt_lower_reduce(c, bin(c, TT_HLO_MUL, g, xhat), outer, false, TT_HLO_REDUCE_ADD);
+  tt_hv g = tt_lower_convert(c, tt_lower_tensor(c, 0), acc), x = tt_lower_convert(c, tt_lower_tensor(c, 1), acc);
+  tt_hv mean = tt_lower_expand_like(c, tt_lower_convert(c, tt_lower_tensor(c, 3), acc), x);
+  tt_hv rstd = tt_lower_expand_like(c, tt_lower_convert(c, tt_lower_tensor(c, 4), acc), x);
+  tt_hv xhat = tt_lower_bin(c, TT_HLO_MUL, tt_lower_bin(c, TT_HLO_SUB, x, mean), rstd);
+  tt_hv gy = tt_lower_bin(c, TT_HLO_MUL, g, opt_affine(c, 5, x, axis, acc, 1));
+  tt_hv a = tt_lower_expand_like(c, mean_over(c, gy, inner, n), x);
+  tt_hv bterm = tt_lower_expand_like(c, mean_over(c, tt_lower_bin(c, TT_HLO_MUL, gy, xhat), inner, n), x);
+  tt_hv gx = tt_lower_bin(c, TT_HLO_MUL, rstd,
+                 tt_lower_bin(c, TT_HLO_SUB, tt_lower_bin(c, TT_HLO_SUB, gy, a), tt_lower_bin(c, TT_HLO_MUL, xhat, bterm)));
+  tt_hv gw = tt_lower_reduce(c, tt_lower_bin(c, TT_HLO_MUL, g, xhat), outer, false, TT_HLO_REDUCE_ADD);
   tt_hv gb = tt_lower_reduce(c, g, outer, false, TT_HLO_REDUCE_ADD);
   tt_dtype wd = tt_lower_is_none(c, 5) ? xt.dtype : tt_lower_tensor_type(c, 5, -1).dtype;
-  tt_lower_result(c, conv(c, gx, xt.dtype));
-  tt_lower_result(c, conv(c, gw, wd));
-  tt_lower_result(c, conv(c, gb, wd));
+  tt_lower_result(c, tt_lower_convert(c, gx, xt.dtype));
+  tt_lower_result(c, tt_lower_convert(c, gw, wd));
+  tt_lower_result(c, tt_lower_convert(c, gb, wd));
   return NULL;
 }
 
@@ -320,20 +297,20 @@ static tt_status lower_native_group_norm(tt_lower_ctx *c) {
   TT_RETURN_IF_ERROR(gn_read(c, 0, 3, &s));
   tt_hlo *b = tt_lower_hlo(c);
   tt_hlo_type xt = tt_lower_tensor_type(c, 0, -1);
-  tt_dtype acc = opmath(xt.dtype);
+  tt_dtype acc = tt_opmath(xt.dtype);
   int64_t g3[3] = {s.n, s.groups, s.per * s.hw}, ng[2] = {s.n, s.groups};
-  tt_hv x = tt_hlo_reshape(b, conv(c, tt_lower_tensor(c, 0), acc), 3, g3);
+  tt_hv x = tt_hlo_reshape(b, tt_lower_convert(c, tt_lower_tensor(c, 0), acc), 3, g3);
   bool mask[TT_MAX_RANK] = {false, false, true};
   double cnt = (double)(s.per * s.hw);
   tt_hv m = mean_over(c, x, mask, cnt);
-  tt_hv d = bin(c, TT_HLO_SUB, x, expand(c, m, x));
-  tt_hv rstd = rsqrt_eps(c, mean_over(c, bin(c, TT_HLO_MUL, d, d), mask, cnt), 7, acc);
-  tt_hv y = bin(c, TT_HLO_MUL, d, expand(c, rstd, x));
-  y = bin(c, TT_HLO_MUL, y, gn_channel(c, opt_vec(c, 1, s.ch, acc, 1), &s));
-  y = bin(c, TT_HLO_ADD, y, gn_channel(c, opt_vec(c, 2, s.ch, acc, 0), &s));
-  tt_lower_result(c, conv(c, tt_hlo_reshape(b, y, xt.rank, xt.dims), xt.dtype));
-  tt_lower_result(c, conv(c, tt_hlo_reshape(b, m, 2, ng), xt.dtype));
-  tt_lower_result(c, conv(c, tt_hlo_reshape(b, rstd, 2, ng), xt.dtype));
+  tt_hv d = tt_lower_bin(c, TT_HLO_SUB, x, tt_lower_expand_like(c, m, x));
+  tt_hv rstd = rsqrt_eps(c, mean_over(c, tt_lower_bin(c, TT_HLO_MUL, d, d), mask, cnt), 7, acc);
+  tt_hv y = tt_lower_bin(c, TT_HLO_MUL, d, tt_lower_expand_like(c, rstd, x));
+  y = tt_lower_bin(c, TT_HLO_MUL, y, gn_channel(c, opt_vec(c, 1, s.ch, acc, 1), &s));
+  y = tt_lower_bin(c, TT_HLO_ADD, y, gn_channel(c, opt_vec(c, 2, s.ch, acc, 0), &s));
+  tt_lower_result(c, tt_lower_convert(c, tt_hlo_reshape(b, y, xt.rank, xt.dims), xt.dtype));
+  tt_lower_result(c, tt_lower_convert(c, tt_hlo_reshape(b, m, 2, ng), xt.dtype));
+  tt_lower_result(c, tt_lower_convert(c, tt_hlo_reshape(b, rstd, 2, ng), xt.dtype));
   return NULL;
 }
 
@@ -344,29 +321,29 @@ static tt_status lower_native_group_norm_backward(tt_lower_ctx *c) {
   TT_RETURN_IF_ERROR(gn_read(c, 1, 5, &s));
   tt_hlo *b = tt_lower_hlo(c);
   tt_hlo_type xt = tt_lower_tensor_type(c, 1, -1);
-  tt_dtype acc = opmath(xt.dtype);
+  tt_dtype acc = tt_opmath(xt.dtype);
   int64_t g3[3] = {s.n, s.groups, s.per * s.hw}, ng1[3] = {s.n, s.groups, 1};
   int64_t d3[3] = {s.n, s.ch, s.hw};
-  tt_hv g = tt_hlo_reshape(b, conv(c, tt_lower_tensor(c, 0), acc), 3, g3);
-  tt_hv x = tt_hlo_reshape(b, conv(c, tt_lower_tensor(c, 1), acc), 3, g3);
-  tt_hv mean = expand(c, tt_hlo_reshape(b, conv(c, tt_lower_tensor(c, 2), acc), 3, ng1), x);
-  tt_hv rstd = expand(c, tt_hlo_reshape(b, conv(c, tt_lower_tensor(c, 3), acc), 3, ng1), x);
-  tt_hv xhat = bin(c, TT_HLO_MUL, bin(c, TT_HLO_SUB, x, mean), rstd);
-  tt_hv gy = bin(c, TT_HLO_MUL, g, gn_channel(c, opt_vec(c, 4, s.ch, acc, 1), &s));
+  tt_hv g = tt_hlo_reshape(b, tt_lower_convert(c, tt_lower_tensor(c, 0), acc), 3, g3);
+  tt_hv x = tt_hlo_reshape(b, tt_lower_convert(c, tt_lower_tensor(c, 1), acc), 3, g3);
+  tt_hv mean = tt_lower_expand_like(c, tt_hlo_reshape(b, tt_lower_convert(c, tt_lower_tensor(c, 2), acc), 3, ng1), x);
+  tt_hv rstd = tt_lower_expand_like(c, tt_hlo_reshape(b, tt_lower_convert(c, tt_lower_tensor(c, 3), acc), 3, ng1), x);
+  tt_hv xhat = tt_lower_bin(c, TT_HLO_MUL, tt_lower_bin(c, TT_HLO_SUB, x, mean), rstd);
+  tt_hv gy = tt_lower_bin(c, TT_HLO_MUL, g, gn_channel(c, opt_vec(c, 4, s.ch, acc, 1), &s));
   bool inner[TT_MAX_RANK] = {false, false, true};
   double cnt = (double)(s.per * s.hw);
-  tt_hv a = expand(c, mean_over(c, gy, inner, cnt), x);
-  tt_hv bt = expand(c, mean_over(c, bin(c, TT_HLO_MUL, gy, xhat), inner, cnt), x);
-  tt_hv gx = bin(c, TT_HLO_MUL, rstd,
-                 bin(c, TT_HLO_SUB, bin(c, TT_HLO_SUB, gy, a), bin(c, TT_HLO_MUL, xhat, bt)));
+  tt_hv a = tt_lower_expand_like(c, mean_over(c, gy, inner, cnt), x);
+  tt_hv bt = tt_lower_expand_like(c, mean_over(c, tt_lower_bin(c, TT_HLO_MUL, gy, xhat), inner, cnt), x);
+  tt_hv gx = tt_lower_bin(c, TT_HLO_MUL, rstd,
+                 tt_lower_bin(c, TT_HLO_SUB, tt_lower_bin(c, TT_HLO_SUB, gy, a), tt_lower_bin(c, TT_HLO_MUL, xhat, bt)));
   bool nhw[TT_MAX_RANK] = {true, false, true};
-  tt_hv gw = tt_lower_reduce(c, tt_hlo_reshape(b, bin(c, TT_HLO_MUL, g, xhat), 3, d3), nhw,
+  tt_hv gw = tt_lower_reduce(c, tt_hlo_reshape(b, tt_lower_bin(c, TT_HLO_MUL, g, xhat), 3, d3), nhw,
                              false, TT_HLO_REDUCE_ADD);
   tt_hv gb = tt_lower_reduce(c, tt_hlo_reshape(b, g, 3, d3), nhw, false, TT_HLO_REDUCE_ADD);
   tt_dtype wd = tt_lower_is_none(c, 4) ? xt.dtype : tt_lower_tensor_type(c, 4, -1).dtype;
-  tt_lower_result(c, conv(c, tt_hlo_reshape(b, gx, xt.rank, xt.dims), xt.dtype));
-  tt_lower_result(c, conv(c, gw, wd));
-  tt_lower_result(c, conv(c, gb, wd));
+  tt_lower_result(c, tt_lower_convert(c, tt_hlo_reshape(b, gx, xt.rank, xt.dims), xt.dtype));
+  tt_lower_result(c, tt_lower_convert(c, gw, wd));
+  tt_lower_result(c, tt_lower_convert(c, gb, wd));
   return NULL;
 }
 

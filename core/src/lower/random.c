@@ -13,10 +13,6 @@
 
 #include "lower/lower.h"
 
-static tt_hv bin(tt_lower_ctx *c, tt_hlo_binop op, tt_hv x, tt_hv y) {
-  return tt_hlo_binary(tt_lower_hlo(c), op, x, y);
-}
-
 static tt_hv k(tt_lower_ctx *c, tt_hv like, double v) {
   return tt_lower_splat_like(c, like, v);
 }
@@ -47,9 +43,9 @@ static tt_hv uniform01(tt_lower_ctx *c, int gen_arg, tt_dtype d, int rank, const
   const tt_hlo_type *ut = tt_hlo_type_of(b, u);
   tt_hv one_bits = ut ? tt_hlo_splat_i(b, ut, wide ? INT64_C(0x3FF0000000000000) : 0x3F800000)
                       : TT_HV_INVALID;
-  tt_hv m = bin(c, TT_HLO_OR, bin(c, TT_HLO_SHR_L, u, shift), one_bits);
+  tt_hv m = tt_lower_bin(c, TT_HLO_OR, tt_lower_bin(c, TT_HLO_SHR_L, u, shift), one_bits);
   tt_hv f = tt_hlo_bitcast(b, m, wide ? TT_F64 : TT_F32);
-  return bin(c, TT_HLO_SUB, f, k(c, f, 1));
+  return tt_lower_bin(c, TT_HLO_SUB, f, k(c, f, 1));
 }
 
 // The dtype sampling math happens in for a float target.
@@ -71,9 +67,9 @@ static tt_status lower_uniform(tt_lower_ctx *c) {
   tt_hv u = uniform01(c, 3, sd, t.rank, t.dims);
   tt_hv lo = tt_lower_is_none(c, 1) ? tt_hlo_const(b, sd, 0) : tt_lower_scalar(c, 1, sd);
   tt_hv hi = tt_lower_is_none(c, 2) ? tt_hlo_const(b, sd, 1) : tt_lower_scalar(c, 2, sd);
-  tt_hv span = tt_lower_broadcast_to(c, bin(c, TT_HLO_SUB, hi, lo), t.rank, t.dims);
-  tt_hv r = bin(c, TT_HLO_ADD, tt_lower_broadcast_to(c, lo, t.rank, t.dims),
-                bin(c, TT_HLO_MUL, span, u));
+  tt_hv span = tt_lower_broadcast_to(c, tt_lower_bin(c, TT_HLO_SUB, hi, lo), t.rank, t.dims);
+  tt_hv r = tt_lower_bin(c, TT_HLO_ADD, tt_lower_broadcast_to(c, lo, t.rank, t.dims),
+                tt_lower_bin(c, TT_HLO_MUL, span, u));
   tt_lower_result(c, tt_hlo_convert(b, r, t.dtype));
   return NULL;
 }
@@ -90,13 +86,13 @@ static tt_status lower_normal(tt_lower_ctx *c) {
   int64_t s0[2] = {0, 0}, s1[2] = {1, 0}, l0[2] = {1, n}, l1[2] = {2, n}, st[2] = {1, 1};
   tt_hv u1 = tt_hlo_reshape(b, tt_hlo_slice(b, u, s0, l0, st), t.rank, t.dims);
   tt_hv u2 = tt_hlo_reshape(b, tt_hlo_slice(b, u, s1, l1, st), t.rank, t.dims);
-  tt_hv r = tt_hlo_unary(b, TT_HLO_SQRT, bin(c, TT_HLO_MUL, k(c, u1, -2),
-                         tt_hlo_unary(b, TT_HLO_LOG, bin(c, TT_HLO_SUB, k(c, u1, 1), u1))));
-  tt_hv z = bin(c, TT_HLO_MUL, r, tt_hlo_unary(b, TT_HLO_COS, bin(c, TT_HLO_MUL, k(c, u2, 6.28318530717958647692), u2)));
+  tt_hv r = tt_hlo_unary(b, TT_HLO_SQRT, tt_lower_bin(c, TT_HLO_MUL, k(c, u1, -2),
+                         tt_hlo_unary(b, TT_HLO_LOG, tt_lower_bin(c, TT_HLO_SUB, k(c, u1, 1), u1))));
+  tt_hv z = tt_lower_bin(c, TT_HLO_MUL, r, tt_hlo_unary(b, TT_HLO_COS, tt_lower_bin(c, TT_HLO_MUL, k(c, u2, 6.28318530717958647692), u2)));
   tt_hv mean = tt_lower_is_none(c, 1) ? tt_hlo_const(b, sd, 0) : tt_lower_scalar(c, 1, sd);
   tt_hv std = tt_lower_is_none(c, 2) ? tt_hlo_const(b, sd, 1) : tt_lower_scalar(c, 2, sd);
-  z = bin(c, TT_HLO_MUL, z, tt_lower_broadcast_to(c, std, t.rank, t.dims));
-  z = bin(c, TT_HLO_ADD, z, tt_lower_broadcast_to(c, mean, t.rank, t.dims));
+  z = tt_lower_bin(c, TT_HLO_MUL, z, tt_lower_broadcast_to(c, std, t.rank, t.dims));
+  z = tt_lower_bin(c, TT_HLO_ADD, z, tt_lower_broadcast_to(c, mean, t.rank, t.dims));
   tt_lower_result(c, tt_hlo_convert(b, z, t.dtype));
   return NULL;
 }
@@ -130,10 +126,10 @@ static tt_status random_range(tt_lower_ctx *c, int gen_arg, int64_t from, uint64
   tt_hlo *b = tt_lower_hlo(c);
   tt_hv u = draw(c, gen_arg, TT_U64, t.rank, t.dims);
   tt_hlo_type ut = tt_hlo_make_type(TT_U64, t.rank, t.dims);
-  if (range != 0) u = bin(c, TT_HLO_REM, u, tt_hlo_splat_i(b, &ut, (int64_t)range));
+  if (range != 0) u = tt_lower_bin(c, TT_HLO_REM, u, tt_hlo_splat_i(b, &ut, (int64_t)range));
   tt_hv v = tt_hlo_bitcast(b, u, TT_I64);  // wraps like two's complement
   ut.dtype = TT_I64;
-  v = bin(c, TT_HLO_ADD, v, tt_hlo_splat_i(b, &ut, from));
+  v = tt_lower_bin(c, TT_HLO_ADD, v, tt_hlo_splat_i(b, &ut, from));
   tt_lower_result(c, tt_hlo_convert(b, v, t.dtype));
   return NULL;
 }

@@ -17,23 +17,6 @@
 
 // --- helpers -------------------------------------------------------------------------------
 
-static tt_hlo_type type_of(tt_lower_ctx *c, tt_hv v) {
-  const tt_hlo_type *t = tt_hlo_type_of(tt_lower_hlo(c), v);
-  return t ? *t : tt_hlo_make_type(TT_F32, 0, NULL);
-}
-
-static tt_dtype opmath(tt_dtype d) {
-  return (d == TT_F16 || d == TT_BF16) ? TT_F32 : d;
-}
-
-static tt_hv conv(tt_lower_ctx *c, tt_hv v, tt_dtype d) {
-  return tt_hlo_convert(tt_lower_hlo(c), v, d);
-}
-
-static tt_hv bin(tt_lower_ctx *c, tt_hlo_binop op, tt_hv x, tt_hv y) {
-  return tt_hlo_binary(tt_lower_hlo(c), op, x, y);
-}
-
 // The dtype= argument i, or TT_DTYPE_NONE.
 static tt_dtype dtype_arg(const tt_lower_ctx *c, int i) {
   const tt_value *v = tt_lower_arg(c, i);
@@ -50,7 +33,7 @@ static int64_t reduced_count(const tt_hlo_type *t, const bool *mask) {
 
 // b (reduced, keepdim) broadcast back over a's shape.
 static tt_hv expand_like(tt_lower_ctx *c, tt_hv b, tt_hv a) {
-  tt_hlo_type t = type_of(c, a);
+  tt_hlo_type t = tt_lower_type(c, a);
   return tt_lower_broadcast_to(c, b, t.rank, t.dims);
 }
 
@@ -71,7 +54,7 @@ static tt_dtype accum_dtype(const tt_lower_ctx *c, int dtype_idx, tt_dtype in) {
 static tt_status sum_like(tt_lower_ctx *c, int dim_idx, int keep_idx, int dtype_idx,
                           tt_hlo_reduce_kind kind, bool mean) {
   tt_hv x = tt_lower_tensor(c, 0);
-  tt_hlo_type t = type_of(c, x);
+  tt_hlo_type t = tt_lower_type(c, x);
   tt_dtype rt = accum_dtype(c, dtype_idx, t.dtype);
   if (mean && !tt_dtype_is_float(rt))
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "mean(): could not infer output dtype. "
@@ -80,12 +63,12 @@ static tt_status sum_like(tt_lower_ctx *c, int dim_idx, int keep_idx, int dtype_
   bool mask[TT_MAX_RANK];
   TT_RETURN_IF_ERROR(tt_lower_dim_mask(c, dim_idx, t.rank, true, mask));
   bool keep = keep_idx >= 0 && tt_lower_bool(c, keep_idx);
-  tt_hv r = tt_lower_reduce(c, conv(c, conv(c, x, rt), opmath(rt)), mask, keep, kind);
+  tt_hv r = tt_lower_reduce(c, tt_lower_convert(c, tt_lower_convert(c, x, rt), tt_opmath(rt)), mask, keep, kind);
   if (mean) {
     tt_hv n = tt_lower_splat_like(c, r, (double)reduced_count(&t, mask));
-    r = bin(c, TT_HLO_DIV, r, n);
+    r = tt_lower_bin(c, TT_HLO_DIV, r, n);
   }
-  tt_lower_result(c, conv(c, r, rt));
+  tt_lower_result(c, tt_lower_convert(c, r, rt));
   return NULL;
 }
 
@@ -102,7 +85,7 @@ static tt_status lower_prod_dim(tt_lower_ctx *c) { return sum_like(c, 1, 2, 3, T
 // PyTorch, so it is an error.
 static tt_status extreme(tt_lower_ctx *c, int dim_idx, int keep_idx, bool is_max) {
   tt_hv x = tt_lower_tensor(c, 0);
-  tt_hlo_type t = type_of(c, x);
+  tt_hlo_type t = tt_lower_type(c, x);
   bool mask[TT_MAX_RANK];
   TT_RETURN_IF_ERROR(tt_lower_dim_mask(c, dim_idx, t.rank, true, mask));
   for (int d = 0; d < t.rank; d++)
@@ -126,7 +109,7 @@ static tt_status lower_min(tt_lower_ctx *c) { return extreme(c, -1, -1, false); 
 // Values and int64 indices of the max/min of x along dim (rank >= 1).
 static tt_status arg_along(tt_lower_ctx *c, tt_hv x, int64_t dim, bool keep, bool is_max,
                            tt_hv *vals, tt_hv *idx) {
-  tt_hlo_type t = type_of(c, x);
+  tt_hlo_type t = tt_lower_type(c, x);
   if (t.dims[dim] == 0)
     return tt_lower_fail(c, TT_OUT_OF_RANGE, "cannot compute the %s of an empty "
                          "dimension %d", is_max ? "max" : "min", (int)dim);
@@ -142,7 +125,7 @@ static tt_status arg_along(tt_lower_ctx *c, tt_hv x, int64_t dim, bool keep, boo
 // max.dim / min.dim: (values, indices); a 0-d input is its own max at 0.
 static tt_status with_indices(tt_lower_ctx *c, bool is_max) {
   tt_hv x = tt_lower_tensor(c, 0);
-  tt_hlo_type t = type_of(c, x);
+  tt_hlo_type t = tt_lower_type(c, x);
   int64_t dim;
   TT_RETURN_IF_ERROR(tt_lower_dim(c, tt_lower_int(c, 1), t.rank, &dim));
   tt_hv vals = x, idx;
@@ -162,7 +145,7 @@ static tt_status lower_min_dim(tt_lower_ctx *c) { return with_indices(c, false);
 // result has self's rank with every dim 1.
 static tt_status arg_only(tt_lower_ctx *c, bool is_max) {
   tt_hv x = tt_lower_tensor(c, 0);
-  tt_hlo_type t = type_of(c, x);
+  tt_hlo_type t = tt_lower_type(c, x);
   bool keep = tt_lower_bool(c, 2), flat = tt_lower_is_none(c, 1);
   int64_t dim = 0, n = tt_hlo_numel(&t);
   if (flat || t.rank == 0)
@@ -187,13 +170,13 @@ static tt_status lower_argmin(tt_lower_ctx *c) { return arg_only(c, false); }
 // PyTorch returns uint8 for uint8 input, bool otherwise.
 static tt_status any_all(tt_lower_ctx *c, int dim_idx, int keep_idx, bool is_any) {
   tt_hv x = tt_lower_tensor(c, 0);
-  tt_hlo_type t = type_of(c, x);
+  tt_hlo_type t = tt_lower_type(c, x);
   bool mask[TT_MAX_RANK];
   TT_RETURN_IF_ERROR(tt_lower_dim_mask(c, dim_idx, t.rank, false, mask));
   bool keep = keep_idx >= 0 && tt_lower_bool(c, keep_idx);
-  tt_hv r = tt_lower_reduce(c, conv(c, x, TT_BOOL), mask, keep,
+  tt_hv r = tt_lower_reduce(c, tt_lower_convert(c, x, TT_BOOL), mask, keep,
                             is_any ? TT_HLO_REDUCE_OR : TT_HLO_REDUCE_AND);
-  tt_lower_result(c, t.dtype == TT_U8 ? conv(c, r, TT_U8) : r);
+  tt_lower_result(c, t.dtype == TT_U8 ? tt_lower_convert(c, r, TT_U8) : r);
   return NULL;
 }
 
@@ -208,30 +191,30 @@ static tt_status lower_all_dim(tt_lower_ctx *c) { return any_all(c, 1, 2, false)
 // max(N - correction, 0); correction is a runtime Scalar (default 1).
 static tt_status var_like(tt_lower_ctx *c, bool is_std, bool with_mean) {
   tt_hv x = tt_lower_tensor(c, 0);
-  tt_hlo_type t = type_of(c, x);
+  tt_hlo_type t = tt_lower_type(c, x);
   if (!tt_dtype_is_float(t.dtype))
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "std and var only support floating point "
                          "and complex dtypes");
   bool mask[TT_MAX_RANK];
   TT_RETURN_IF_ERROR(tt_lower_dim_mask(c, 1, t.rank, true, mask));
-  tt_dtype acc = opmath(t.dtype);
+  tt_dtype acc = tt_opmath(t.dtype);
   tt_hlo *b = tt_lower_hlo(c);
-  x = conv(c, x, acc);
+  x = tt_lower_convert(c, x, acc);
   double n = (double)reduced_count(&t, mask);
   tt_hv sum = tt_lower_reduce(c, x, mask, true, TT_HLO_REDUCE_ADD);
-  tt_hv mean = bin(c, TT_HLO_DIV, sum, tt_lower_splat_like(c, sum, n));
-  tt_hv d = bin(c, TT_HLO_SUB, x, expand_like(c, mean, x));
-  tt_hv ss = tt_lower_reduce(c, bin(c, TT_HLO_MUL, d, d), mask, tt_lower_bool(c, 3),
+  tt_hv mean = tt_lower_bin(c, TT_HLO_DIV, sum, tt_lower_splat_like(c, sum, n));
+  tt_hv d = tt_lower_bin(c, TT_HLO_SUB, x, expand_like(c, mean, x));
+  tt_hv ss = tt_lower_reduce(c, tt_lower_bin(c, TT_HLO_MUL, d, d), mask, tt_lower_bool(c, 3),
                              TT_HLO_REDUCE_ADD);
   tt_hv corr = tt_lower_is_none(c, 2) ? tt_hlo_const(b, acc, 1) : tt_lower_scalar(c, 2, acc);
-  tt_hv denom = bin(c, TT_HLO_MAX, bin(c, TT_HLO_SUB, tt_hlo_const(b, acc, n), corr),
+  tt_hv denom = tt_lower_bin(c, TT_HLO_MAX, tt_lower_bin(c, TT_HLO_SUB, tt_hlo_const(b, acc, n), corr),
                     tt_hlo_const(b, acc, 0));
-  tt_hv v = bin(c, TT_HLO_DIV, ss, expand_like(c, denom, ss));
+  tt_hv v = tt_lower_bin(c, TT_HLO_DIV, ss, expand_like(c, denom, ss));
   if (is_std) v = tt_hlo_unary(b, TT_HLO_SQRT, v);
-  tt_lower_result(c, conv(c, v, t.dtype));
+  tt_lower_result(c, tt_lower_convert(c, v, t.dtype));
   if (with_mean) {  // var_mean / std_mean: the mean, with keepdim applied
     tt_hv m = tt_lower_reduce(c, x, mask, tt_lower_bool(c, 3), TT_HLO_REDUCE_ADD);
-    tt_lower_result(c, conv(c, bin(c, TT_HLO_DIV, m, tt_lower_splat_like(c, m, n)), t.dtype));
+    tt_lower_result(c, tt_lower_convert(c, tt_lower_bin(c, TT_HLO_DIV, m, tt_lower_splat_like(c, m, n)), t.dtype));
   }
   return NULL;
 }
@@ -246,27 +229,27 @@ static tt_status lower_std_mean(tt_lower_ctx *c) { return var_like(c, true, true
 // nansum(self, dim?, keepdim, *, dtype): sum with NaNs read as 0.
 static tt_status lower_nansum(tt_lower_ctx *c) {
   tt_hv x = tt_lower_tensor(c, 0);
-  tt_hlo_type t = type_of(c, x);
+  tt_hlo_type t = tt_lower_type(c, x);
   tt_dtype rt = accum_dtype(c, 3, t.dtype);
   bool mask[TT_MAX_RANK];
   TT_RETURN_IF_ERROR(tt_lower_dim_mask(c, 1, t.rank, true, mask));
-  x = conv(c, conv(c, x, rt), opmath(rt));
+  x = tt_lower_convert(c, tt_lower_convert(c, x, rt), tt_opmath(rt));
   if (tt_dtype_is_float(rt)) {
     tt_hv nan = tt_hlo_compare(tt_lower_hlo(c), TT_HLO_NE, x, x);
     x = tt_hlo_select(tt_lower_hlo(c), nan, tt_lower_splat_like(c, x, 0), x);
   }
   tt_hv r = tt_lower_reduce(c, x, mask, tt_lower_bool(c, 2), TT_HLO_REDUCE_ADD);
-  tt_lower_result(c, conv(c, r, rt));
+  tt_lower_result(c, tt_lower_convert(c, r, rt));
   return NULL;
 }
 
 // count_nonzero(self, dim) with dim an int[] or an optional int: int64.
 static tt_status lower_count_nonzero(tt_lower_ctx *c) {
   tt_hv x = tt_lower_tensor(c, 0);
-  tt_hlo_type t = type_of(c, x);
+  tt_hlo_type t = tt_lower_type(c, x);
   bool mask[TT_MAX_RANK];
   TT_RETURN_IF_ERROR(tt_lower_dim_mask(c, 1, t.rank, true, mask));
-  tt_hv nz = conv(c, conv(c, x, TT_BOOL), TT_I64);
+  tt_hv nz = tt_lower_convert(c, tt_lower_convert(c, x, TT_BOOL), TT_I64);
   tt_lower_result(c, tt_lower_reduce(c, nz, mask, false, TT_HLO_REDUCE_ADD));
   return NULL;
 }
@@ -290,24 +273,24 @@ static tt_hv vector_norm(tt_lower_ctx *c, tt_hv x, double p, const bool *mask, b
     return tt_lower_reduce(c, a, mask, keep, p > 0 ? TT_HLO_REDUCE_MAX : TT_HLO_REDUCE_MIN);
   if (p == 0) {
     tt_hv nz = tt_hlo_compare(b, TT_HLO_NE, a, tt_lower_splat_like(c, a, 0));
-    tt_dtype d = type_of(c, x).dtype;
-    return tt_lower_reduce(c, conv(c, nz, d), mask, keep, TT_HLO_REDUCE_ADD);
+    tt_dtype d = tt_lower_type(c, x).dtype;
+    return tt_lower_reduce(c, tt_lower_convert(c, nz, d), mask, keep, TT_HLO_REDUCE_ADD);
   }
   if (p == 1) return tt_lower_reduce(c, a, mask, keep, TT_HLO_REDUCE_ADD);
   if (p == 2) {
-    tt_hv s = tt_lower_reduce(c, bin(c, TT_HLO_MUL, a, a), mask, keep, TT_HLO_REDUCE_ADD);
+    tt_hv s = tt_lower_reduce(c, tt_lower_bin(c, TT_HLO_MUL, a, a), mask, keep, TT_HLO_REDUCE_ADD);
     return tt_hlo_unary(b, TT_HLO_SQRT, s);
   }
-  tt_hv s = tt_lower_reduce(c, bin(c, TT_HLO_POW, a, tt_lower_splat_like(c, a, p)), mask, keep,
+  tt_hv s = tt_lower_reduce(c, tt_lower_bin(c, TT_HLO_POW, a, tt_lower_splat_like(c, a, p)), mask, keep,
                             TT_HLO_REDUCE_ADD);
-  return bin(c, TT_HLO_POW, s, tt_lower_splat_like(c, s, 1.0 / p));
+  return tt_lower_bin(c, TT_HLO_POW, s, tt_lower_splat_like(c, s, 1.0 / p));
 }
 
 // linalg_vector_norm(self, ord, dim?, keepdim, *, dtype?) and the norm
 // overloads (self, p?, [dim, keepdim,] [dtype]); arguments by index.
 static tt_status norm_like(tt_lower_ctx *c, int dim_idx, int keep_idx, int dtype_idx) {
   tt_hv x = tt_lower_tensor(c, 0);
-  tt_hlo_type t = type_of(c, x);
+  tt_hlo_type t = tt_lower_type(c, x);
   tt_dtype d = dtype_idx >= 0 ? dtype_arg(c, dtype_idx) : TT_DTYPE_NONE;
   tt_hlo_type dest;
   if (d == TT_DTYPE_NONE && tt_lower_dest_type(c, 0, &dest)) d = dest.dtype;
@@ -324,8 +307,8 @@ static tt_status norm_like(tt_lower_ctx *c, int dim_idx, int keep_idx, int dtype
         return tt_lower_fail(c, TT_INVALID_ARGUMENT, "linalg.vector_norm cannot compute the "
                              "%g norm on the empty dimension %d", p, i);
   bool keep = keep_idx >= 0 && tt_lower_bool(c, keep_idx);
-  tt_hv r = vector_norm(c, conv(c, conv(c, x, d), opmath(d)), p, mask, keep);
-  tt_lower_result(c, conv(c, r, d));
+  tt_hv r = vector_norm(c, tt_lower_convert(c, tt_lower_convert(c, x, d), tt_opmath(d)), p, mask, keep);
+  tt_lower_result(c, tt_lower_convert(c, r, d));
   return NULL;
 }
 
@@ -341,25 +324,25 @@ static tt_status lower_norm_all_dtype(tt_lower_ctx *c) { return norm_like(c, -1,
 // all -inf gives NaN, as in PyTorch.
 static tt_hv shifted(tt_lower_ctx *c, tt_hv x, const bool *mask) {
   tt_hv m = tt_lower_reduce(c, x, mask, true, TT_HLO_REDUCE_MAX);
-  return bin(c, TT_HLO_SUB, x, expand_like(c, m, x));
+  return tt_lower_bin(c, TT_HLO_SUB, x, expand_like(c, m, x));
 }
 
 // _softmax / _log_softmax(self, dim, half_to_float).
 static tt_status softmax_like(tt_lower_ctx *c, bool log) {
   tt_hv x = tt_lower_tensor(c, 0);
-  tt_hlo_type t = type_of(c, x);
+  tt_hlo_type t = tt_lower_type(c, x);
   if (!tt_dtype_is_float(t.dtype))
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "softmax of %s is not supported",
                          tt_dtype_name(t.dtype));
   bool mask[TT_MAX_RANK];
   TT_RETURN_IF_ERROR(tt_lower_dim_mask(c, 1, t.rank, false, mask));
   tt_dtype out = tt_lower_bool(c, 2) ? TT_F32 : t.dtype;  // half_to_float
-  tt_hv z = shifted(c, conv(c, x, opmath(t.dtype)), mask);
+  tt_hv z = shifted(c, tt_lower_convert(c, x, tt_opmath(t.dtype)), mask);
   tt_hv e = tt_hlo_unary(tt_lower_hlo(c), TT_HLO_EXP, z);
   tt_hv s = expand_like(c, tt_lower_reduce(c, e, mask, true, TT_HLO_REDUCE_ADD), e);
-  tt_hv r = log ? bin(c, TT_HLO_SUB, z, tt_hlo_unary(tt_lower_hlo(c), TT_HLO_LOG, s))
-                : bin(c, TT_HLO_DIV, e, s);
-  tt_lower_result(c, conv(c, r, out));
+  tt_hv r = log ? tt_lower_bin(c, TT_HLO_SUB, z, tt_hlo_unary(tt_lower_hlo(c), TT_HLO_LOG, s))
+                : tt_lower_bin(c, TT_HLO_DIV, e, s);
+  tt_lower_result(c, tt_lower_convert(c, r, out));
   return NULL;
 }
 
@@ -371,24 +354,24 @@ static tt_status lower_log_softmax(tt_lower_ctx *c) { return softmax_like(c, tru
 //   log_softmax: g - exp(y) * sum(g)
 static tt_status softmax_backward(tt_lower_ctx *c, bool log) {
   tt_hv g = tt_lower_tensor(c, 0), y = tt_lower_tensor(c, 1);
-  tt_hlo_type t = type_of(c, y);
+  tt_hlo_type t = tt_lower_type(c, y);
   tt_dtype in = dtype_arg(c, 3);
   if (in == TT_DTYPE_NONE) in = t.dtype;
   bool mask[TT_MAX_RANK];
   TT_RETURN_IF_ERROR(tt_lower_dim_mask(c, 2, t.rank, false, mask));
-  tt_dtype acc = opmath(t.dtype);
-  g = conv(c, g, acc);
-  y = conv(c, y, acc);
+  tt_dtype acc = tt_opmath(t.dtype);
+  g = tt_lower_convert(c, g, acc);
+  y = tt_lower_convert(c, y, acc);
   tt_hv r;
   if (log) {
     tt_hv s = expand_like(c, tt_lower_reduce(c, g, mask, true, TT_HLO_REDUCE_ADD), g);
-    r = bin(c, TT_HLO_SUB, g, bin(c, TT_HLO_MUL, tt_hlo_unary(tt_lower_hlo(c), TT_HLO_EXP, y), s));
+    r = tt_lower_bin(c, TT_HLO_SUB, g, tt_lower_bin(c, TT_HLO_MUL, tt_hlo_unary(tt_lower_hlo(c), TT_HLO_EXP, y), s));
   } else {
-    tt_hv gy = bin(c, TT_HLO_MUL, g, y);
+    tt_hv gy = tt_lower_bin(c, TT_HLO_MUL, g, y);
     tt_hv s = expand_like(c, tt_lower_reduce(c, gy, mask, true, TT_HLO_REDUCE_ADD), gy);
-    r = bin(c, TT_HLO_MUL, y, bin(c, TT_HLO_SUB, g, s));
+    r = tt_lower_bin(c, TT_HLO_MUL, y, tt_lower_bin(c, TT_HLO_SUB, g, s));
   }
-  tt_lower_result(c, conv(c, r, in));
+  tt_lower_result(c, tt_lower_convert(c, r, in));
   return NULL;
 }
 

@@ -14,11 +14,6 @@
 
 #include "lower/lower.h"
 
-static tt_hlo_type type_of(tt_lower_ctx *c, tt_hv v) {
-  const tt_hlo_type *t = tt_hlo_type_of(tt_lower_hlo(c), v);
-  return t ? *t : tt_hlo_make_type(TT_F32, 0, NULL);
-}
-
 // The int[] argument i (NULL/0 for None).
 static const int64_t *ints_arg(const tt_lower_ctx *c, int i, int *n) {
   const tt_value *v = tt_lower_arg(c, i);
@@ -99,7 +94,7 @@ static tt_status lower_cat(tt_lower_ctx *c) {
 // Rows of x along `dim` at 1-D integer indices `idx` (a gather whose batch dim
 // lands at `dim`).
 static tt_hv take(tt_lower_ctx *c, tt_hv x, int64_t dim, tt_hv idx) {
-  tt_hlo_type xt = type_of(c, x), it = type_of(c, idx);
+  tt_hlo_type xt = tt_lower_type(c, x), it = tt_lower_type(c, idx);
   int64_t n = it.rank ? it.dims[0] : 1, col[2] = {n, 1};
   tt_hv i2 = tt_hlo_reshape(tt_lower_hlo(c), idx, 2, col);
   int64_t offs[TT_MAX_RANK], sizes[TT_MAX_RANK];
@@ -164,7 +159,7 @@ static tt_status lower_triu(tt_lower_ctx *c) { return tri(c, false); }
 
 // Scatter-adds `rows` [n, D] into zeros [num, D] at `idx` [n] (i64).
 static tt_hv scatter_rows(tt_lower_ctx *c, tt_hv rows, tt_hv idx, int64_t num) {
-  tt_hlo_type rt = type_of(c, rows);
+  tt_hlo_type rt = tt_lower_type(c, rows);
   int64_t dims[2] = {num, rt.rank > 1 ? rt.dims[1] : 1}, col[2] = {rt.dims[0], 1};
   tt_hlo_type zt = tt_hlo_make_type(rt.dtype, rt.rank, dims);
   tt_hv zeros = tt_hlo_splat(tt_lower_hlo(c), &zt, 0);
@@ -211,7 +206,7 @@ static tt_status lower_embedding_backward(tt_lower_ctx *c) {
 // negative pads crop.
 static tt_status lower_constant_pad_nd(tt_lower_ctx *c) {
   tt_hv x = tt_lower_tensor(c, 0);
-  tt_hlo_type t = type_of(c, x);
+  tt_hlo_type t = tt_lower_type(c, x);
   int np;
   const int64_t *pad = ints_arg(c, 1, &np);
   if (np % 2 != 0 || np / 2 > t.rank)
@@ -236,7 +231,7 @@ static tt_status lower_constant_pad_nd(tt_lower_ctx *c) {
 // flip(self, dims)
 static tt_status lower_flip(tt_lower_ctx *c) {
   tt_hv x = tt_lower_tensor(c, 0);
-  tt_hlo_type t = type_of(c, x);
+  tt_hlo_type t = tt_lower_type(c, x);
   bool mask[TT_MAX_RANK];
   TT_RETURN_IF_ERROR(tt_lower_dim_mask(c, 1, t.rank, false, mask));
   int64_t dims[TT_MAX_RANK];
@@ -249,7 +244,7 @@ static tt_status lower_flip(tt_lower_ctx *c) {
 
 // x rolled by `shift` along dim: concat(x[n-s:], x[:n-s]).
 static tt_hv roll_dim(tt_lower_ctx *c, tt_hv x, int64_t dim, int64_t shift) {
-  tt_hlo_type t = type_of(c, x);
+  tt_hlo_type t = tt_lower_type(c, x);
   int64_t n = t.dims[dim];
   if (n == 0) return x;
   int64_t s = ((shift % n) + n) % n;
@@ -271,7 +266,7 @@ static tt_hv roll_dim(tt_lower_ctx *c, tt_hv x, int64_t dim, int64_t shift) {
 // roll(self, shifts, dims=[]): no dims rolls the flattened tensor.
 static tt_status lower_roll(tt_lower_ctx *c) {
   tt_hv x = tt_lower_tensor(c, 0);
-  tt_hlo_type t = type_of(c, x);
+  tt_hlo_type t = tt_lower_type(c, x);
   int ns, nd;
   const int64_t *shifts = ints_arg(c, 1, &ns), *dims = ints_arg(c, 2, &nd);
   if (nd == 0) {
@@ -299,7 +294,7 @@ static tt_status lower_roll(tt_lower_ctx *c) {
 // interleaved [r0, d0, r1, d1, ...], then merge each pair.
 static tt_status lower_repeat(tt_lower_ctx *c) {
   tt_hv x = tt_lower_tensor(c, 0);
-  tt_hlo_type t = type_of(c, x);
+  tt_hlo_type t = tt_lower_type(c, x);
   int nr;
   const int64_t *reps = ints_arg(c, 1, &nr);
   if (nr < t.rank)
