@@ -292,3 +292,192 @@ def test_trainer_compile_matches_cpu(tmp_path):
     s = tpu_compile.stats()
     # forward, backward, optimizer step: once each, though the lr changes every step
     assert (s["forward"], s["backward"], s["inference"]) == (1, 1, 1), s
+
+
+# --- capture once, replay ------------------------------------------------------------------
+#
+# The first call of a graph is captured by the core; later calls replay the
+# captured program in one shim call (no recording, no Python per op).
+
+def _train_compiled(model, batches, loss_fn, steps, options, opt=torch.optim.AdamW, lr=1e-3,
+                    compile_opt=False):
+    """Losses and final weights of `steps` compiled training steps on tpu."""
+    model = copy.deepcopy(model).to("tpu")
+    compiled = torch.compile(model, backend="tpu", options=options)
+    optimizer = opt(model.parameters(), lr=lr, **({"capturable": True} if compile_opt else {}))
+    step_fn = (torch.compile(optimizer.step, backend="tpu", options=options)
+               if compile_opt else optimizer.step)
+    losses = []
+    for step in range(steps):
+        batch = tuple(t.to("tpu") for t in batches[step % len(batches)])
+        optimizer.zero_grad()
+        loss = loss_fn(model, compiled, batch)
+        loss.backward()
+        step_fn()
+        losses.append(loss.detach().cpu())
+    return losses, [p.detach().cpu() for p in model.parameters()]
+
+
+def _train_cpu(model, batches, loss_fn, steps, opt=torch.optim.AdamW, lr=1e-3):
+    model = copy.deepcopy(model)
+    optimizer = opt(model.parameters(), lr=lr)
+    losses = []
+    for step in range(steps):
+        optimizer.zero_grad()
+        loss = loss_fn(model, model, batches[step % len(batches)])
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.detach())
+    return losses, [p.detach() for p in model.parameters()]
+
+
+def _check_replay_matches(model, batches, loss_fn, steps, compile_opt=False, **tol):
+    cpu = _train_cpu(model, batches, loss_fn, steps)
+    torch._dynamo.reset()
+    tpu_compile.reset_stats()
+    fused = _train_compiled(model, batches, loss_fn, steps, {"replay": False},
+                            compile_opt=compile_opt)
+    assert tpu_compile.stats()["replays"] == 0
+    torch._dynamo.reset()
+    tpu_compile.reset_stats()
+    replay = _train_compiled(model, batches, loss_fn, steps, {}, compile_opt=compile_opt)
+    s = tpu_compile.stats()
+    assert s["capture_failures"] == 0, s
+    assert s["captures"] == s["graphs"], s  # every graph captured once
+    assert s["replays"] == s["calls"] - s["captures"], s  # every later call replayed
+    for step in range(steps):
+        close(cpu[0][step], replay[0][step], f"loss at step {step} (cpu vs replay)", **tol)
+        close(fused[0][step], replay[0][step], f"loss at step {step} (fused vs replay)", **tol)
+    for i, (a, b, c) in enumerate(zip(cpu[1], fused[1], replay[1])):
+        close(a, c, f"parameter {i} (cpu vs replay)", **tol)
+        close(b, c, f"parameter {i} (fused vs replay)", **tol)
+    return s
+
+
+def test_replay_mlp_train_steps_match_fused_and_cpu():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 32), nn.Tanh(),
+                          nn.Linear(32, 4))
+    s = _check_replay_matches(model, [data(8, (16,), 4, k) for k in range(2)], ce_loss,
+                              steps=4, compile_opt=True)
+    assert s["replays"] >= 3 * 3  # forward, backward, optimizer step: 3 replays each
+
+
+def test_replay_llama_train_steps_match_fused_and_cpu():
+    models = pytest.importorskip("torchtpu.models")
+    torch.manual_seed(0)
+    model = models.build_model("llama", "tiny")
+    batches = [(torch.randint(0, model.args.vocab_size, (2, 17),
+                              generator=torch.Generator().manual_seed(k)),) for k in range(2)]
+    s = _check_replay_matches(model, batches, lm_loss, steps=3, atol=1e-4, rtol=1e-3)
+    assert s["replays"] >= 2 * 2
+
+
+def test_replay_records_and_compiles_nothing():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.SiLU(), nn.Linear(16, 4)).to("tpu")
+    compiled = torch.compile(model, backend="tpu")
+    x, x2 = torch.randn(5, 8), torch.randn(5, 8)
+    compiled(x.to("tpu")).sum().backward()
+    assert tpu_compile.stats()["captures"] == 2  # forward and backward
+    ops = torchtpu.modes.fused_stats()["ops"]
+    compiles = torch.tpu._get_cache_stats()["compiles"]
+    model.zero_grad(set_to_none=True)
+    out = compiled(x2.to("tpu"))
+    out.sum().backward()
+    assert tpu_compile.stats()["replays"] == 2
+    assert torchtpu.modes.fused_stats()["ops"] == ops  # nothing recorded
+    assert torch.tpu._get_cache_stats()["compiles"] == compiles
+    cpu_model = copy.deepcopy(model).cpu()
+    close(cpu_model(x2), out, "replayed output")
+
+
+def test_replay_off_records_every_call():
+    model = nn.Linear(4, 3).to("tpu")
+    compiled = torch.compile(model, backend="tpu", options={"replay": False})
+    with torch.no_grad():
+        for _ in range(3):
+            compiled(torch.randn(2, 4).to("tpu"))
+    s = tpu_compile.stats()
+    assert s["captures"] == 0 and s["replays"] == 0 and s["calls"] == 3
+
+
+def _runner(fn, *example):
+    """A _GraphRunner over the FX graph of `fn` (no Dynamo, no guards)."""
+    gm = torch.fx.symbolic_trace(fn)
+    return tpu_compile._GraphRunner(gm, "inference", tpu_compile._fused_runner())
+
+
+def test_replay_new_input_shape_recaptures():
+    runner = _runner(lambda x, w: [torch.tanh(x @ w).sum(0)], )
+    w = torch.randn(4, 3)
+    for n in (5, 5, 7, 7):  # Dynamo would guard; the runner must not replay wrongly
+        x = torch.randn(n, 4)
+        (out,) = runner([x.to("tpu"), w.to("tpu")])
+        close(torch.tanh(x @ w).sum(0), out, f"output for {n} rows")
+    s = tpu_compile.stats()
+    assert s["captures"] == 2 and s["recaptures"] == 1 and s["replays"] == 2, s
+
+
+def test_replay_mismatch_is_a_clear_error():
+    runner = _runner(lambda x: [x.exp() * 2])
+    runner([torch.randn(3, 2).to("tpu")])
+    handle = runner.graph.handle
+    with pytest.raises(ValueError, match=r"input 0 \(float32 \[4, 2\]\).*\(float32 \[3, 2\]\)"):
+        torch.ops.torchtpu.graph_replay(handle, [torch.randn(4, 2).to("tpu")])
+    with pytest.raises(ValueError, match="1 inputs, the capture had 1|0 inputs"):
+        torch.ops.torchtpu.graph_replay(handle, [])
+    with pytest.raises(ValueError, match="strides"):
+        torch.ops.torchtpu.graph_replay(handle, [torch.randn(2, 3).to("tpu").t()])
+
+
+def test_replay_inplace_input_mutation_and_aliased_outputs():
+    def f(x, buf):
+        buf.mul_(0.5).add_(x.mean(0))
+        return [x * buf, x, x[1:], buf.view(1, -1)]
+
+    runner = _runner(f)
+    x, buf = torch.randn(4, 3), torch.randn(3)
+    xt, buft = x.to("tpu"), buf.to("tpu")
+    for _ in range(3):
+        want = f(x, buf)
+        got = runner([xt, buft])
+        for i, (a, b) in enumerate(zip(want, got)):
+            close(a, b, f"output {i}")
+        close(buf, buft, "mutated buf")
+    assert got[1] is xt  # an output that is an input comes back as that tensor
+    assert tpu_compile.stats()["replays"] == 2
+
+
+def test_replay_dropout_draws_new_numbers():
+    def f(x):
+        return [F.dropout(x, 0.5, training=True)]
+
+    runner = _runner(f)
+    x = torch.ones(64, 64).to("tpu")
+    gen = torch.tpu.default_generators[0] if hasattr(torch.tpu, "default_generators") else None
+    masks = []
+    for _ in range(3):
+        (out,) = runner([x])
+        masks.append(out.cpu() != 0)
+    assert tpu_compile.stats()["replays"] == 2
+    assert not torch.equal(masks[0], masks[1]) and not torch.equal(masks[1], masks[2])
+    for m in masks:
+        assert 0.4 < m.float().mean().item() < 0.6
+    del gen
+
+
+def test_replay_falls_back_when_capture_fails():
+    const = torch.randn(3).to("tpu")
+
+    def f(x):  # reads a tensor that is not a graph input: not capturable
+        return [x + const]
+
+    runner = _runner(f)
+    for _ in range(2):
+        x = torch.randn(3)
+        (out,) = runner([x.to("tpu")])
+        close(x + const.cpu(), out, "output")
+    s = tpu_compile.stats()
+    assert s["capture_failures"] == 1 and s["replays"] == 0, s
+    assert "not a graph input" in runner.no_capture

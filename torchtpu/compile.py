@@ -26,8 +26,14 @@ compiles per concrete shape.
 `compile_training` is the trainer's training.compile: forward+loss and the
 optimizer step, set up so that neither recompiles as the lr changes.
 
-Left out: capture-once-and-replay with no Python per op. It needs the fused
-runtime to hand back a replayable handle (see `_GraphRunner`)."""
+Replay (options={"replay": False} turns it off): the first call of a graph
+runs it under a core graph capture (tt_graph_capture_*: the fused graph with
+the FX graph's placeholders declared as its inputs), later calls replay the
+captured program in one shim call (torchtpu::graph_replay: no Python per
+op, no recording, no lowering). Inputs unlike the capture's (shape, strides,
+storage) capture again; a graph that cannot be captured (it reads a
+constant tensor, runs a CPU-fallback op, takes non-tensor inputs, ...) keeps
+the fused runner. Random ops draw fresh numbers on every replay."""
 import ctypes
 import functools
 import operator
@@ -38,11 +44,14 @@ from . import _core
 
 __all__ = ["tpu_backend", "decompositions", "stats", "reset_stats", "compile_training"]
 
-_stats = {"graphs": 0, "forward": 0, "backward": 0, "inference": 0, "calls": 0}
+_stats = {"graphs": 0, "forward": 0, "backward": 0, "inference": 0, "calls": 0,
+          "captures": 0, "capture_failures": 0, "replays": 0, "recaptures": 0}
 
 
 def stats():
-    """Counters: graphs compiled (by kind) and compiled-graph calls."""
+    """Counters: graphs compiled (by kind), compiled-graph calls, graph
+    captures (and captures that failed: the graph then runs fused) and
+    replays (calls that ran the captured program, recording nothing)."""
     return dict(_stats)
 
 
@@ -120,6 +129,28 @@ def _fused_runner():
     return _Fused(modes) if modes is not None else None
 
 
+class _Graph:
+    """A captured graph: its core handle (freed with this object) and how to
+    rebuild the FX graph's output structure from the replayed tensors."""
+
+    def __init__(self, handle, template, kind):
+        self.handle = handle
+        self.template = template  # per output: ("t", k) or ("c", constant)
+        self.kind = kind          # list, tuple, or None for a bare result
+
+    def outputs(self, tensors):
+        out = [tensors[v] if tag == "t" else v for tag, v in self.template]
+        if self.kind is None:  # a bare result, not a sequence
+            return out[0]
+        return out if self.kind is list else tuple(out)
+
+    def __del__(self):
+        try:
+            torch.ops.torchtpu.graph_destroy(self.handle)
+        except Exception:  # interpreter shutdown
+            pass
+
+
 class _GraphRunner:
     """Runs one AOTAutograd graph (boxed calling convention: a list of
     inputs, cleared so the graph can free them early).
@@ -129,16 +160,22 @@ class _GraphRunner:
     a second call with the same shapes compiles nothing. Without it, each op
     runs as its own cached program (strict eager).
 
-    A replaying runner would instead capture the recorded graph once and keep
-    its handle: tt_graph_capture_begin/end -> handle + which graph inputs are
-    which program parameters; tt_graph_replay(handle, inputs) -> outputs."""
+    With replay (the default) the first call records the graph under a core
+    capture whose inputs are the graph's placeholders; later calls replay
+    the captured program through one shim op: one C++ call, no Python per
+    op. Inputs unlike the capture's raise ValueError in the core before
+    anything runs: the runner captures again. A graph that cannot be
+    captured runs fused from then on."""
 
-    def __init__(self, gm, kind, fused):
+    def __init__(self, gm, kind, fused, replay=True):
         # An instance attribute: Dynamo's disable() wrapper copies __dict__.
         self._boxed_call = True
         self.gm = gm
         self.kind = kind
         self.fused = fused
+        self.replay = replay and fused is not None
+        self.graph = None       # the _Graph captured
+        self.no_capture = None  # why this graph runs fused instead
 
     def __call__(self, args):
         inputs = list(args)
@@ -146,7 +183,75 @@ class _GraphRunner:
         _stats["calls"] += 1
         if self.fused is None:
             return self.gm(*inputs)
-        return self.fused.run(self.gm, *inputs)
+        if (not self.replay or self.no_capture is not None
+                or self.fused.modes.get_mode() != "strict"):
+            return self.fused.run(self.gm, *inputs)
+        if self.graph is not None:
+            try:
+                tensors = torch.ops.torchtpu.graph_replay(self.graph.handle, inputs)
+            except ValueError:  # inputs unlike the capture: nothing ran
+                _stats["recaptures"] += 1
+            else:
+                _stats["replays"] += 1
+                return self.graph.outputs(tensors)
+        return self._capture(inputs)
+
+    def _capture(self, inputs):
+        why = _capturable(inputs)
+        if why is not None:
+            self.no_capture = why
+            _stats["capture_failures"] += 1
+            return self.fused.run(self.gm, *inputs)
+        ops = torch.ops.torchtpu
+        with self.fused.modes.mode("fused"):
+            ops.graph_capture_begin(inputs[0].device.index or 0, inputs)
+            try:
+                out = self.gm(*inputs)
+            except BaseException:
+                try:
+                    ops.graph_capture_end([])  # leaves the capture
+                except Exception:
+                    pass
+                raise
+            seq = out if isinstance(out, (list, tuple)) else [out]
+            tensors, template = [], []
+            for v in seq:
+                if isinstance(v, torch.Tensor) and v.device.type == "tpu":
+                    template.append(("t", len(tensors)))
+                    tensors.append(v)
+                else:
+                    template.append(("c", v))
+            handle, why = ops.graph_capture_end(tensors)
+        if any(isinstance(v, torch.Tensor) for tag, v in template if tag == "c"):
+            handle, why = 0, "an output is not a tpu tensor"
+        if handle == 0:
+            self.no_capture = why
+            self.graph = None
+            _stats["capture_failures"] += 1
+        else:
+            kind = None
+            if isinstance(out, (list, tuple)):
+                kind = list if isinstance(out, list) else tuple
+            self.graph = _Graph(handle, template, kind)
+            _stats["captures"] += 1
+        return out
+
+
+def _capturable(inputs):
+    """None when a graph with these inputs can be captured, else why not:
+    every input must be a tpu tensor (ints and CPU tensors would be baked
+    into the program), all on one device."""
+    if not inputs:
+        return "the graph has no inputs"
+    device = None
+    for i, x in enumerate(inputs):
+        if not isinstance(x, torch.Tensor) or x.device.type != "tpu":
+            return f"input {i} is not a tpu tensor ({type(x).__name__})"
+        if device is None:
+            device = x.device
+        elif x.device != device:
+            return f"inputs on {device} and {x.device}"
+    return None
 
 
 # --- layouts ------------------------------------------------------------------------------
@@ -198,13 +303,15 @@ def _match_traced_layouts(gm):
 
 def _compiler(kind, options):
     use_fused = options.get("fused", True)
+    use_replay = options.get("replay", True)
 
     def compile_graph(gm, example_inputs):
         del example_inputs
         _stats["graphs"] += 1
         _stats[kind] += 1
         gm = _match_traced_layouts(gm)
-        return _GraphRunner(gm, kind, _fused_runner() if use_fused else None)
+        return _GraphRunner(gm, kind, _fused_runner() if use_fused else None,
+                            replay=use_replay)
 
     return compile_graph
 
@@ -216,15 +323,17 @@ def tpu_backend(gm, example_inputs, options=None, mode=None):
 
     options (torch.compile(..., options={...})):
       "fused": False  runs graphs op by op in strict eager even when fused
-                      eager is available (for comparison)."""
+                      eager is available (for comparison).
+      "replay": False records every call under fused eager instead of
+                      replaying the captured program."""
     del mode  # torch.compile's mode= ("reduce-overhead" ...) has no meaning here
     from torch._dynamo.backends.common import aot_autograd
 
     options = dict(options or {})
-    unknown = set(options) - {"fused"}
+    unknown = set(options) - {"fused", "replay"}
     if unknown:
         raise ValueError(f"torch.compile(backend='tpu'): unknown options {sorted(unknown)}; "
-                         f"known: ['fused']")
+                         f"known: ['fused', 'replay']")
     backend = aot_autograd(
         fw_compiler=_compiler("forward", options),
         bw_compiler=_compiler("backward", options),

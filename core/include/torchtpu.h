@@ -389,6 +389,84 @@ TT_API int tt_runtime_recompile_causes(tt_runtime *rt, const char **names,
 TT_API size_t tt_runtime_recompile_summary(tt_runtime *rt, char *buf,
                                            size_t cap);
 
+// --- graph capture and replay -----------------------------------------------------
+//
+// A torch.compile graph is captured once and replayed as one launch with no
+// per-op work. Capture runs in fused mode:
+//
+//   tt_graph_capture_begin(rt, device);          // flushes pending work
+//   tt_graph_capture_input(rt, 0, &x); ...       // the graph's inputs
+//   tt_op_run(...) ...                            // the graph's ops, recorded
+//   tt_graph_capture_end(rt, outs, n, &g);       // runs them (the first call)
+//   tt_graph_replay(rt, g, inputs, n, ...);      // every later call
+//
+// The program's parameters are the declared inputs, read by position (not by
+// storage), scalar values baked at capture (constants of the graph) and
+// random states: each replay draws from the generator at its current offset
+// and advances it by what the capture drew. A capture fails (the ops still
+// run, as a plain fused flush) when the graph reads a storage that is not a
+// declared input, draws from a non-default generator, is flushed midway (a
+// host read, a CPU-fallback op, a mode switch, another device), or leaves a
+// written storage alive that is neither an output nor an input.
+//
+// Outputs of a replay: every program output that is not an input's new
+// value is a fresh storage (tt_op_result, flat: ndim 1); each graph output is
+// a view of one of them or of an input (tt_graph_output_info). Inputs the
+// graph wrote (mutations) get their new buffers in place.
+
+typedef struct tt_graph tt_graph;
+
+// Starts capturing on `device`; the runtime must be in TT_MODE_FUSED. Any
+// pending fused graph is flushed first (its error is returned).
+TT_API tt_status tt_graph_capture_begin(tt_runtime *rt, int device);
+// Declares graph input `index` (0, 1, ... in order). A tensor without storage
+// (zero elements) is fine.
+TT_API tt_status tt_graph_capture_input(tt_runtime *rt, int index,
+                                        const tt_tensor *t);
+// Ends the capture: flushes the recorded ops (the first run; their results
+// are the fresh storages already returned by tt_op_run) and builds the graph
+// whose outputs are `outputs`. On TT_UNIMPLEMENTED the ops ran but the graph
+// could not be captured: the message says why, *out_graph is NULL. Owned
+// graph; free with tt_graph_destroy (before the runtime).
+TT_API tt_status tt_graph_capture_end(tt_runtime *rt, const tt_tensor *outputs,
+                                      int n, tt_graph **out_graph);
+// Runs the graph on `inputs` (as many as declared), asynchronously. Each
+// input must match its capture: dtype, shape, strides, offset, storage size,
+// and which inputs share a storage; else TT_INVALID_ARGUMENT naming the input
+// and nothing runs. Fresh storages go to `results` (capacity `cap`, at least
+// tt_graph_num_results), their count to `out_nresults`.
+TT_API tt_status tt_graph_replay(tt_runtime *rt, tt_graph *g,
+                                 const tt_tensor *inputs, int n,
+                                 tt_op_result *results, int cap,
+                                 int *out_nresults);
+TT_API void tt_graph_destroy(tt_graph *g);
+
+TT_API int tt_graph_num_inputs(const tt_graph *g);
+TT_API int tt_graph_num_outputs(const tt_graph *g);   // graph outputs
+TT_API int tt_graph_num_results(const tt_graph *g);   // fresh storages per replay
+
+// One graph output: a view of fresh result `result` or of input `input`.
+typedef struct tt_graph_output {
+  int32_t input;   // >= 0: a view of this input's storage
+  int32_t result;  // else: a view of this fresh result's storage
+  tt_dtype dtype;
+  int32_t ndim;
+  int64_t sizes[TT_MAX_RANK];    // elements
+  int64_t strides[TT_MAX_RANK];  // elements
+  int64_t offset;                // elements
+} tt_graph_output;
+
+TT_API void tt_graph_output_info(const tt_graph *g, int i, tt_graph_output *out);
+
+typedef struct tt_graph_stats {
+  int64_t captures;          // graphs captured
+  int64_t capture_failures;  // captures that ran as plain fused graphs
+  int64_t replays;           // replays launched
+  int64_t replay_mismatches; // replays refused: inputs unlike the capture
+} tt_graph_stats;
+
+TT_API void tt_runtime_graph_stats(tt_runtime *rt, tt_graph_stats *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -38,16 +38,7 @@
 #define DEFAULT_MAX_BYTES (64ll << 20)
 #define LOST_EPOCH (-1)  // graph_epoch of a storage whose graph failed
 
-typedef struct gparam {
-  tt_param_kind kind;
-  tt_dtype dtype;
-  int64_t numel;          // STORAGE: flat elements
-  tt_storage *storage;    // STORAGE: read its buf at the flush; NULL once
-                          // detached (then `owned` holds the buffer)
-  tt_pjrt_buffer *owned;  // STORAGE: owned; still counted in the stats
-  int64_t owned_bytes;
-  uint64_t bits[2];       // SCALAR, OFFSET: value bits; RNG: seed, offset
-} gparam;
+typedef tt_gparam gparam;  // runtime.h: graph capture reads them too
 
 struct tt_fused {
   tt_hlo *b;
@@ -61,6 +52,7 @@ struct tt_fused {
   int nops, cap_ops;
   int64_t max_ops, max_bytes;
   tt_fused_stats stats;
+  struct tt_capture *cap;  // graph.c: set while a graph is captured
 };
 
 // --- life cycle -------------------------------------------------------------------------
@@ -110,6 +102,9 @@ void tt_fused_destroy(tt_runtime *rt, tt_fused *f) {
   free(f);
 }
 
+void tt_fused_set_capture(tt_fused *f, struct tt_capture *c) { f->cap = c; }
+struct tt_capture *tt_fused_capture(const tt_fused *f) { return f->cap; }
+
 void tt_fused_set_limit(tt_fused *f, int64_t max_ops, int64_t max_bytes) {
   f->max_ops = max_ops > 0 ? max_ops : DEFAULT_MAX_OPS;
   f->max_bytes = max_bytes > 0 ? max_bytes : DEFAULT_MAX_BYTES;
@@ -128,6 +123,9 @@ bool tt_fused_writes(tt_runtime *rt, const tt_storage *s) {
 void tt_fused_detach(tt_runtime *rt, tt_storage *s) {
   tt_fused *f = rt->fused;
   if (!holds(f, s)) return;
+  if (f->cap && tt_capture_input_of(f->cap, s) >= 0)
+    tt_capture_break(f->cap, "a graph input's buffer was replaced (a host "
+                     "write?) while the graph was recorded");
   if (s->graph_param >= 0) {
     gparam *p = &f->params[s->graph_param];
     if (p->storage == s && s->buf) {
@@ -191,9 +189,12 @@ static const tt_scalar *scalar_arg(const tt_op_call *call, const tt_param *p) {
 
 // Everything that can fail before the op joins the graph: room, storage
 // buffers for new parameters, generators, fresh storages.
+// Storage parameters that had no buffer yet (zeros) are marked in `empty`
+// (the first 64).
 static tt_status prepare(tt_runtime *rt, tt_fused *f, const tt_op_call *call,
                          const tt_slot *slots, const tt_plan *plan,
-                         tt_storage **fresh, int *nfresh, int32_t cap) {
+                         tt_storage **fresh, int *nfresh, int32_t cap,
+                         uint64_t *empty) {
   const char *name = tt_op_name(call->op);
   if (!reserve((void **)&f->params, &f->cap_params, f->nparams + plan->nparams,
                sizeof *f->params) ||
@@ -211,6 +212,7 @@ static tt_status prepare(tt_runtime *rt, tt_fused *f, const tt_op_call *call,
       return tt_make_status(TT_FAILED_PRECONDITION,
                             "%s: an input's value was lost: the fused graph "
                             "that computed it failed (see that error)", name);
+    if (!s->buf && i < 64) *empty |= 1ull << i;
     TT_RETURN_IF_ERROR(tt_storage_materialize(s, p->dtype));
     if (s->dtype != p->dtype || s->numel != p->numel)
       return tt_make_status(TT_INTERNAL, "%s: storage changed under its plan", name);
@@ -237,15 +239,24 @@ static tt_status prepare(tt_runtime *rt, tt_fused *f, const tt_op_call *call,
 // Adds the op's parameters and outputs to the graph. Cannot fail.
 static void commit(tt_runtime *rt, tt_fused *f, const tt_op_call *call,
                    const tt_slot *slots, const tt_lower_graph_out *lo,
-                   tt_storage **fresh, tt_op_result *results, int32_t *nres) {
+                   tt_storage **fresh, tt_op_result *results, int32_t *nres,
+                   uint64_t empty) {
   const tt_plan *plan = lo->plan;
   for (int i = 0; i < plan->nparams; i++) {
     const tt_param *p = &plan->params[i];
     gparam *g = &f->params[f->nparams];
-    *g = (gparam){.kind = p->kind, .dtype = p->dtype, .numel = p->numel};
+    *g = (gparam){.kind = p->kind, .dtype = p->dtype, .numel = p->numel, .input = -1};
     if (p->kind == TT_PARAM_STORAGE) {
       tt_storage *s = slots[p->slot].t->storage;
       g->storage = s;
+      if (f->cap) {
+        g->input = tt_capture_input_of(f->cap, s);
+        if (g->input < 0 && i < 64 && (empty >> i & 1))
+          g->input = TT_GPARAM_ZEROS;  // a new empty tensor: zeros every run
+        else if (g->input < 0)
+          tt_capture_break(f->cap, "%s reads a tensor that is not a graph input "
+                           "(a constant or a captured global)", tt_op_name(call->op));
+      }
       s->graph_epoch = f->epoch;
       s->graph_val = lo->param_vals[i];
       s->graph_param = f->nparams;
@@ -259,7 +270,12 @@ static void commit(tt_runtime *rt, tt_fused *f, const tt_op_call *call,
       tt_generator *gen = generator_of(rt, call, p->arg);
       g->bits[0] = gen->seed;
       g->bits[1] = gen->offset;
+      g->gen = gen;
+      g->count = p->count;
       gen->offset += p->count;
+      if (f->cap && gen != tt_runtime_default_generator_locked(rt, call->device))
+        tt_capture_break(f->cap, "%s draws from an explicit generator",
+                         tt_op_name(call->op));
     }
     f->nparams++;
   }
@@ -287,9 +303,11 @@ tt_status tt_fused_record(tt_runtime *rt, const tt_op_call *call,
                           int32_t cap, int32_t *out_nresults) {
   *out_nresults = 0;
   tt_fused *f = rt->fused;
+  // A captured graph is one program whatever its size.
   if (f->nops > 0 &&
-      (call->device != f->device || f->nops >= f->max_ops ||
-       (int64_t)tt_hlo_body_bytes(f->b) >= f->max_bytes))
+      (call->device != f->device ||
+       (!f->cap && (f->nops >= f->max_ops ||
+                    (int64_t)tt_hlo_body_bytes(f->b) >= f->max_bytes))))
     TT_RETURN_IF_ERROR(tt_fused_flush(rt));
   if (f->nops == 0) f->device = call->device;
 
@@ -308,11 +326,12 @@ tt_status tt_fused_record(tt_runtime *rt, const tt_op_call *call,
   tt_lower_options opts = {.infer_only = false, .supports_f64 = rt->supports_f64};
   tt_lower_graph_out lo;
   int nfresh = 0;
+  uint64_t empty = 0;
   tt_status st = fresh ? NULL : tt_make_status(TT_RESOURCE_EXHAUSTED, "out of memory");
   if (!st) st = tt_lower_into_graph(call, rule, &opts, f->b, &graph, &lo);
   else memset(&lo, 0, sizeof lo);
-  if (!st) st = prepare(rt, f, call, slots, lo.plan, fresh, &nfresh, cap);
-  if (!st) commit(rt, f, call, slots, &lo, fresh, results, out_nresults);
+  if (!st) st = prepare(rt, f, call, slots, lo.plan, fresh, &nfresh, cap, &empty);
+  if (!st) commit(rt, f, call, slots, &lo, fresh, results, out_nresults, empty);
   else tt_hlo_rewind(f->b, &mark);  // the graph is as it was before the op
   f->stats.pending_ops = f->nops;
   tt_lower_graph_out_deinit(&lo);
@@ -393,7 +412,8 @@ static tt_status gather(tt_runtime *rt, tt_fused *f, tt_pjrt_buffer **args,
 
 // Finishes, compiles and launches the graph's program; hands the outputs to
 // the live storages it wrote.
-static tt_status run(tt_runtime *rt, tt_fused *f, tt_storage **live, int nlive) {
+static tt_status run(tt_runtime *rt, tt_fused *f, tt_storage **live, int nlive,
+                     tt_pjrt_exe **out_exe) {
   tt_status st = NULL;
   tt_hv *outv = malloc((size_t)(nlive ? nlive : 1) * sizeof *outv);
   tt_pjrt_buffer **outs = calloc((size_t)(nlive ? nlive : 1), sizeof *outs);
@@ -416,6 +436,7 @@ static tt_status run(tt_runtime *rt, tt_fused *f, tt_storage **live, int nlive) 
   f->stats.last_graph_bytes = (int64_t)len;
   tt_pjrt_exe *exe = NULL;
   TT_GOTO_IF_ERROR(st, tt_runtime_compile(rt, text, len, &exe), cleanup);
+  *out_exe = exe;
   TT_GOTO_IF_ERROR(st, gather(rt, f, args, &temps, rng, &nrng), cleanup);
   tt_pjrt_event *done = NULL;
   TT_GOTO_IF_ERROR(st, tt_pjrt_execute(rt->pjrt, exe, f->device, args, f->nparams,
@@ -446,13 +467,29 @@ cleanup:
 }
 
 tt_status tt_fused_flush(tt_runtime *rt) {
+  return tt_fused_flush_with(rt, NULL, NULL);
+}
+
+tt_status tt_fused_flush_with(tt_runtime *rt,
+                              void (*seen)(void *ctx, const tt_fused_program *p),
+                              void *ctx) {
   tt_fused *f = rt->fused;
-  if (!f || f->nops == 0) return NULL;
+  if (f && f->cap && !tt_capture_ending(f->cap) && f->nops > 0)
+    tt_capture_break(f->cap, "the graph was flushed midway (a host read such "
+                     "as .item(), a CPU-fallback op, or a mode switch)");
+  if (!f || f->nops == 0) {
+    if (f && seen) seen(ctx, &(tt_fused_program){.device = f->device});
+    return NULL;
+  }
   int nlive = 0;
   for (int i = 0; i < f->nwrites; i++)
     if (f->writes[i]) f->writes[nlive++] = f->writes[i];  // in write order
   tt_status st = NULL;
-  if (nlive > 0) st = run(rt, f, f->writes, nlive);
+  tt_pjrt_exe *exe = NULL;
+  if (nlive > 0) st = run(rt, f, f->writes, nlive, &exe);
+  if (!st && seen)
+    seen(ctx, &(tt_fused_program){exe, f->device, f->params, f->nparams,
+                                  f->writes, nlive});
   f->stats.graphs++;
   f->stats.last_graph_ops = f->nops;
   f->stats.last_graph_params = f->nparams;

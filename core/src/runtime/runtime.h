@@ -15,6 +15,7 @@
 #include "base/status.h"
 #include "hlo/hlo.h"
 #include "pjrt/pjrt.h"
+#include "runtime/cache.h"
 #include "torchtpu.h"
 
 #define TT_MAX_DEVICES 64
@@ -86,6 +87,9 @@ struct tt_runtime {
   struct tt_fused *fused;
   tt_status deferred;
 
+  // Graph capture and replay (graph.c): counters.
+  tt_graph_stats graph_stats;
+
   // Device copies of recent scalar arguments (alpha = 1, lr, eps...): a
   // training step reuses the same few values, so most calls upload nothing.
   tt_scalar_slot scalars[TT_SCALAR_CACHE];
@@ -129,6 +133,61 @@ bool tt_fused_writes(tt_runtime *rt, const tt_storage *s);
 // forgets the storage. No-op for storages the graph does not hold.
 void tt_fused_detach(tt_runtime *rt, tt_storage *s);
 void tt_fused_set_limit(tt_fused *f, int64_t max_ops, int64_t max_bytes);
+// The capture being recorded (graph.c), or NULL; set_capture(NULL) ends it.
+struct tt_capture;
+void tt_fused_set_capture(tt_fused *f, struct tt_capture *c);
+struct tt_capture *tt_fused_capture(const tt_fused *f);
+
+// A parameter of the deferred graph, in the program's parameter order.
+typedef struct tt_gparam {
+  tt_param_kind kind;
+  tt_dtype dtype;
+  int64_t numel;          // STORAGE: flat elements
+  struct tt_storage *storage;  // STORAGE: read its buf at the flush; NULL
+                          // once detached (then `owned` holds the buffer)
+  tt_pjrt_buffer *owned;  // STORAGE: owned; still counted in the stats
+  int64_t owned_bytes;
+  uint64_t bits[2];       // SCALAR, OFFSET: value bits; RNG: seed, offset
+  int32_t input;          // STORAGE while capturing: the graph input it
+                          // reads, TT_GPARAM_ZEROS, or -1
+  tt_generator *gen;      // RNG: the generator it advanced
+  uint64_t count;         // RNG: numbers drawn
+} tt_gparam;
+
+// A captured parameter reading a storage that had no buffer yet (an empty
+// tensor made in the graph): zeros on every run.
+#define TT_GPARAM_ZEROS (-2)
+
+// What a flush ran, shown to tt_fused_flush_with's callback before the graph
+// is cleared. `exe` is NULL when nothing ran (no op, or no output alive).
+typedef struct tt_fused_program {
+  tt_pjrt_exe *exe;             // borrowed from the program cache
+  int device;
+  const tt_gparam *params;
+  int nparams;
+  tt_storage *const *outs;      // program outputs, in order: their storages
+  int nouts;                    // (buffers already handed over)
+} tt_fused_program;
+
+// tt_fused_flush, calling `seen` (may be NULL) when the flush succeeded.
+tt_status tt_fused_flush_with(tt_runtime *rt,
+                              void (*seen)(void *ctx, const tt_fused_program *p),
+                              void *ctx);
+
+// --- graph capture (graph.c) ----------------------------------------------------------
+//
+// While rt->fused->cap is set, the recorder asks the capture which graph
+// input a storage is, and breaks the capture (reason kept; recording goes on
+// as plain fused eager) on what a replay could not repeat. rt->mu held.
+
+struct tt_capture;
+// The input index declared for `s`, or -1.
+int tt_capture_input_of(const struct tt_capture *c, const tt_storage *s);
+// Marks the capture as failed (the first reason is kept).
+void tt_capture_break(struct tt_capture *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+// True while the capture's own end is flushing (not a break).
+bool tt_capture_ending(const struct tt_capture *c);
 
 // --- scalar arguments (eager.c) -----------------------------------------------------
 

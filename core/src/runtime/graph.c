@@ -1,0 +1,541 @@
+// Graph capture and replay: a torch.compile graph recorded once by the fused
+// recorder (fused.c), then launched again and again with no per-op work.
+//
+// A capture is a fused graph with its inputs declared. The recorder asks the
+// capture which input each storage it reads is (tt_capture_input_of), so the
+// program's storage parameters become "input k" rather than "this storage".
+// Scalar parameters keep their captured values (uploaded once, owned by the
+// graph); random states are redrawn from their generator at every replay.
+// The capture's end is a fused flush (the first run) whose callback copies
+// the program (executable, parameters, outputs) into a tt_graph.
+//
+// A replay checks the inputs against the capture, gathers buffers, launches
+// asynchronously, hands inputs their new buffers (mutations) and wraps the
+// other outputs into fresh storages.
+//
+// Leaves out: captured constants (a storage read that is not an input fails
+// the capture: its buffer may change or die), donation of input buffers,
+// graphs across devices.
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/runtime.h"
+
+// --- the capture --------------------------------------------------------------------
+
+typedef struct graph_input {
+  tt_storage *storage;  // at capture; NULL for a storage-less tensor
+  tt_dtype dtype;
+  int32_t ndim;
+  int64_t sizes[TT_MAX_RANK];
+  int64_t strides[TT_MAX_RANK];
+  int64_t offset;
+  int64_t nbytes;       // of its storage
+  int32_t first;        // first input sharing its storage (itself if none)
+  bool mutated;         // the graph writes its storage
+} graph_input;
+
+struct tt_capture {
+  int device;
+  graph_input *inputs;
+  int ninputs, cap_inputs;
+  bool ending;
+  char why[256];  // first reason the capture broke; "" while it holds
+};
+
+int tt_capture_input_of(const struct tt_capture *c, const tt_storage *s) {
+  for (int i = 0; c && i < c->ninputs; i++)
+    if (c->inputs[i].storage == s) return c->inputs[i].first;
+  return -1;
+}
+
+void tt_capture_break(struct tt_capture *c, const char *fmt, ...) {
+  if (!c || c->why[0]) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(c->why, sizeof c->why, fmt, ap);
+  va_end(ap);
+}
+
+bool tt_capture_ending(const struct tt_capture *c) { return c && c->ending; }
+
+static void capture_free(struct tt_capture *c) {
+  if (!c) return;
+  free(c->inputs);
+  free(c);
+}
+
+// --- the graph ----------------------------------------------------------------------
+
+typedef struct graph_param {
+  tt_param_kind kind;
+  int32_t input;        // STORAGE: the input whose storage it reads, or
+                        // TT_GPARAM_ZEROS (then `buf` holds the zeros)
+  tt_dtype dtype;       // STORAGE: buffer dtype
+  int64_t numel;        // STORAGE: flat elements
+  tt_pjrt_buffer *buf;  // SCALAR, OFFSET, zeros: owned, the captured value
+  tt_generator *gen;    // RNG
+  uint64_t count;       // RNG: numbers drawn per run
+} graph_param;
+
+typedef struct graph_out {
+  int32_t input;    // >= 0: the new buffer of this input's storage
+  int32_t result;   // else: this fresh result
+  tt_dtype dtype;   // flat buffer
+  int64_t numel;
+  int64_t nbytes;   // fresh result: its storage size
+} graph_out;
+
+struct tt_graph {
+  tt_runtime *rt;
+  int device;
+  tt_pjrt_exe *exe;  // borrowed from the program cache; NULL: nothing to run
+  graph_input *inputs;
+  int ninputs;
+  graph_param *params;
+  int nparams;
+  graph_out *outs;
+  int nouts, nresults;
+  tt_graph_output *outputs;  // the graph's outputs
+  int noutputs;
+};
+
+void tt_graph_destroy(tt_graph *g) {
+  if (!g) return;
+  for (int i = 0; i < g->nparams; i++)
+    if (g->params[i].buf) tt_pjrt_buffer_destroy(g->rt->pjrt, g->params[i].buf);
+  free(g->inputs);
+  free(g->params);
+  free(g->outs);
+  free(g->outputs);
+  free(g);
+}
+
+int tt_graph_num_inputs(const tt_graph *g) { return g->ninputs; }
+int tt_graph_num_outputs(const tt_graph *g) { return g->noutputs; }
+int tt_graph_num_results(const tt_graph *g) { return g->nresults; }
+
+void tt_graph_output_info(const tt_graph *g, int i, tt_graph_output *out) {
+  *out = g->outputs[i];
+}
+
+// --- beginning a capture ------------------------------------------------------------
+
+tt_status tt_graph_capture_begin(tt_runtime *rt, int device) {
+  if (device < 0 || device >= rt->info.device_count)
+    return tt_make_status(TT_INVALID_ARGUMENT, "graph capture: tpu:%d does not exist",
+                          device);
+  pthread_mutex_lock(&rt->mu);
+  tt_status st = NULL;
+  if (rt->mode != TT_MODE_FUSED)
+    st = tt_make_status(TT_FAILED_PRECONDITION,
+                        "graph capture: the runtime must be in fused mode");
+  else if (tt_fused_capture(rt->fused))
+    st = tt_make_status(TT_FAILED_PRECONDITION,
+                        "graph capture: a capture is already under way");
+  if (!st) st = tt_fused_flush(rt);
+  struct tt_capture *c = st ? NULL : calloc(1, sizeof *c);
+  if (!st && !c) st = tt_make_status(TT_RESOURCE_EXHAUSTED, "graph capture: out of memory");
+  if (!st) {
+    c->device = device;
+    tt_fused_set_capture(rt->fused, c);
+  }
+  pthread_mutex_unlock(&rt->mu);
+  return st;
+}
+
+static bool same_view(const graph_input *in, const tt_tensor *t) {
+  if (in->dtype != t->dtype || in->ndim != t->ndim || in->offset != t->offset) return false;
+  for (int d = 0; d < t->ndim; d++)
+    if (in->sizes[d] != t->sizes[d] || in->strides[d] != t->strides[d]) return false;
+  return true;
+}
+
+static void describe_input(graph_input *in, const tt_tensor *t) {
+  in->storage = t->storage;
+  in->dtype = t->dtype;
+  in->ndim = t->ndim;
+  memcpy(in->sizes, t->sizes, sizeof(int64_t) * (size_t)t->ndim);
+  memcpy(in->strides, t->strides, sizeof(int64_t) * (size_t)t->ndim);
+  in->offset = t->offset;
+  in->nbytes = t->storage ? t->storage->nbytes : 0;
+}
+
+tt_status tt_graph_capture_input(tt_runtime *rt, int index, const tt_tensor *t) {
+  if (t->ndim < 0 || t->ndim > TT_MAX_RANK)
+    return tt_make_status(TT_INVALID_ARGUMENT, "graph capture: input %d has rank %d "
+                          "(at most %d)", index, (int)t->ndim, TT_MAX_RANK);
+  pthread_mutex_lock(&rt->mu);
+  struct tt_capture *c = tt_fused_capture(rt->fused);
+  tt_status st = NULL;
+  if (!c) st = tt_make_status(TT_FAILED_PRECONDITION, "graph capture: not capturing");
+  else if (index != c->ninputs)
+    st = tt_make_status(TT_INVALID_ARGUMENT, "graph capture: input %d declared "
+                        "after %d inputs (declare them in order)", index, c->ninputs);
+  else if (t->storage && t->storage->device != c->device)
+    st = tt_make_status(TT_INVALID_ARGUMENT, "graph capture: input %d is on tpu:%d, "
+                        "the graph on tpu:%d", index, t->storage->device, c->device);
+  if (!st && c->ninputs == c->cap_inputs) {
+    int cap = c->cap_inputs ? 2 * c->cap_inputs : 16;
+    graph_input *p = realloc(c->inputs, (size_t)cap * sizeof *p);
+    if (!p) st = tt_make_status(TT_RESOURCE_EXHAUSTED, "graph capture: out of memory");
+    else {
+      c->inputs = p;
+      c->cap_inputs = cap;
+    }
+  }
+  if (!st) {
+    graph_input *in = &c->inputs[c->ninputs];
+    memset(in, 0, sizeof *in);
+    describe_input(in, t);
+    in->first = index;
+    if (t->storage) {
+      // The graph may already hold the storage (written before the capture
+      // began is impossible: begin flushed), so sharing is all there is.
+      int k = tt_capture_input_of(c, t->storage);
+      if (k >= 0) in->first = k;
+    }
+    c->ninputs++;
+  }
+  pthread_mutex_unlock(&rt->mu);
+  return st;
+}
+
+// --- ending a capture ---------------------------------------------------------------
+
+typedef struct ending {
+  tt_runtime *rt;
+  struct tt_capture *c;
+  const tt_tensor *outputs;
+  int noutputs;
+  tt_graph *g;    // built by `seen`
+  tt_status st;   // an error building it (not a capture break)
+} ending;
+
+static tt_status copy_params(tt_runtime *rt, tt_graph *g, const tt_fused_program *p) {
+  g->params = calloc((size_t)(p->nparams ? p->nparams : 1), sizeof *g->params);
+  if (!g->params) return tt_make_status(TT_RESOURCE_EXHAUSTED, "graph capture: out of memory");
+  for (int i = 0; i < p->nparams; i++, g->nparams++) {
+    const tt_gparam *q = &p->params[i];
+    graph_param *gp = &g->params[i];
+    *gp = (graph_param){.kind = q->kind, .input = q->input, .dtype = q->dtype,
+                        .numel = q->numel, .gen = q->gen, .count = q->count};
+    if (q->kind == TT_PARAM_SCALAR || q->kind == TT_PARAM_OFFSET)
+      TT_RETURN_IF_ERROR(tt_pjrt_buffer_from_host(rt->pjrt, p->device, q->dtype, NULL,
+                                                  0, &q->bits[0], &gp->buf));
+    if (q->kind == TT_PARAM_STORAGE && q->input == TT_GPARAM_ZEROS) {
+      void *zeros = calloc((size_t)(q->numel ? q->numel : 1), (size_t)tt_dtype_size(q->dtype));
+      if (!zeros) return tt_make_status(TT_RESOURCE_EXHAUSTED, "graph capture: out of memory");
+      int64_t dims[1] = {q->numel};
+      tt_status st = tt_pjrt_buffer_from_host(rt->pjrt, p->device, q->dtype, dims, 1,
+                                              zeros, &gp->buf);
+      free(zeros);
+      TT_RETURN_IF_ERROR(st);
+    }
+  }
+  return NULL;
+}
+
+// The program output whose storage is `s`, or -1.
+static int out_of(const tt_fused_program *p, const tt_storage *s) {
+  for (int j = 0; j < p->nouts; j++)
+    if (p->outs[j] == s) return j;
+  return -1;
+}
+
+// Maps program outputs to mutated inputs or fresh results, and graph outputs
+// to views of either. False (capture broken) when one fits neither.
+static bool map_outputs(ending *e, tt_graph *g, const tt_fused_program *p) {
+  for (int j = 0; j < p->nouts; j++) {
+    tt_storage *s = p->outs[j];
+    graph_out *o = &g->outs[j];
+    *o = (graph_out){.input = tt_capture_input_of(e->c, s), .result = -1,
+                     .dtype = s->dtype, .numel = s->numel, .nbytes = s->nbytes};
+    if (o->input >= 0) {
+      e->c->inputs[o->input].mutated = true;
+      continue;
+    }
+    bool returned = false;
+    for (int i = 0; i < e->noutputs && !returned; i++)
+      returned = e->outputs[i].storage == s;
+    if (!returned) {
+      tt_capture_break(e->c, "a tensor the graph wrote outlives it but is "
+                       "neither an output nor an input");
+      return false;
+    }
+    o->result = g->nresults++;
+  }
+  g->nouts = p->nouts;
+  for (int i = 0; i < e->noutputs; i++) {
+    const tt_tensor *t = &e->outputs[i];
+    tt_graph_output *go = &g->outputs[i];
+    if (!t->storage || t->ndim < 0 || t->ndim > TT_MAX_RANK) {
+      tt_capture_break(e->c, "output %d has no device storage", i);
+      return false;
+    }
+    *go = (tt_graph_output){.input = tt_capture_input_of(e->c, t->storage),
+                            .result = -1, .dtype = t->dtype, .ndim = t->ndim,
+                            .offset = t->offset};
+    memcpy(go->sizes, t->sizes, sizeof(int64_t) * (size_t)t->ndim);
+    memcpy(go->strides, t->strides, sizeof(int64_t) * (size_t)t->ndim);
+    if (go->input >= 0) continue;
+    int j = out_of(p, t->storage);
+    if (j < 0) {
+      tt_capture_break(e->c, "output %d is not computed by the graph (a "
+                       "constant or a captured global)", i);
+      return false;
+    }
+    go->result = g->outs[j].result;
+  }
+  g->noutputs = e->noutputs;
+  return true;
+}
+
+static void seen(void *ctx, const tt_fused_program *p) {
+  ending *e = ctx;
+  if (e->c->why[0]) return;  // broken: nothing to keep
+  tt_graph *g = calloc(1, sizeof *g);
+  if (!g) {
+    e->st = tt_make_status(TT_RESOURCE_EXHAUSTED, "graph capture: out of memory");
+    return;
+  }
+  g->rt = e->rt;
+  g->device = e->c->device;
+  g->exe = p->exe;
+  g->outs = calloc((size_t)(p->nouts ? p->nouts : 1), sizeof *g->outs);
+  g->outputs = calloc((size_t)(e->noutputs ? e->noutputs : 1), sizeof *g->outputs);
+  tt_status st = g->outs && g->outputs ? NULL
+                 : tt_make_status(TT_RESOURCE_EXHAUSTED, "graph capture: out of memory");
+  if (!st) st = copy_params(e->rt, g, p);
+  if (st || !map_outputs(e, g, p)) {
+    e->st = st;
+    tt_graph_destroy(g);
+    return;
+  }
+  g->ninputs = e->c->ninputs;
+  g->inputs = e->c->inputs;  // moved: the capture is freed without them
+  e->c->inputs = NULL;
+  e->g = g;
+}
+
+tt_status tt_graph_capture_end(tt_runtime *rt, const tt_tensor *outputs, int n,
+                               tt_graph **out_graph) {
+  *out_graph = NULL;
+  pthread_mutex_lock(&rt->mu);
+  struct tt_capture *c = tt_fused_capture(rt->fused);
+  if (!c) {
+    pthread_mutex_unlock(&rt->mu);
+    return tt_make_status(TT_FAILED_PRECONDITION, "graph capture: not capturing");
+  }
+  c->ending = true;
+  ending e = {rt, c, outputs, n, NULL, NULL};
+  tt_status st = tt_fused_flush_with(rt, seen, &e);
+  tt_fused_set_capture(rt->fused, NULL);
+  if (!st) st = e.st;
+  else tt_status_free(e.st);
+  if (st) {
+    tt_graph_destroy(e.g);
+    e.g = NULL;
+  } else if (!e.g) {
+    st = tt_make_status(TT_UNIMPLEMENTED, "graph capture failed: %s",
+                        c->why[0] ? c->why : "no program");
+  }
+  if (e.g) rt->graph_stats.captures++;
+  else rt->graph_stats.capture_failures++;
+  capture_free(c);
+  pthread_mutex_unlock(&rt->mu);
+  *out_graph = e.g;
+  return st;
+}
+
+// --- replaying ------------------------------------------------------------------------
+
+static void shape_str(char *buf, size_t cap, int ndim, const int64_t *sizes) {
+  size_t len = (size_t)snprintf(buf, cap, "[");
+  for (int d = 0; d < ndim && len < cap; d++)
+    len += (size_t)snprintf(buf + len, cap - len, "%s%lld", d ? ", " : "",
+                            (long long)sizes[d]);
+  if (len < cap) snprintf(buf + len, cap - len, "]");
+}
+
+static tt_status mismatch(int k, const graph_input *in, const tt_tensor *t,
+                          const char *what) {
+  char got[160] = "?", want[160];
+  if (t->ndim >= 0 && t->ndim <= TT_MAX_RANK) shape_str(got, sizeof got, t->ndim, t->sizes);
+  shape_str(want, sizeof want, in->ndim, in->sizes);
+  return tt_make_status(TT_INVALID_ARGUMENT,
+                        "graph replay: input %d (%s %s) differs from the capture "
+                        "(%s %s) in its %s", k, tt_dtype_name(t->dtype), got,
+                        tt_dtype_name(in->dtype), want, what);
+}
+
+// Inputs like the capture: views, storage sizes and sharing.
+static tt_status check_inputs(const tt_graph *g, const tt_tensor *inputs, int n) {
+  if (n != g->ninputs)
+    return tt_make_status(TT_INVALID_ARGUMENT, "graph replay: %d inputs, the "
+                          "capture had %d", n, g->ninputs);
+  for (int k = 0; k < n; k++) {
+    const graph_input *in = &g->inputs[k];
+    const tt_tensor *t = &inputs[k];
+    if (in->dtype != t->dtype) return mismatch(k, in, t, "dtype");
+    if (in->ndim != t->ndim) return mismatch(k, in, t, "rank");
+    for (int d = 0; d < t->ndim; d++)
+      if (in->sizes[d] != t->sizes[d]) return mismatch(k, in, t, "shape");
+    if (!same_view(in, t)) return mismatch(k, in, t, "strides or offset");
+    if (!in->storage != !t->storage ||
+        (t->storage && (t->storage->nbytes != in->nbytes ||
+                        t->storage->device != g->device)))
+      return mismatch(k, in, t, "storage (size or device)");
+    if (in->first != k && t->storage != inputs[in->first].storage)
+      return mismatch(k, in, t, "storage sharing (it shared input's storage at capture)");
+  }
+  for (int k = 0; k < n; k++) {  // a written storage is nobody else's
+    if (!g->inputs[k].mutated) continue;
+    for (int j = 0; j < n; j++)
+      if (g->inputs[j].first != k && j != k && inputs[j].storage == inputs[k].storage)
+        return mismatch(j, &g->inputs[j], &inputs[j],
+                        "storage sharing (it shares a storage the graph writes)");
+  }
+  return NULL;
+}
+
+// Fills args; random states are uploaded into `rng` (advancing generators).
+static tt_status gather(tt_runtime *rt, const tt_graph *g, const tt_tensor *inputs,
+                        tt_pjrt_buffer **args, tt_pjrt_buffer **rng, int *nrng) {
+  for (int i = 0; i < g->nparams; i++) {
+    const graph_param *p = &g->params[i];
+    if (p->kind == TT_PARAM_STORAGE && p->input == TT_GPARAM_ZEROS) {
+      args[i] = p->buf;
+    } else if (p->kind == TT_PARAM_STORAGE) {
+      tt_storage *s = inputs[p->input].storage;
+      if (!s->buf && s->graph_epoch < 0)
+        return tt_make_status(TT_FAILED_PRECONDITION, "graph replay: input %d's "
+                              "value was lost: the fused graph that computed it "
+                              "failed (see that error)", p->input);
+      TT_RETURN_IF_ERROR(tt_storage_materialize(s, p->dtype));
+      if (s->dtype != p->dtype || s->numel != p->numel)
+        return tt_make_status(TT_INVALID_ARGUMENT, "graph replay: input %d's "
+                              "storage holds %lld %s elements, the capture read "
+                              "%lld %s", p->input, (long long)s->numel,
+                              tt_dtype_name(s->dtype), (long long)p->numel,
+                              tt_dtype_name(p->dtype));
+      args[i] = s->buf;
+    } else if (p->kind == TT_PARAM_RNG) {
+      uint64_t state[2] = {p->gen->seed, p->gen->offset};
+      int64_t two = 2;
+      TT_RETURN_IF_ERROR(tt_pjrt_buffer_from_host(rt->pjrt, g->device, TT_U64, &two,
+                                                  1, state, &rng[*nrng]));
+      args[i] = rng[(*nrng)++];
+    } else {
+      args[i] = p->buf;
+    }
+  }
+  return NULL;
+}
+
+// Hands the program outputs to inputs (mutations) and fresh storages.
+static tt_status scatter(tt_runtime *rt, const tt_graph *g, const tt_tensor *inputs,
+                         tt_pjrt_buffer **outs, tt_op_result *results) {
+  tt_status st = NULL;
+  for (int j = 0; j < g->nouts; j++) {
+    const graph_out *o = &g->outs[j];
+    if (o->input >= 0) {
+      tt_storage_set_buffer(inputs[o->input].storage, outs[j], o->dtype, o->numel);
+      continue;
+    }
+    tt_storage *s = NULL;
+    if (!st) st = tt_storage_create(rt, g->device, o->nbytes, &s);
+    if (!s) {
+      tt_pjrt_buffer_destroy(rt->pjrt, outs[j]);
+      continue;
+    }
+    tt_storage_set_buffer(s, outs[j], o->dtype, o->numel);
+    results[o->result] = (tt_op_result){.storage = s, .dtype = o->dtype, .ndim = 1,
+                                        .sizes = {o->numel}};
+  }
+  if (st)  // a storage could not be made: give back those that were
+    for (int r = 0; r < g->nresults; r++) {
+      tt_storage *s = results[r].storage;
+      if (!s) continue;
+      tt_storage_set_buffer(s, NULL, TT_U8, 0);  // tt_storage_destroy, locked
+      free(s);
+      results[r].storage = NULL;
+    }
+  return st;
+}
+
+static tt_status replay_locked(tt_runtime *rt, tt_graph *g, const tt_tensor *inputs,
+                               tt_op_result *results) {
+  if (tt_fused_capture(rt->fused))
+    return tt_make_status(TT_FAILED_PRECONDITION,
+                          "graph replay: not while a graph is captured");
+  // A pending fused graph may hold an input's value: run it first.
+  TT_RETURN_IF_ERROR(tt_fused_flush(rt));
+  size_t np = (size_t)(g->nparams ? g->nparams : 1);
+  size_t no = (size_t)(g->nouts ? g->nouts : 1);
+  tt_pjrt_buffer **args = calloc(np, sizeof *args);
+  tt_pjrt_buffer **rng = calloc(np, sizeof *rng);
+  tt_pjrt_buffer **outs = calloc(no, sizeof *outs);
+  uint64_t *offsets = calloc(np, sizeof *offsets);  // to undo on failure
+  int nrng = 0;
+  tt_status st = NULL;
+  if (!args || !rng || !outs || !offsets) {
+    st = tt_make_status(TT_RESOURCE_EXHAUSTED, "graph replay: out of memory");
+    goto cleanup;
+  }
+  for (int i = 0; i < g->nparams; i++)
+    if (g->params[i].kind == TT_PARAM_RNG) offsets[i] = g->params[i].gen->offset;
+  st = gather(rt, g, inputs, args, rng, &nrng);
+  // Generators advance as they would when the captured ops ran again.
+  for (int i = 0; !st && i < g->nparams; i++)
+    if (g->params[i].kind == TT_PARAM_RNG) g->params[i].gen->offset += g->params[i].count;
+  tt_pjrt_event *done = NULL;
+  if (!st && g->exe)
+    st = tt_pjrt_execute(rt->pjrt, g->exe, g->device, args, g->nparams, outs, &done);
+  if (st) {
+    for (int i = 0; i < g->nparams; i++)
+      if (g->params[i].kind == TT_PARAM_RNG) g->params[i].gen->offset = offsets[i];
+    goto cleanup;
+  }
+  st = scatter(rt, g, inputs, outs, results);
+  if (done) {
+    tt_status ev = tt_runtime_track_event(rt, done);
+    if (!st) st = ev;
+    else tt_status_free(ev);
+  }
+  rt->graph_stats.replays++;
+cleanup:
+  for (int i = 0; i < nrng; i++) tt_pjrt_buffer_destroy(rt->pjrt, rng[i]);
+  free(args);
+  free(rng);
+  free(outs);
+  free(offsets);
+  return st;
+}
+
+tt_status tt_graph_replay(tt_runtime *rt, tt_graph *g, const tt_tensor *inputs,
+                          int n, tt_op_result *results, int cap,
+                          int *out_nresults) {
+  *out_nresults = 0;
+  if (cap < g->nresults)
+    return tt_make_status(TT_INVALID_ARGUMENT, "graph replay: room for %d results, "
+                          "the graph makes %d", cap, g->nresults);
+  pthread_mutex_lock(&rt->mu);
+  tt_status st = check_inputs(g, inputs, n);
+  if (st) rt->graph_stats.replay_mismatches++;
+  else {
+    memset(results, 0, (size_t)g->nresults * sizeof *results);
+    st = replay_locked(rt, g, inputs, results);
+  }
+  pthread_mutex_unlock(&rt->mu);
+  if (!st) *out_nresults = g->nresults;
+  return st;
+}
+
+void tt_runtime_graph_stats(tt_runtime *rt, tt_graph_stats *out) {
+  pthread_mutex_lock(&rt->mu);
+  *out = rt->graph_stats;
+  pthread_mutex_unlock(&rt->mu);
+}
