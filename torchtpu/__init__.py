@@ -174,9 +174,20 @@ def _print_recompile_summary():
 _core._on_first_runtime.append(_apply_cache)
 __all__ += ["set_cache_dir", "cache_dir", "explain_recompiles", "recompile_summary"]
 
+def _finish_at_exit():
+    """Waits for programs still running (launches are asynchronous) so the
+    plugin's worker threads are idle when the interpreter tears down."""
+    if _core._rt is not None:
+        try:
+            _core.synchronize()
+        except RuntimeError:
+            pass  # an asynchronous error nobody asked for; exiting anyway
+
+
 import atexit  # noqa: E402
 
 atexit.register(_print_recompile_summary)
+atexit.register(_finish_at_exit)
 
 if _env.check_numerics():
     from . import debug  # noqa: E402

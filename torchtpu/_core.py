@@ -114,6 +114,7 @@ _CORE_FUNCS = {
                                                    ctypes.POINTER(ctypes.c_int64), ctypes.c_int]),
     "tt_runtime_recompile_summary": (ctypes.c_size_t, [_p, ctypes.c_char_p, ctypes.c_size_t]),
     "tt_op_register_alias": (ctypes.c_int32, [ctypes.c_char_p, ctypes.c_char_p]),
+    "tt_op_lookup": (ctypes.c_int32, [ctypes.c_char_p]),
 }
 
 _SHIM_FUNCS = {
@@ -329,6 +330,12 @@ def recompile_summary():
     buf = ctypes.create_string_buffer(need + 1)
     core.tt_runtime_recompile_summary(rt, buf, need + 1)
     return _s(buf.value)
+
+
+def has_rule(name):
+    """True when the core has a lowering rule for the full ATen name
+    ("aten::add.Tensor", "aten::relu")."""
+    return core.tt_op_lookup(name.encode()) >= 0
 
 
 def register_alias(name, existing):

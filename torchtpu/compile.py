@@ -34,7 +34,6 @@ op, no recording, no lowering). Inputs unlike the capture's (shape, strides,
 storage) capture again; a graph that cannot be captured (it reads a
 constant tensor, runs a CPU-fallback op, takes non-tensor inputs, ...) keeps
 the fused runner. Random ops draw fresh numbers on every replay."""
-import ctypes
 import functools
 import operator
 
@@ -68,18 +67,9 @@ def _aten_name(op):
     return op._schema.name + ("" if overload == "default" else "." + overload)
 
 
-@functools.cache
-def _lookup():
-    # tt_op_lookup(const char *name) -> int32 (-1: no rule); see torchtpu.h.
-    fn = _core.core.tt_op_lookup
-    fn.restype = ctypes.c_int32
-    fn.argtypes = [ctypes.c_char_p]
-    return fn
-
-
 def has_rule(op):
     """True when the C core lowers OpOverload `op` natively."""
-    return _lookup()(_aten_name(op).encode()) >= 0
+    return _core.has_rule(_aten_name(op))
 
 
 @functools.cache

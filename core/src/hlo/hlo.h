@@ -234,4 +234,14 @@ void tt_hlo_argreduce_window(tt_hlo *b, tt_hv x, tt_hv idx,
 void tt_hlo_sort(tt_hlo *b, tt_hv x, tt_hv payload, int64_t dim,
                  bool descending, tt_hv *out_values, tt_hv *out_payload);
 
+// --- CHLO elementwise (hlo_ops.c) -------------------------------------------------------
+
+// A float-only CHLO op the PJRT plugins legalise when they parse the module
+// ("chlo.lgamma", "chlo.digamma", "chlo.erf_inv", "chlo.erfc",
+// "chlo.bessel_i1e"); the result has x's type.
+tt_hv tt_hlo_chlo_unary(tt_hlo *b, const char *name, tt_hv x);
+// The same for two operands of identical float type ("chlo.polygamma",
+// "chlo.next_after", "chlo.zeta").
+tt_hv tt_hlo_chlo_binary(tt_hlo *b, const char *name, tt_hv x, tt_hv y);
+
 #endif

@@ -647,3 +647,19 @@ void tt_hlo_argreduce(tt_hlo *b, tt_hv x, int64_t dim, bool is_max,
   *out_values = r;
   *out_idx = r + 1;
 }
+
+// --- CHLO elementwise (special functions) --------------------------------------------
+
+tt_hv tt_hlo_chlo_unary(tt_hlo *b, const char *name, tt_hv x) {
+  if (!tt_hlo_ok(b, &x, 1) || !check_kind(b, name, x, K_FLOAT)) return TT_HV_INVALID;
+  tt_hlo_type t = *ty(b, x);
+  return tt_hlo_emit(b, name, &x, 1, NULL, &t);
+}
+
+tt_hv tt_hlo_chlo_binary(tt_hlo *b, const char *name, tt_hv x, tt_hv y) {
+  tt_hv xs[2] = {x, y};
+  if (!tt_hlo_ok(b, xs, 2) || !check_same(b, name, x, y) || !check_kind(b, name, x, K_FLOAT))
+    return TT_HV_INVALID;
+  tt_hlo_type t = *ty(b, x);
+  return tt_hlo_emit(b, name, xs, 2, NULL, &t);
+}

@@ -201,6 +201,9 @@ extern const tt_rule_table tt_rules_loss;
 extern const tt_rule_table tt_rules_foreach;
 extern const tt_rule_table tt_rules_attention;
 extern const tt_rule_table tt_rules_dropout;
+extern const tt_rule_table tt_rules_special;
+extern const tt_rule_table tt_rules_spatial;
+extern const tt_rule_table tt_rules_select;
 
 // Checks the joined built-in tables: every name is "aten::..." and unique,
 // and every rule has a function. The error lists each offender.

@@ -23,6 +23,9 @@ static const tt_rule_table *const kFamilies[] = {
     &tt_rules_conv,        &tt_rules_norm,      &tt_rules_index,
     &tt_rules_foreach,     &tt_rules_loss,
     &tt_rules_attention,   &tt_rules_dropout,
+    &tt_rules_special,
+    &tt_rules_spatial,
+    &tt_rules_select,
 };
 enum { kNumFamilies = (int)(sizeof kFamilies / sizeof kFamilies[0]) };
 

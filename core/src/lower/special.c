@@ -1,0 +1,597 @@
+// special.c — special functions and a few misc pointwise / reduction ops:
+// the gamma family (lgamma, digamma, polygamma), erfc / erfinv and the normal
+// distribution (ndtri, log_ndtr), modified Bessel functions (i0, i0e, i1,
+// i1e), float bit ops (nextafter, frexp), angle of real tensors, equal,
+// aminmax, isin and bucketize / searchsorted (histc lives in select.c).
+//
+// Also igamma / igammac. Functions CHLO provides (lgamma, digamma,
+// polygamma, zeta, erf_inv, erfc, bessel_i1e, next_after) are emitted as CHLO
+// ops, which the PJRT plugins legalise, with fixes where PyTorch's values
+// differ (poles, negative x). The others are built here from elementary ops
+// in the input's opmath dtype and rounded once, like elementwise.c.
+//
+// Leaves out: complex numbers; igamma / igammac's asymptotic series for
+// large a (see there); checking that searchsorted's sorter is a permutation
+// (it is trusted); polygamma(n >= 2) below x = -32 (see hurwitz_zeta).
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "lower/lower.h"
+
+// --- helpers ------------------------------------------------------------------------------
+
+static tt_hv k(tt_lower_ctx *c, tt_hv like, double v) { return tt_lower_splat_like(c, like, v); }
+static tt_hv add_(tt_lower_ctx *c, tt_hv x, tt_hv y) { return tt_lower_bin(c, TT_HLO_ADD, x, y); }
+static tt_hv sub_(tt_lower_ctx *c, tt_hv x, tt_hv y) { return tt_lower_bin(c, TT_HLO_SUB, x, y); }
+static tt_hv mul_(tt_lower_ctx *c, tt_hv x, tt_hv y) { return tt_lower_bin(c, TT_HLO_MUL, x, y); }
+static tt_hv div_(tt_lower_ctx *c, tt_hv x, tt_hv y) { return tt_lower_bin(c, TT_HLO_DIV, x, y); }
+static tt_hv un(tt_lower_ctx *c, tt_hlo_unop op, tt_hv x) { return tt_hlo_unary(tt_lower_hlo(c), op, x); }
+static tt_hv cmp(tt_lower_ctx *c, tt_hlo_cmp op, tt_hv x, tt_hv y) {
+  return tt_hlo_compare(tt_lower_hlo(c), op, x, y);
+}
+static tt_hv sel(tt_lower_ctx *c, tt_hv p, tt_hv x, tt_hv y) {
+  return tt_hlo_select(tt_lower_hlo(c), p, x, y);
+}
+static tt_hv chlo(tt_lower_ctx *c, const char *name, tt_hv x) {
+  return tt_hlo_chlo_unary(tt_lower_hlo(c), name, x);
+}
+
+// Tensor argument i in the opmath dtype of float math; *rt gets the float
+// result dtype (ints promote to the default dtype).
+static tt_hv float_arg(tt_lower_ctx *c, int i, tt_dtype *rt) {
+  tt_hv x = tt_lower_tensor(c, i);
+  *rt = tt_lower_float_dtype(c, tt_lower_tensor_type(c, i, -1).dtype);
+  return tt_lower_convert(c, x, tt_opmath(*rt));
+}
+
+typedef tt_hv (*math_fn)(tt_lower_ctx *c, tt_hv x);
+
+// Result = f(argument 0), computed in opmath and rounded to the result dtype.
+static tt_status float_math(tt_lower_ctx *c, math_fn f) {
+  tt_dtype rt;
+  tt_hv x = float_arg(c, 0, &rt);
+  tt_lower_result(c, tt_lower_convert(c, f(c, x), rt));
+  return NULL;
+}
+
+// Horner evaluation of sum coef[i] t^i (coef from the constant term up).
+static tt_hv poly(tt_lower_ctx *c, tt_hv t, const double *coef, int n) {
+  tt_hv r = k(c, t, coef[n - 1]);
+  for (int i = n - 2; i >= 0; i--) r = add_(c, mul_(c, r, t), k(c, t, coef[i]));
+  return r;
+}
+
+// --- gamma family -----------------------------------------------------------------------------
+
+static tt_hv f_lgamma(tt_lower_ctx *c, tt_hv x) { return chlo(c, "chlo.lgamma", x); }
+
+// digamma has a pole at 0: PyTorch returns copysign(inf, -x) there, which
+// is -1/x (CHLO gives NaN).
+static tt_hv f_digamma(tt_lower_ctx *c, tt_hv x) {
+  tt_hv r = chlo(c, "chlo.digamma", x);
+  return sel(c, cmp(c, TT_HLO_EQ, x, k(c, x, 0)), div_(c, k(c, x, -1), x), r);
+}
+
+static tt_status lower_lgamma(tt_lower_ctx *c) { return float_math(c, f_lgamma); }
+static tt_status lower_digamma(tt_lower_ctx *c) { return float_math(c, f_digamma); }
+
+// trigamma with PyTorch's reflection below 1/2: pi^2 / sin^2(pi x) - psi1(1 - x)
+// (chlo.polygamma is inaccurate for negative x).
+static tt_hv f_trigamma(tt_lower_ctx *c, tt_hv x) {
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hv neg = cmp(c, TT_HLO_LT, x, k(c, x, 0.5));
+  tt_hv xr = sel(c, neg, sub_(c, k(c, x, 1), x), x);
+  tt_hv p = tt_hlo_chlo_binary(b, "chlo.polygamma", k(c, x, 1), xr);
+  tt_hv s = un(c, TT_HLO_SIN, mul_(c, x, k(c, x, M_PI)));
+  tt_hv refl = sub_(c, div_(c, k(c, x, M_PI * M_PI), mul_(c, s, s)), p);
+  tt_hv r = sel(c, neg, refl, p);
+  return sel(c, cmp(c, TT_HLO_EQ, x, k(c, x, INFINITY)), k(c, x, 0), r);
+}
+
+// t^e for a small integer e >= 1 (by squaring).
+static tt_hv ipow(tt_lower_ctx *c, tt_hv t, int64_t e) {
+  tt_hv r = TT_HV_INVALID;
+  while (e > 0) {
+    if (e & 1) r = r == TT_HV_INVALID ? t : mul_(c, r, t);
+    e >>= 1;
+    if (e > 0) t = mul_(c, t, t);
+  }
+  return r;
+}
+
+// Hurwitz zeta(s, q) for integer s >= 2. chlo.zeta is wrong for q < 0, so
+// there the first kShift terms are summed here: zeta(s, q) =
+// sum_{j<kShift} (q + j)^-s + zeta(s, q + kShift) (exact for q > -kShift).
+// At the poles q = 0, -1, -2, ... it is inf, as PyTorch's zeta.
+static tt_hv hurwitz_zeta(tt_lower_ctx *c, int64_t s, tt_hv q) {
+  enum { kShift = 32 };
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hv neg = cmp(c, TT_HLO_LT, q, k(c, q, 0));
+  tt_hv qs = sel(c, neg, add_(c, q, k(c, q, kShift)), q);
+  tt_hv z = tt_hlo_chlo_binary(b, "chlo.zeta", k(c, q, (double)s), qs);
+  tt_hv head = k(c, q, 0);
+  for (int j = 0; j < kShift; j++) {
+    tt_hv t = div_(c, k(c, q, 1), add_(c, q, k(c, q, j)));
+    head = add_(c, head, ipow(c, t, s));
+  }
+  z = sel(c, neg, add_(c, z, head), z);
+  tt_hv pole = tt_lower_bin(c, TT_HLO_AND, cmp(c, TT_HLO_LE, q, k(c, q, 0)),
+                            cmp(c, TT_HLO_EQ, q, un(c, TT_HLO_FLOOR, q)));
+  return sel(c, pole, k(c, q, INFINITY), z);
+}
+
+// psi_n(x) = (-1)^(n+1) n! zeta(n + 1, x) for n >= 2, as PyTorch computes it.
+static tt_hv f_polygamma_n(tt_lower_ctx *c, int64_t n, tt_hv x) {
+  double fact = 1;
+  for (int64_t i = 2; i <= n; i++) fact *= (double)i;
+  return mul_(c, hurwitz_zeta(c, n + 1, x), k(c, x, n % 2 ? fact : -fact));
+}
+
+// polygamma(n, x): digamma, trigamma, then the zeta form. `n_arg` / `x_arg`
+// differ between polygamma(int n, Tensor self) and polygamma_(self, n).
+static tt_status polygamma_args(tt_lower_ctx *c, int n_arg, int x_arg) {
+  int64_t n = tt_lower_int(c, n_arg);
+  if (n < 0) return tt_lower_fail(c, TT_INVALID_ARGUMENT, "polygamma(n, x) does not "
+                                  "support negative n.");
+  tt_dtype rt;
+  tt_hv x = float_arg(c, x_arg, &rt);
+  tt_hv r = n == 0 ? f_digamma(c, x) : n == 1 ? f_trigamma(c, x) : f_polygamma_n(c, n, x);
+  tt_lower_result(c, tt_lower_convert(c, r, rt));
+  return NULL;
+}
+
+static tt_status lower_polygamma(tt_lower_ctx *c) { return polygamma_args(c, 0, 1); }
+static tt_status lower_polygamma_(tt_lower_ctx *c) { return polygamma_args(c, 1, 0); }
+
+// --- erfc, erfinv, the normal distribution ------------------------------------------------------
+
+static tt_hv f_erfc(tt_lower_ctx *c, tt_hv x) { return chlo(c, "chlo.erfc", x); }
+static tt_hv f_erfinv(tt_lower_ctx *c, tt_hv x) { return chlo(c, "chlo.erf_inv", x); }
+
+// log(ndtr(x)): log1p(-erfc(x/sqrt2)/2) above -1, log(erfc(-x/sqrt2)/2)
+// down to -10, and the asymptotic series of the Mills ratio below (where
+// erfc underflows): -x^2/2 - log(-x) - log(2pi)/2 + log(1 - 1/x^2 + 3/x^4 ...).
+static tt_hv f_log_ndtr(tt_lower_ctx *c, tt_hv x) {
+  tt_hv z = mul_(c, x, k(c, x, M_SQRT1_2));
+  tt_hv hi = un(c, TT_HLO_LOG1P, mul_(c, f_erfc(c, z), k(c, x, -0.5)));
+  tt_hv mid = un(c, TT_HLO_LOG, mul_(c, f_erfc(c, un(c, TT_HLO_NEG, z)), k(c, x, 0.5)));
+  tt_hv lim = k(c, x, -10);
+  tt_hv xs = sel(c, cmp(c, TT_HLO_LT, x, lim), x, lim);  // keeps the unused branch finite
+  tt_hv t = div_(c, k(c, xs, 1), mul_(c, xs, xs));
+  static const double kMills[] = {1, -1, 3, -15, 105, -945, 10395};
+  tt_hv s = poly(c, t, kMills, (int)(sizeof kMills / sizeof kMills[0]));
+  tt_hv lo = sub_(c, mul_(c, mul_(c, xs, xs), k(c, xs, -0.5)), un(c, TT_HLO_LOG, un(c, TT_HLO_NEG, xs)));
+  lo = add_(c, sub_(c, lo, k(c, xs, 0.5 * log(2 * M_PI))), un(c, TT_HLO_LOG, s));
+  tt_hv r = sel(c, cmp(c, TT_HLO_GT, x, k(c, x, -1)), hi, mid);
+  return sel(c, cmp(c, TT_HLO_LT, x, lim), lo, r);
+}
+
+// ndtri(p) = sqrt(2) erfinv(2p - 1), except in the lower tail (p < 0.05)
+// where 2p - 1 rounds away p's digits: there a rational guess (Abramowitz &
+// Stegun 26.2.23, error < 5e-4) refined by Newton steps on log ndtr(x) = log p.
+static tt_hv f_ndtri(tt_lower_ctx *c, tt_hv p) {
+  tt_hv y = sub_(c, mul_(c, p, k(c, p, 2)), k(c, p, 1));
+  tt_hv mid = mul_(c, f_erfinv(c, y), k(c, p, M_SQRT2));
+  tt_hv tail = cmp(c, TT_HLO_LT, p, k(c, p, 0.05));
+  tt_hv pt = sel(c, tail, p, k(c, p, 0.05));  // keeps the unused branch finite
+  tt_hv lp = un(c, TT_HLO_LOG, pt);
+  tt_hv t = un(c, TT_HLO_SQRT, mul_(c, lp, k(c, lp, -2)));
+  static const double kNum[] = {2.515517, 0.802853, 0.010328};
+  static const double kDen[] = {1, 1.432788, 0.189269, 0.001308};
+  tt_hv x = sub_(c, div_(c, poly(c, t, kNum, 3), poly(c, t, kDen, 4)), t);
+  for (int i = 0; i < 3; i++) {
+    tt_hv ln = f_log_ndtr(c, x);
+    tt_hv log_pdf = sub_(c, mul_(c, mul_(c, x, x), k(c, x, -0.5)), k(c, x, 0.5 * log(2 * M_PI)));
+    tt_hv ratio = un(c, TT_HLO_EXP, sub_(c, ln, log_pdf));  // ndtr(x) / pdf(x)
+    x = sub_(c, x, mul_(c, sub_(c, ln, lp), ratio));
+  }
+  tt_hv r = sel(c, tail, x, mid);
+  return sel(c, cmp(c, TT_HLO_EQ, p, k(c, p, 0)), k(c, p, -INFINITY), r);
+}
+
+static tt_status lower_erfc(tt_lower_ctx *c) { return float_math(c, f_erfc); }
+static tt_status lower_erfinv(tt_lower_ctx *c) { return float_math(c, f_erfinv); }
+static tt_status lower_ndtri(tt_lower_ctx *c) { return float_math(c, f_ndtri); }
+static tt_status lower_log_ndtr(tt_lower_ctx *c) { return float_math(c, f_log_ndtr); }
+
+// --- modified Bessel functions -------------------------------------------------------------------
+
+// i0e(x) = e^-|x| I0(x). Below |x| = 15 the series I0 = sum (x^2/4)^k / k!^2
+// (positive terms: no cancellation); above, the
+// asymptotic expansion sqrt(1/(2 pi |x|)) sum ((2k-1)!!)^2 / (k! (8|x|)^k),
+// whose first 12 terms reach 1e-12 at 15. NaN passes through.
+static tt_hv f_i0e(tt_lower_ctx *c, tt_hv x) {
+  tt_hv a = un(c, TT_HLO_ABS, x);
+  const double kSplit = 15.0;
+  // Series in y = x^2/4 with coefficients 1/k!^2 while they are normal
+  // floats (k <= 18; the terms left out are below 1e-7 of the sum).
+  double coef[19];
+  double f = 1;
+  for (int i = 0; i < 19; i++) {
+    if (i) f *= i;
+    coef[i] = 1.0 / (f * f);
+  }
+  tt_hv as = sel(c, cmp(c, TT_HLO_LT, a, k(c, a, kSplit)), a, k(c, a, kSplit));
+  tt_hv y = mul_(c, mul_(c, as, as), k(c, as, 0.25));
+  tt_hv small = mul_(c, poly(c, y, coef, 19), un(c, TT_HLO_EXP, un(c, TT_HLO_NEG, as)));
+  // Asymptotic series in u = 1/|x| (|x| >= 15): term k = ((2k-1)!!)^2 / (k! 8^k).
+  double acoef[12];
+  double t = 1;
+  acoef[0] = 1;
+  for (int i = 1; i < 12; i++) {
+    t *= (2.0 * i - 1) * (2.0 * i - 1) / (8.0 * i);
+    acoef[i] = t;
+  }
+  tt_hv al = sel(c, cmp(c, TT_HLO_GT, a, k(c, a, kSplit)), a, k(c, a, kSplit));
+  tt_hv u = div_(c, k(c, al, 1), al);
+  tt_hv big = mul_(c, poly(c, u, acoef, 12), un(c, TT_HLO_RSQRT, mul_(c, al, k(c, al, 2 * M_PI))));
+  tt_hv r = sel(c, cmp(c, TT_HLO_LT, a, k(c, a, kSplit)), small, big);
+  return sel(c, cmp(c, TT_HLO_NE, x, x), x, r);
+}
+
+// i0(x) = i0e(x) e^|x| (NaN at +-inf, like PyTorch's CPU kernel).
+static tt_hv f_i0(tt_lower_ctx *c, tt_hv x) {
+  return mul_(c, f_i0e(c, x), un(c, TT_HLO_EXP, un(c, TT_HLO_ABS, x)));
+}
+
+static tt_hv f_i1e(tt_lower_ctx *c, tt_hv x) { return chlo(c, "chlo.bessel_i1e", x); }
+
+static tt_hv f_i1(tt_lower_ctx *c, tt_hv x) {
+  return mul_(c, f_i1e(c, x), un(c, TT_HLO_EXP, un(c, TT_HLO_ABS, x)));
+}
+
+static tt_status lower_i0(tt_lower_ctx *c) { return float_math(c, f_i0); }
+static tt_status lower_i0e(tt_lower_ctx *c) { return float_math(c, f_i0e); }
+static tt_status lower_i1(tt_lower_ctx *c) { return float_math(c, f_i1); }
+static tt_status lower_i1e(tt_lower_ctx *c) { return float_math(c, f_i1e); }
+
+// --- igamma, igammac ---------------------------------------------------------------------------
+//
+// The regularised incomplete gamma functions P(a, x) and Q(a, x) = 1 - P,
+// with PyTorch's choice of method: the series of P where x <= 1.1 or x < a,
+// else the continued fraction of Q (Lentz's method), each with a fixed number
+// of steps that reaches float precision for a, x up to ~100. Leaves out
+// PyTorch's asymptotic series for a > 20 with x close to a.
+
+enum { kIgamSeriesSteps = 64, kIgamFractionSteps = 40 };
+
+// sum_{n>=0} x^n / (a (a+1) ... (a+n)), so that P = x^a e^-x / Gamma(a) * sum.
+static tt_hv igam_series(tt_lower_ctx *c, tt_hv a, tt_hv x) {
+  tt_hv term = div_(c, k(c, a, 1), a), sum = term, an = a;
+  for (int n = 1; n < kIgamSeriesSteps; n++) {
+    an = add_(c, an, k(c, an, 1));
+    term = div_(c, mul_(c, term, x), an);
+    sum = add_(c, sum, term);
+  }
+  return sum;
+}
+
+// The continued fraction 1 / (x + 1 - a - 1 (1 - a) / (x + 3 - a - ...)),
+// so that Q = x^a e^-x / Gamma(a) * fraction; valid (fast) for x > a.
+static tt_hv igamc_fraction(tt_lower_ctx *c, tt_hv a, tt_hv x) {
+  const double kTiny = 1e-30;
+  tt_hv bb = add_(c, sub_(c, x, a), k(c, x, 1));
+  tt_hv cc = k(c, x, 1 / kTiny), d = div_(c, k(c, x, 1), bb), h = d;
+  for (int i = 1; i < kIgamFractionSteps; i++) {
+    tt_hv an = mul_(c, k(c, a, -(double)i), sub_(c, k(c, a, (double)i), a));
+    bb = add_(c, bb, k(c, bb, 2));
+    d = add_(c, mul_(c, an, d), bb);
+    d = sel(c, cmp(c, TT_HLO_LT, un(c, TT_HLO_ABS, d), k(c, d, kTiny)), k(c, d, kTiny), d);
+    cc = add_(c, bb, div_(c, an, cc));
+    cc = sel(c, cmp(c, TT_HLO_LT, un(c, TT_HLO_ABS, cc), k(c, cc, kTiny)), k(c, cc, kTiny), cc);
+    d = div_(c, k(c, d, 1), d);
+    h = mul_(c, h, mul_(c, d, cc));
+  }
+  return h;
+}
+
+// P (upper = false) or Q of (self = a, other = x), with PyTorch's values at
+// the domain's edges.
+static tt_status igamma_like(tt_lower_ctx *c, bool upper) {
+  static const int idx[2] = {0, 1};
+  tt_dtype rt = tt_lower_result_type(c, idx, 2);
+  if (rt == TT_DTYPE_NONE)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "promotion between these dtypes is not "
+                         "supported");
+  rt = tt_lower_float_dtype(c, rt);
+  tt_hv v[2];
+  TT_RETURN_IF_ERROR(tt_lower_operands(c, idx, 2, tt_opmath(rt), v));
+  tt_hv a = v[0], x = v[1];
+  tt_hv lp = sub_(c, sub_(c, mul_(c, a, un(c, TT_HLO_LOG, x)), x), f_lgamma(c, a));
+  tt_hv pre = un(c, TT_HLO_EXP, lp);
+  tt_hv frac = tt_lower_bin(c, TT_HLO_AND, cmp(c, TT_HLO_GT, x, k(c, x, 1.1)),
+                            cmp(c, TT_HLO_GE, x, a));
+  tt_hv p = mul_(c, pre, igam_series(c, a, x));
+  tt_hv q = mul_(c, pre, igamc_fraction(c, a, x));
+  tt_hv one = k(c, x, 1), zero = k(c, x, 0), nan = k(c, x, NAN);
+  tt_hv r = upper ? sel(c, frac, q, sub_(c, one, p)) : sel(c, frac, sub_(c, one, q), p);
+  tt_hv lo = upper ? one : zero, hi = upper ? zero : one;  // P = 0 and P = 1
+  tt_hv x_inf = cmp(c, TT_HLO_EQ, x, k(c, x, INFINITY));
+  tt_hv a_inf = cmp(c, TT_HLO_EQ, a, k(c, a, INFINITY));
+  r = sel(c, x_inf, hi, r);
+  r = sel(c, a_inf, sel(c, x_inf, nan, lo), r);
+  r = sel(c, cmp(c, TT_HLO_EQ, x, zero), lo, r);
+  tt_hv a0 = cmp(c, TT_HLO_EQ, a, zero);
+  r = sel(c, a0, sel(c, cmp(c, TT_HLO_GT, x, zero), hi, nan), r);
+  tt_hv bad = tt_lower_bin(c, TT_HLO_OR, cmp(c, TT_HLO_LT, x, zero), cmp(c, TT_HLO_LT, a, zero));
+  tt_lower_result(c, tt_lower_convert(c, sel(c, bad, nan, r), rt));
+  return NULL;
+}
+
+static tt_status lower_igamma(tt_lower_ctx *c) { return igamma_like(c, false); }
+static tt_status lower_igammac(tt_lower_ctx *c) { return igamma_like(c, true); }
+
+// --- nextafter, frexp, angle -------------------------------------------------------------------
+
+// Arguments 0 and 1 promoted to their result dtype (not opmath: these ops
+// work on the bits of that dtype) and broadcast.
+static tt_status promoted_pair(tt_lower_ctx *c, tt_dtype *rt, tt_hv *v) {
+  static const int idx[2] = {0, 1};
+  *rt = tt_lower_result_type(c, idx, 2);
+  if (*rt == TT_DTYPE_NONE)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "promotion between these dtypes is not "
+                         "supported");
+  return tt_lower_operands(c, idx, 2, *rt, v);
+}
+
+static tt_status lower_nextafter(tt_lower_ctx *c) {
+  tt_dtype rt;
+  tt_hv v[2];
+  TT_RETURN_IF_ERROR(promoted_pair(c, &rt, v));
+  if (!tt_dtype_is_float(rt))
+    return tt_lower_fail(c, TT_UNIMPLEMENTED, "nextafter of %s", tt_dtype_name(rt));
+  tt_lower_result(c, tt_hlo_chlo_binary(tt_lower_hlo(c), "chlo.next_after", v[0], v[1]));
+  return NULL;
+}
+
+// A constant of v's type holding the integer x (exact for 64-bit masks).
+static tt_hv ki(tt_lower_ctx *c, tt_hv v, int64_t x) {
+  tt_hlo_type t = tt_lower_type(c, v);
+  return tt_hlo_splat_i(tt_lower_hlo(c), &t, x);
+}
+
+// frexp(x) = (m, e) with x = m 2^e, 0.5 <= |m| < 1, from the bits: the
+// exponent field becomes bias - 1 (2^-1) in m. Everything is read from the
+// bits because XLA's CPU backend flushes subnormals to zero in float math: a
+// subnormal's mantissa field, converted to a float, is a normal number
+// 2^(bias - 1 + mant) times as large. 0, inf and NaN give (x, 0).
+static tt_status lower_frexp(tt_lower_ctx *c) {
+  tt_hv x = tt_lower_tensor(c, 0);
+  tt_dtype d = tt_lower_tensor_type(c, 0, -1).dtype;
+  int ebits, mbits;
+  tt_dtype it;
+  switch (d) {
+    case TT_F64: ebits = 11, mbits = 52, it = TT_I64; break;
+    case TT_F32: ebits = 8, mbits = 23, it = TT_I32; break;
+    case TT_BF16: ebits = 8, mbits = 7, it = TT_I16; break;
+    case TT_F16: ebits = 5, mbits = 10, it = TT_I16; break;
+    default:
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "torch.frexp() only supports "
+                           "floating-point dtypes");
+  }
+  tt_hlo *b = tt_lower_hlo(c);
+  int nbits = it == TT_I64 ? 64 : it == TT_I32 ? 32 : 16;
+  int64_t emask = ((int64_t)1 << ebits) - 1, bias = emask >> 1;
+  int64_t sign_bit = (int64_t)(UINT64_MAX << (nbits - 1));  // as a signed value
+  int64_t mant = (int64_t)((UINT64_C(1) << mbits) - 1);
+  tt_hv bits = tt_hlo_bitcast(b, x, it);
+  tt_hv sign = tt_lower_bin(c, TT_HLO_AND, bits, ki(c, bits, sign_bit));
+  tt_hv ab = tt_lower_bin(c, TT_HLO_AND, bits, ki(c, bits, ~sign_bit));
+  tt_hv field0 = tt_lower_bin(c, TT_HLO_SHR_L, ab, ki(c, ab, mbits));
+  tt_hv sub = cmp(c, TT_HLO_EQ, field0, ki(c, field0, 0));
+  tt_hv special = tt_lower_bin(c, TT_HLO_OR, cmp(c, TT_HLO_EQ, ab, ki(c, ab, 0)),
+                               cmp(c, TT_HLO_EQ, field0, ki(c, field0, emask)));
+  tt_hv xs = sel(c, sub, tt_lower_convert(c, ab, d), tt_hlo_bitcast(b, ab, d));
+  tt_hv bits2 = tt_hlo_bitcast(b, xs, it);
+  tt_hv field = tt_lower_bin(c, TT_HLO_SHR_L, bits2, ki(c, bits2, mbits));
+  tt_hv e = tt_lower_convert(c, sub_(c, field, ki(c, field, bias - 1)), TT_I32);
+  e = sel(c, sub, add_(c, e, ki(c, e, 1 - bias - mbits)), e);
+  tt_hv mb = tt_lower_bin(c, TT_HLO_AND, bits2, ki(c, bits2, mant));
+  mb = tt_lower_bin(c, TT_HLO_OR, mb, ki(c, mb, (bias - 1) << mbits));
+  tt_hv m = tt_hlo_bitcast(b, tt_lower_bin(c, TT_HLO_OR, mb, sign), d);
+  tt_lower_result(c, sel(c, special, x, m));
+  tt_lower_result(c, sel(c, special, ki(c, e, 0), e));
+  return NULL;
+}
+
+// angle of a real tensor: pi where x < 0, else 0; NaN stays NaN.
+static tt_status lower_angle(tt_lower_ctx *c) {
+  tt_dtype rt;
+  tt_hv x = float_arg(c, 0, &rt);
+  tt_hv r = sel(c, cmp(c, TT_HLO_LT, x, k(c, x, 0)), k(c, x, M_PI), k(c, x, 0));
+  tt_lower_result(c, tt_lower_convert(c, sel(c, cmp(c, TT_HLO_NE, x, x), x, r), rt));
+  return NULL;
+}
+
+// --- equal, aminmax ------------------------------------------------------------------------------
+
+// equal(self, other) -> bool: same shape and every element equal (NaN never
+// is). The bool comes back as a 0-d result.
+static tt_status lower_equal(tt_lower_ctx *c) {
+  tt_hlo_type a = tt_lower_tensor_type(c, 0, -1), o = tt_lower_tensor_type(c, 1, -1);
+  a.dtype = o.dtype;
+  if (!tt_hlo_same_type(&a, &o)) {
+    tt_lower_result(c, tt_hlo_const_i(tt_lower_hlo(c), TT_BOOL, 0));
+    return NULL;
+  }
+  tt_dtype rt;
+  tt_hv v[2];
+  TT_RETURN_IF_ERROR(promoted_pair(c, &rt, v));
+  bool mask[TT_MAX_RANK];
+  for (int d = 0; d < a.rank; d++) mask[d] = true;
+  tt_lower_result(c, tt_lower_reduce(c, cmp(c, TT_HLO_EQ, v[0], v[1]), mask, false,
+                                     TT_HLO_REDUCE_AND));
+  return NULL;
+}
+
+// aminmax(self, *, dim?, keepdim) -> (min, max).
+static tt_status lower_aminmax(tt_lower_ctx *c) {
+  tt_hv x = tt_lower_tensor(c, 0);
+  tt_hlo_type t = tt_lower_type(c, x);
+  bool mask[TT_MAX_RANK];
+  TT_RETURN_IF_ERROR(tt_lower_dim_mask(c, 1, t.rank, true, mask));
+  for (int d = 0; d < t.rank; d++)
+    if (mask[d] && t.dims[d] == 0)
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "aminmax(): Expected reduction dim %d "
+                           "to have non-zero size.", d);
+  bool keep = tt_lower_bool(c, 2);
+  bool is_bool = t.dtype == TT_BOOL;
+  tt_lower_result(c, tt_lower_reduce(c, x, mask, keep, is_bool ? TT_HLO_REDUCE_AND
+                                                                : TT_HLO_REDUCE_MIN));
+  tt_lower_result(c, tt_lower_reduce(c, x, mask, keep, is_bool ? TT_HLO_REDUCE_OR
+                                                                : TT_HLO_REDUCE_MAX));
+  return NULL;
+}
+
+// --- isin, bucketize, searchsorted ----------------------------------------------------------------
+
+// v flattened to 1-d.
+static tt_hv flat(tt_lower_ctx *c, tt_hv v) {
+  tt_hlo_type t = tt_lower_type(c, v);
+  int64_t n = tt_hlo_numel(&t);
+  return tt_hlo_reshape(tt_lower_hlo(c), v, 1, &n);
+}
+
+// isin(elements, test_elements, *, assume_unique, invert): each element
+// compared with every test element ([N, M]), or-reduced over M.
+static tt_status lower_isin(tt_lower_ctx *c) {
+  static const int idx[2] = {0, 1};
+  tt_dtype rt = tt_lower_result_type(c, idx, 2);
+  if (rt == TT_DTYPE_NONE)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "promotion between these dtypes is not "
+                         "supported");
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hv e = tt_lower_operand(c, 0, rt), te = flat(c, tt_lower_operand(c, 1, rt));
+  tt_hlo_type et = tt_lower_type(c, e);
+  tt_hv ef = flat(c, e);
+  int64_t dims[2] = {tt_hlo_numel(&et), tt_lower_type(c, te).dims[0]};
+  int64_t b0 = 0, b1 = 1;
+  tt_hv eq = cmp(c, TT_HLO_EQ, tt_hlo_broadcast_in_dim(b, ef, 2, dims, &b0),
+                 tt_hlo_broadcast_in_dim(b, te, 2, dims, &b1));
+  bool mask[2] = {false, true};
+  tt_hv r = tt_lower_reduce(c, eq, mask, false, TT_HLO_REDUCE_OR);
+  if (tt_lower_bool(c, 3)) r = un(c, TT_HLO_NOT, r);
+  tt_lower_result(c, tt_hlo_reshape(b, r, et.rank, et.dims));
+  return NULL;
+}
+
+// Index of each value in the sorted last dim of seq: the count of entries
+// e with !(e >= v) (left; NaN values go last) or !(e > v) (right), as
+// PyTorch's binary search decides. seq is 1-d, or has values' leading dims.
+static tt_status search(tt_lower_ctx *c, int seq_arg, int val_arg, bool out_int32,
+                        bool right) {
+  int idx[2] = {seq_arg, val_arg};
+  tt_dtype rt = tt_lower_result_type(c, idx, 2);
+  if (rt == TT_DTYPE_NONE || rt == TT_BOOL)
+    return tt_lower_fail(c, TT_UNIMPLEMENTED, "search of these dtypes");
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hv seq = tt_lower_convert(c, tt_lower_tensor(c, seq_arg), rt);
+  tt_hv val = tt_lower_operand(c, val_arg, rt);
+  tt_hlo_type st = tt_lower_type(c, seq), vt = tt_lower_type(c, val);
+  if (st.rank == 0)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "boundaries tensor should be 1 dimension "
+                         "or the first N-1 dimensions of boundaries tensor and input value "
+                         "tensor must match");
+  int64_t m = st.dims[st.rank - 1];
+  tt_hlo_type rshape;  // values' shape, or values' shape + [M] when rank allows
+  int64_t bv[TT_MAX_RANK], bs[TT_MAX_RANK];
+  if (st.rank == 1) {
+    val = flat(c, val);
+    int64_t dims[2] = {tt_lower_type(c, val).dims[0], m};
+    bv[0] = 0, bs[0] = 1;
+    rshape = tt_hlo_make_type(rt, 2, dims);
+  } else {
+    bool match = vt.rank == st.rank && vt.rank < TT_MAX_RANK;
+    for (int d = 0; match && d < st.rank - 1; d++) match = vt.dims[d] == st.dims[d];
+    if (!match)
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "boundaries tensor should be 1 "
+                           "dimension or the first N-1 dimensions of boundaries tensor and "
+                           "input value tensor must match");
+    rshape = vt;
+    rshape.rank = vt.rank + 1;
+    rshape.dims[vt.rank] = m;
+    for (int d = 0; d < vt.rank; d++) bv[d] = d;
+    for (int d = 0; d < st.rank - 1; d++) bs[d] = d;
+    bs[st.rank - 1] = vt.rank;
+  }
+  int r = rshape.rank;
+  tt_hv sb = tt_hlo_broadcast_in_dim(b, seq, r, rshape.dims, bs);
+  tt_hv vb = tt_hlo_broadcast_in_dim(b, val, r, rshape.dims, bv);
+  tt_hv past = un(c, TT_HLO_NOT, cmp(c, right ? TT_HLO_GT : TT_HLO_GE, sb, vb));
+  tt_dtype od = out_int32 ? TT_I32 : TT_I64;
+  bool mask[TT_MAX_RANK] = {false};
+  mask[r - 1] = true;
+  tt_hv n = tt_lower_reduce(c, tt_lower_convert(c, past, od), mask, false, TT_HLO_REDUCE_ADD);
+  tt_lower_result(c, tt_hlo_reshape(b, n, vt.rank, vt.dims));
+  return NULL;
+}
+
+// bucketize(self, boundaries, *, out_int32, right).
+static tt_status lower_bucketize(tt_lower_ctx *c) {
+  return search(c, 1, 0, tt_lower_bool(c, 2), tt_lower_bool(c, 3));
+}
+
+// searchsorted(sorted_sequence, self, *, out_int32, right, side, sorter).
+// The count doesn't depend on the order of the sequence, so a sorter (a
+// permutation that sorts it) changes nothing; only its shape is checked.
+static tt_status lower_searchsorted(tt_lower_ctx *c) {
+  if (!tt_lower_is_none(c, 5)) {
+    tt_hlo_type st = tt_lower_tensor_type(c, 0, -1), so = tt_lower_tensor_type(c, 5, -1);
+    so.dtype = st.dtype;
+    if (!tt_hlo_same_type(&st, &so))
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "boundary and sorter must have the "
+                           "same size");
+  }
+  bool right = tt_lower_bool(c, 3);
+  const tt_value *side = tt_lower_arg(c, 4);
+  if (side->kind == TT_VALUE_STRING) {
+    bool r = strcmp(side->u.str, "right") == 0;
+    if (!r && strcmp(side->u.str, "left") != 0)
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "side can only be 'left' or 'right' "
+                           "but got %s", side->u.str);
+    if (right && !r)
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "side and right can't be set to "
+                           "opposites, got side of left while right was True");
+    right = r;
+  }
+  return search(c, 0, 1, tt_lower_bool(c, 2), right);
+}
+
+// --- table ------------------------------------------------------------------------------------------
+
+#define R(name, fn) {"aten::" name, fn, 0}
+// Functional, in-place and out= variants sharing one rule.
+#define U(name, fn) R(name, fn), R(name "_", fn), R(name ".out", fn)
+
+static const tt_rule kRules[] = {
+    U("lgamma", lower_lgamma), U("digamma", lower_digamma),
+    R("polygamma", lower_polygamma), R("polygamma.out", lower_polygamma),
+    R("polygamma_", lower_polygamma_),
+    R("special_polygamma", lower_polygamma), R("special_polygamma.out", lower_polygamma),
+    U("erfc", lower_erfc), U("erfinv", lower_erfinv),
+    R("special_ndtri", lower_ndtri), R("special_ndtri.out", lower_ndtri),
+    R("special_log_ndtr", lower_log_ndtr), R("special_log_ndtr.out", lower_log_ndtr),
+    U("i0", lower_i0),
+    R("special_i0e", lower_i0e), R("special_i0e.out", lower_i0e),
+    R("special_i1", lower_i1), R("special_i1.out", lower_i1),
+    R("special_i1e", lower_i1e), R("special_i1e.out", lower_i1e),
+    U("igamma", lower_igamma), U("igammac", lower_igammac),
+    R("nextafter", lower_nextafter), R("nextafter_", lower_nextafter),
+    R("nextafter.out", lower_nextafter),
+    R("frexp.Tensor", lower_frexp), R("frexp.Tensor_out", lower_frexp),
+    R("angle", lower_angle), R("angle.out", lower_angle),
+    R("equal", lower_equal),
+    R("aminmax", lower_aminmax), R("aminmax.out", lower_aminmax),
+    R("isin.Tensor_Tensor", lower_isin), R("isin.Tensor_Tensor_out", lower_isin),
+    R("isin.Tensor_Scalar", lower_isin), R("isin.Tensor_Scalar_out", lower_isin),
+    R("isin.Scalar_Tensor", lower_isin), R("isin.Scalar_Tensor_out", lower_isin),
+    R("bucketize.Tensor", lower_bucketize), R("bucketize.Tensor_out", lower_bucketize),
+    R("bucketize.Scalar", lower_bucketize), R("bucketize.Scalar_out", lower_bucketize),
+    R("searchsorted.Tensor", lower_searchsorted), R("searchsorted.Tensor_out", lower_searchsorted),
+    R("searchsorted.Scalar", lower_searchsorted), R("searchsorted.Scalar_out", lower_searchsorted),
+};
+#undef R
+#undef U
+
+const tt_rule_table tt_rules_special = {kRules, (int)(sizeof kRules / sizeof kRules[0])};

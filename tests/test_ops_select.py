@@ -1,0 +1,98 @@
+"""Selection, indexing and sampling ops of lower/select.c on "tpu".
+
+Their OpInfo entries must run natively (no CPU fallback) and match the CPU
+at float32. The harness checks random entries for shape and dtype only, so
+the samplers' distributions are checked here too, with loose statistical
+tolerances and a fixed seed.
+"""
+import math
+
+import pytest
+import torch
+
+from torchtpu.testing import opinfo
+
+ENTRIES = [
+    "index_reduce.prod", "index_reduce.mean", "index_reduce.amax", "index_reduce.amin",
+    "index_copy", "take", "put", "masked_scatter", "kthvalue", "median", "nanmedian",
+    "masked.median", "mode", "cummax", "cummin", "cross", "linalg.cross", "cdist",
+    "_segment_reduce.lengths", "_segment_reduce.offsets", "nn.functional.embedding",
+    "histc", "cauchy", "exponential", "geometric", "log_normal", "normal",
+    "normal.number_mean", "multinomial",
+]
+SAMPLES_PER_ENTRY = 3
+
+
+def _entries():
+    found = {opinfo.entry_key(op): op for _, op in opinfo.select(torch.float32, set(ENTRIES))}
+    return [found.get(k) for k in ENTRIES]
+
+
+@pytest.mark.parametrize("key,op", list(zip(ENTRIES, _entries())), ids=ENTRIES)
+def test_entry_native_float32(key, op):
+    assert op is not None, f"OpInfo entry {key} not found or not float32 on cpu"
+    res = opinfo.run_entry(op, torch.float32, limit=SAMPLES_PER_ENTRY)
+    assert res["samples"] > 0, f"{key}: no sample ran ({res['message']})"
+    assert res["status"] == "native-pass", f"{key}: {res['status']}: {res['message']} " \
+                                           f"fallback={res['fallback_ops']}"
+
+
+def test_order_statistics_with_nan():
+    x = torch.tensor([[3.0, float("nan"), 1.0, 2.0], [4.0, 1.0, 1.5, float("nan")],
+                      [float("nan")] * 4])
+    d = x.to("tpu")
+    for fn in (torch.median, torch.nanmedian):
+        v, i = fn(d, dim=1)
+        ev, ei = fn(x, dim=1)
+        torch.testing.assert_close(v.cpu(), ev, equal_nan=True)
+        # The all-NaN row's index is whatever the CPU's nth_element leaves.
+        assert torch.equal(i.cpu()[:2], ei[:2]), fn
+    torch.testing.assert_close(torch.nanmedian(d[:2]).cpu(), torch.nanmedian(x[:2]))
+
+
+def test_cummax_ties_take_last_index():
+    x = torch.tensor([1.0, 3.0, 3.0, -math.inf, 5.0, 5.0])
+    v, i = torch.cummax(x.to("tpu"), 0)
+    ev, ei = torch.cummax(x, 0)
+    assert torch.equal(v.cpu(), ev) and torch.equal(i.cpu(), ei)
+    x = torch.tensor([-math.inf, -math.inf, 2.0])
+    v, i = torch.cummin(x.to("tpu"), 0)
+    ev, ei = torch.cummin(x, 0)
+    assert torch.equal(v.cpu(), ev) and torch.equal(i.cpu(), ei)
+
+
+def test_sampler_moments():
+    torch.manual_seed(0)
+    n = 200_000
+    t = torch.empty(n, device="tpu")
+    e = t.exponential_(2.0).cpu()
+    assert e.min() >= 0 and abs(e.mean().item() - 0.5) < 0.01
+    g = t.geometric_(0.25).cpu()
+    assert g.min() >= 1 and torch.equal(g, g.round()) and abs(g.mean().item() - 4.0) < 0.05
+    ln = t.log_normal_(0.0, 0.5).cpu().log()
+    assert abs(ln.mean().item()) < 0.01 and abs(ln.std().item() - 0.5) < 0.01
+    c = t.cauchy_(1.0, 2.0).cpu()
+    assert abs(c.median().item() - 1.0) < 0.05
+    assert abs((c - 1.0).abs().median().item() - 2.0) < 0.05  # half the IQR is sigma
+    mean = torch.full((n,), 3.0, device="tpu")
+    std = torch.full((n,), 2.0, device="tpu")
+    z = torch.normal(mean, std).cpu()
+    assert abs(z.mean().item() - 3.0) < 0.03 and abs(z.std().item() - 2.0) < 0.03
+    z = torch.normal(mean, 0.5).cpu()
+    assert abs(z.std().item() - 0.5) < 0.01
+
+
+def test_multinomial_distribution():
+    torch.manual_seed(0)
+    p = torch.tensor([[0.1, 0.0, 0.6, 0.3], [1.0, 1.0, 0.0, 2.0]], device="tpu")
+    s = torch.multinomial(p, 20_000, replacement=True).cpu()
+    assert s.shape == (2, 20_000) and s.dtype == torch.int64
+    freq = torch.stack([torch.bincount(r, minlength=4).float() / r.numel() for r in s])
+    want = torch.tensor([[0.1, 0.0, 0.6, 0.3], [0.25, 0.25, 0.0, 0.5]])
+    torch.testing.assert_close(freq, want, atol=0.02, rtol=0)
+    w = torch.multinomial(p, 3, replacement=False).cpu()
+    for row, q in zip(w, p.cpu()):
+        assert len(set(row.tolist())) == 3 and all(q[j] > 0 for j in row.tolist())
+    # Without replacement the first draw follows p.
+    firsts = torch.stack([torch.multinomial(p[0], 2).cpu()[0] for _ in range(400)])
+    assert abs((firsts == 2).float().mean().item() - 0.6) < 0.1

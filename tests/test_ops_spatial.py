@@ -1,0 +1,114 @@
+"""Spatial ops (lower/spatial.c) on "tpu" against the CPU.
+
+The OpInfo entries run natively at float32 (torchtpu.testing.opinfo); the
+backward of each family (not covered by the harness) is checked against
+CPU autograd, with no op falling back.
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torchtpu
+from torchtpu.testing import opinfo
+
+ENTRIES = [
+    "nn.functional.interpolate.nearest", "nn.functional.interpolate.nearest-exact",
+    "nn.functional.interpolate.linear", "nn.functional.interpolate.bilinear",
+    "nn.functional.interpolate.bicubic", "nn.functional.interpolate.trilinear",
+    "nn.functional.interpolate.area", "nn.functional.upsample_nearest",
+    "nn.functional.upsample_bilinear", "nn.functional.pad.reflect",
+    "nn.functional.pad.replicate", "nn.functional.pad.replicate_negative",
+    "nn.functional.adaptive_avg_pool3d", "nn.functional.adaptive_max_pool1d",
+    "nn.functional.adaptive_max_pool2d", "nn.functional.adaptive_max_pool3d",
+    "nn.functional.max_unpool1d", "nn.functional.max_unpool2d", "nn.functional.max_unpool3d",
+    "nn.functional.max_unpool2d.grad", "nn.functional.max_pool3d", "nn.functional.avg_pool3d",
+    "nn.functional.unfold",
+    "nn.functional.nll_loss", "nn.functional.glu",
+    "nn.functional.prelu",
+]
+SAMPLES_PER_ENTRY = 4
+
+
+def _entries():
+    found = {opinfo.entry_key(op): op for _, op in opinfo.select(torch.float32, set(ENTRIES))}
+    return [found.get(k) for k in ENTRIES]
+
+
+@pytest.mark.parametrize("key,op", list(zip(ENTRIES, _entries())), ids=ENTRIES)
+def test_entry_native_float32(key, op):
+    assert op is not None, f"OpInfo entry {key} not found or not float32 on cpu"
+    res = opinfo.run_entry(op, torch.float32, limit=SAMPLES_PER_ENTRY)
+    assert res["samples"] > 0, f"{key}: no sample ran ({res['message']})"
+    assert res["status"] == "native-pass", f"{key}: {res['status']}: {res['message']} " \
+                                           f"fallback={res['fallback_ops']}"
+
+
+_TARGET = torch.randint(0, 4, (2, 3, 5), generator=torch.Generator().manual_seed(1))
+_WEIGHT = torch.tensor([0.5, 2.0, 1.0, 0.25])
+
+BACKWARD = {
+    "nearest2d-scale": (lambda x: F.interpolate(x, scale_factor=1.7, mode="nearest"), (2, 3, 5, 4)),
+    "nearest-exact3d": (lambda x: F.interpolate(x, size=(3, 7, 2), mode="nearest-exact"),
+                        (1, 2, 5, 4, 3)),
+    "linear": (lambda x: F.interpolate(x, size=9, mode="linear"), (2, 3, 5)),
+    "bilinear-align": (lambda x: F.interpolate(x, size=(3, 9), mode="bilinear",
+                                               align_corners=True), (2, 3, 5, 4)),
+    "trilinear-scale": (lambda x: F.interpolate(x, scale_factor=1.5, mode="trilinear"),
+                        (1, 2, 3, 4, 3)),
+    "bicubic": (lambda x: F.interpolate(x, size=(8, 3), mode="bicubic"), (2, 3, 5, 4)),
+    "reflect2d": (lambda x: F.pad(x, (2, 3, 1, 0), mode="reflect"), (2, 3, 5, 4)),
+    "reflect3d": (lambda x: F.pad(x, (2, 1, 1, 0, 1, 2), mode="reflect"), (1, 2, 5, 4, 3)),
+    "replicate1d": (lambda x: F.pad(x, (2, 3), mode="replicate"), (3, 5)),
+    "replicate2d-negative": (lambda x: F.pad(x, (2, -1, 1, 0), mode="replicate"), (2, 3, 5, 4)),
+    "adaptive_avg_pool3d": (lambda x: F.adaptive_avg_pool3d(x, (2, 3, 3)), (2, 3, 5, 7, 4)),
+    "adaptive_max_pool2d": (lambda x: F.adaptive_max_pool2d(x, (3, 2)), (2, 3, 7, 5)),
+    "adaptive_max_pool3d": (lambda x: F.adaptive_max_pool3d(x, (2, 3, 2)), (3, 5, 7, 4)),
+    "max_pool3d": (lambda x: F.max_pool3d(x, 2, stride=(1, 2, 2), padding=1, ceil_mode=True),
+                   (1, 2, 4, 5, 3)),
+    "avg_pool3d-ceil": (lambda x: F.avg_pool3d(x, 3, stride=2, padding=1, ceil_mode=True),
+                        (1, 2, 6, 5, 4)),
+    "avg_pool3d-exclude-pad": (lambda x: F.avg_pool3d(x, (2, 3, 2), stride=(2, 1, 2), padding=1,
+                                                      count_include_pad=False), (2, 4, 5, 3)),
+    "avg_pool3d-divisor": (lambda x: F.avg_pool3d(x, 2, divisor_override=3), (1, 2, 4, 4, 5)),
+    "unfold": (lambda x: F.unfold(x, (2, 3), dilation=(1, 2), padding=1, stride=(2, 1)),
+               (2, 3, 6, 7)),
+    "fold": (lambda x: F.fold(x, (5, 6), (2, 2), dilation=(2, 1), padding=(1, 0), stride=(1, 2)),
+             (2, 12, 15)),
+    "fold-unbatched": (lambda x: F.fold(x, (4, 4), 2, stride=2), (8, 4)),
+    "nll_loss2d-mean": (lambda x: F.nll_loss(x, _TARGET.to(x.device), ignore_index=1,
+                                             weight=_WEIGHT.to(x.device)), (2, 4, 3, 5)),
+    "nll_loss2d-none": (lambda x: F.nll_loss(x, _TARGET.to(x.device), reduction="none"),
+                        (2, 4, 3, 5)),
+    "glu": (lambda x: F.glu(x, 1), (2, 4, 3)),
+    "prelu": (lambda x: F.prelu(x, torch.linspace(0.1, 0.4, 3, device=x.device)), (2, 3, 4)),
+}
+
+
+@pytest.mark.parametrize("name", list(BACKWARD))
+def test_backward_native(name):
+    """Outputs and input gradients match CPU autograd, with no fallback."""
+    f, shape = BACKWARD[name]
+    torch.manual_seed(0)
+    x = torch.randn(shape)
+    xc = x.clone().requires_grad_()
+    yc = f(xc)
+    gy = torch.randn_like(yc)
+    yc.backward(gy)
+    before = dict(torchtpu.fallback_counts())
+    xt = x.to("tpu").requires_grad_()
+    yt = f(xt)
+    yt.backward(gy.to("tpu"))
+    fell = {k: v for k, v in torchtpu.fallback_counts().items() if v != before.get(k, 0)}
+    assert not fell, f"{name}: fell back: {fell}"
+    torch.testing.assert_close(yt.cpu(), yc, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(xt.grad.cpu(), xc.grad, atol=1e-5, rtol=1e-5)
+
+
+def test_adaptive_max_pool_ties_pick_first():
+    """Equal values: the index of the first in row-major order, like the CPU."""
+    x = torch.zeros(1, 2, 5, 6)
+    x[0, 1, 2:4, 1:5] = 1.0
+    vc, ic = F.adaptive_max_pool2d(x, (2, 3), return_indices=True)
+    vt, it = F.adaptive_max_pool2d(x.to("tpu"), (2, 3), return_indices=True)
+    torch.testing.assert_close(vt.cpu(), vc)
+    torch.testing.assert_close(it.cpu(), ic)
