@@ -89,3 +89,103 @@ def test_searchsorted_sorter_and_nan():
     v = torch.tensor([[0.0, 2.0, float("nan")], [5.0, 4.0, 1.0]])
     for right in (False, True):
         _same(torch.searchsorted, seq, v, sorter=sorter, right=right)
+
+
+# --- polynomials, zeta, entr, erfcx, Bessel ---------------------------------------------
+
+POLYNOMIALS = [
+    "chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
+    "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t",
+    "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+    "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
+    "laguerre_polynomial_l", "legendre_polynomial_p",
+]
+MORE_ENTRIES = ["special." + p for p in POLYNOMIALS] + [
+    "special.zeta", "special.entr", "special.erfcx", "special.modified_bessel_i0",
+    "special.modified_bessel_i1", "special.spherical_bessel_j0", "special.modified_bessel_k0",
+    "special.modified_bessel_k1", "special.scaled_modified_bessel_k0",
+    "special.scaled_modified_bessel_k1", "special.bessel_j0", "special.bessel_j1",
+]
+
+
+def _more_entries():
+    found = {opinfo.entry_key(op): op
+             for _, op in opinfo.select(torch.float32, set(MORE_ENTRIES))}
+    return [found.get(k) for k in MORE_ENTRIES]
+
+
+@pytest.mark.parametrize("key,op", list(zip(MORE_ENTRIES, _more_entries())), ids=MORE_ENTRIES)
+def test_more_entries_native_float32(key, op):
+    assert op is not None, f"OpInfo entry {key} not found or not float32 on cpu"
+    res = opinfo.run_entry(op, torch.float32, limit=SAMPLES_PER_ENTRY)
+    assert res["samples"] > 0, f"{key}: no sample ran ({res['message']})"
+    assert res["status"] == "native-pass", f"{key}: {res['status']}: {res['message']} " \
+                                           f"fallback={res['fallback_ops']}"
+
+
+# x at the edges (|x| = 1, 0) and inside/outside [-1, 1]; n negative, fractional,
+# and in the closed-form range (> 8). (The CPU's NaN x gives garbage: left out.)
+PX = torch.tensor([-1.5, -1.0, -0.999, -0.5, -0.1, 0.0, 0.3, 0.5, 0.9, 1.0, 1.2, 2.0])
+PN = torch.tensor([-3.0, -0.5, 0.0, 0.7, 1.0, 2.0, 3.9, 7.0, 9.0, 12.0, float("nan")])
+
+
+@pytest.mark.parametrize("name", POLYNOMIALS)
+def test_polynomial_edges(name):
+    f = getattr(torch.special, name)
+    x, n = torch.meshgrid(PX, PN, indexing="ij")
+    if name.startswith("shifted"):
+        x = (x + 1) / 2
+    _same(f, x, n)
+    _same(f, PX, 5)
+    _same(f, 0.3, PN)
+    # Larger n against float64: cos(n acos x) amplifies acos's last bit n times,
+    # on the CPU too, so the tolerance grows with n.
+    x, n = torch.meshgrid(PX, torch.tensor([25.0, 40.0, 100.0]), indexing="ij")
+    if name.startswith("shifted"):
+        x = (x + 1) / 2
+    got = f(x.to("tpu"), n.to("tpu")).cpu().double()
+    exp = f(x.double(), n.double())
+    fits = exp.abs() < 1e30  # float32 overflows beyond (inf - inf: NaN, as on the CPU)
+    torch.testing.assert_close(got[fits], exp[fits], rtol=2e-4, atol=2e-4)
+
+
+def test_polynomial_large_n_loop():
+    n = torch.arange(33.0) * 30  # up to 960 steps of the recurrence
+    _same(torch.special.legendre_polynomial_p, torch.linspace(-1, 1, 33), n)
+    _same(torch.special.laguerre_polynomial_l, torch.linspace(0, 5, 33), n)
+
+
+def test_zeta_entr_erfcx_j0_edges():
+    x, q = torch.meshgrid(torch.tensor([0.5, 1.0, 1.5, 2.0, 3.0, 4.5, 10.0]),
+                          torch.tensor([-2.0, -1.5, 0.0, 0.5, 1.0, 3.0, 100.0]), indexing="ij")
+    _same(torch.special.zeta, x, q)
+    _same(torch.special.entr, torch.tensor([-1.0, 0.0, -0.0, 1e-30, 0.5, 10.0, float("inf"),
+                                            float("nan")]))
+    _same(torch.special.erfcx, torch.tensor([-30.0, -9.3, -5.0, -0.5, 0.0, 1e-3, 2.0, 4.99, 5.0,
+                                             7.0, 30.0, 1e10, 1e20, float("inf"),
+                                             -float("inf"), float("nan")]))
+    _same(torch.special.erfcx, torch.linspace(-9.3, 50, 2001))
+    _same(torch.special.spherical_bessel_j0, torch.tensor([0.0, 1e-8, 0.3, -0.49, 0.5, -3.0,
+                                                           100.0, float("inf"), float("nan")]))
+
+
+@pytest.mark.parametrize("name", ["modified_bessel_k0", "modified_bessel_k1",
+                                  "scaled_modified_bessel_k0", "scaled_modified_bessel_k1"])
+def test_bessel_k_ranges(name):
+    # Each method (series, integral, asymptotic) and their seams; 0 and below.
+    x = torch.tensor([-1.0, 0.0, 1e-35, 1e-10, 1e-3, 0.5, 1.0, 1.001, 5.0, 11.99, 12.0, 12.01,
+                      50.0, 100.0, 700.0, 1e4, float("inf"), float("nan")])
+    _same(getattr(torch.special, name), x)
+    _same(getattr(torch.special, name), torch.logspace(-6, 2.5, 501))
+
+
+@pytest.mark.parametrize("name", ["bessel_j0", "bessel_j1"])
+def test_bessel_j_against_float64(name):
+    # Absolute accuracy (both sides of 25, near the zeros too); the CPU's
+    # float32 kernel is itself off by up to 2e-5 at 1e6.
+    f = getattr(torch.special, name)
+    x = torch.cat([torch.tensor([0.0, 1e-30, 2.404825, 3.8317, 24.99, 25.0, 25.01, 1e4, 1e6]),
+                   torch.linspace(-60, 60, 2001)])
+    got = f(x.to("tpu")).cpu().double()
+    torch.testing.assert_close(got, f(x.double()), rtol=0, atol=2e-6)
+    _same(f, torch.tensor([float("inf"), -float("inf"), float("nan"), -3.0, 30.0]))

@@ -244,4 +244,21 @@ tt_hv tt_hlo_chlo_unary(tt_hlo *b, const char *name, tt_hv x);
 // "chlo.next_after", "chlo.zeta").
 tt_hv tt_hlo_chlo_binary(tt_hlo *b, const char *name, tt_hv x, tt_hv y);
 
+
+// --- while loops (hlo_ops.c) -------------------------------------------------------------
+
+// stablehlo.while over `n` carried values (any types), in three calls:
+//   r = tt_hlo_while_begin(b, init, n, args);   // args: the condition's view
+//   ... pred = a tensor<i1> computed from args ...
+//   tt_hlo_while_body(b, pred, n, r, args);     // args: the body's view
+//   ... next[i] computed from args ...
+//   tt_hlo_while_end(b, init, next, n, r);
+// Results are r, r+1, ..., r+n-1 (the carried values after the last step).
+// Region values must not be used outside their region; values from above may
+// be read inside (the regions are not isolated).
+tt_hv tt_hlo_while_begin(tt_hlo *b, const tt_hv *init, int n, tt_hv *out_args);
+void tt_hlo_while_body(tt_hlo *b, tt_hv pred, int n, tt_hv r, tt_hv *out_args);
+void tt_hlo_while_end(tt_hlo *b, const tt_hv *init, const tt_hv *next, int n,
+                      tt_hv r);
+
 #endif

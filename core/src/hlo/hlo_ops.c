@@ -663,3 +663,90 @@ tt_hv tt_hlo_chlo_binary(tt_hlo *b, const char *name, tt_hv x, tt_hv y) {
   tt_hlo_type t = *ty(b, x);
   return tt_hlo_emit(b, name, xs, 2, NULL, &t);
 }
+
+// --- while loops -------------------------------------------------------------------------
+
+// Writes a block header "^bb0(%a: type, ...):" with arguments of the types of
+// values vs[0..n) (their ids go to out_args) and indents the region.
+static void while_block(tt_hlo *b, const tt_hv *vs, int n, tt_hv *out_args) {
+  int outer = b->indent ? b->indent : 4;
+  tt_hlo_buf_printf(&b->body, "{\n%*s^bb0(", outer, "");
+  for (int i = 0; i < n; i++) {
+    tt_hlo_type t = *ty(b, vs[i]);
+    out_args[i] = tt_hlo_new_values(b, &t, 1);
+    if (out_args[i] == TT_HV_INVALID) return;
+    tt_hlo_buf_printf(&b->body, "%s", i ? ", " : "");
+    tt_hlo_put_name(b, &b->body, out_args[i]);
+    tt_hlo_buf_printf(&b->body, ": ");
+    tt_hlo_put_type(&b->body, &t);
+  }
+  tt_hlo_buf_printf(&b->body, "):\n");
+  b->indent = outer + 2;
+}
+
+// Writes "stablehlo.return" of vs and closes the region with "}".
+static void while_return(tt_hlo *b, const tt_hv *vs, int n) {
+  if (tt_hlo_ok(b, vs, n)) {
+    tt_hlo_begin_line(b, 0, 0);
+    tt_hlo_buf_printf(&b->body, "\"stablehlo.return\"(");
+    for (int i = 0; i < n; i++) {
+      tt_hlo_buf_printf(&b->body, "%s", i ? ", " : "");
+      tt_hlo_put_name(b, &b->body, vs[i]);
+    }
+    tt_hlo_buf_printf(&b->body, ")");
+    tt_hlo_put_types(b, &b->body, vs, n);
+    tt_hlo_buf_printf(&b->body, "()\n");
+  }
+  b->indent -= 2;
+  tt_hlo_buf_printf(&b->body, "%*s}", b->indent, "");
+}
+
+tt_hv tt_hlo_while_begin(tt_hlo *b, const tt_hv *init, int n, tt_hv *out_args) {
+  for (int i = 0; i < n; i++) out_args[i] = TT_HV_INVALID;
+  if (n < 1 || n > 64 || !tt_hlo_ok(b, init, n)) return TT_HV_INVALID;
+  tt_hlo_type ts[64];
+  for (int i = 0; i < n; i++) ts[i] = *ty(b, init[i]);
+  tt_hv r = tt_hlo_new_values(b, ts, n);
+  if (r == TT_HV_INVALID) return r;
+  tt_hlo_begin_line(b, r, n);
+  tt_hlo_buf_printf(&b->body, "\"stablehlo.while\"(");
+  for (int i = 0; i < n; i++) {
+    tt_hlo_buf_printf(&b->body, "%s", i ? ", " : "");
+    tt_hlo_put_name(b, &b->body, init[i]);
+  }
+  tt_hlo_buf_printf(&b->body, ") (");
+  while_block(b, init, n, out_args);
+  return r;
+}
+
+void tt_hlo_while_body(tt_hlo *b, tt_hv pred, int n, tt_hv r, tt_hv *out_args) {
+  for (int i = 0; i < n; i++) out_args[i] = TT_HV_INVALID;
+  if (r == TT_HV_INVALID) return;
+  const tt_hlo_type *pt = pred == TT_HV_INVALID ? NULL : ty(b, pred);
+  if (pt && (pt->dtype != TT_BOOL || pt->rank != 0)) {
+    tt_hlo_failf(b, "while: the condition must be a 0-d bool");
+    pred = TT_HV_INVALID;
+  }
+  while_return(b, &pred, 1);
+  tt_hlo_buf_printf(&b->body, ", ");
+  tt_hv rs[64];
+  for (int i = 0; i < n; i++) rs[i] = r + i;
+  while_block(b, rs, n, out_args);
+}
+
+void tt_hlo_while_end(tt_hlo *b, const tt_hv *init, const tt_hv *next, int n,
+                      tt_hv r) {
+  if (r == TT_HV_INVALID) return;
+  for (int i = 0; i < n && tt_hlo_ok(b, next, n); i++)
+    if (!tt_hlo_same_type(ty(b, next[i]), ty(b, r + i)))
+      tt_hlo_failf(b, "while: carried value %d changes type", i);
+  while_return(b, next, n);
+  tt_hlo_buf_printf(&b->body, ")");
+  tt_hlo_put_types(b, &b->body, init, n);
+  tt_hlo_buf_printf(&b->body, "(");
+  for (int i = 0; i < n; i++) {
+    tt_hlo_buf_printf(&b->body, "%s", i ? ", " : "");
+    tt_hlo_put_type(&b->body, ty(b, r + i));
+  }
+  tt_hlo_buf_printf(&b->body, ")\n");
+}

@@ -204,6 +204,7 @@ extern const tt_rule_table tt_rules_dropout;
 extern const tt_rule_table tt_rules_special;
 extern const tt_rule_table tt_rules_spatial;
 extern const tt_rule_table tt_rules_select;
+extern const tt_rule_table tt_rules_misc;
 
 // Checks the joined built-in tables: every name is "aten::..." and unique,
 // and every rule has a function. The error lists each offender.

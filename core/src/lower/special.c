@@ -2,7 +2,10 @@
 // the gamma family (lgamma, digamma, polygamma), erfc / erfinv and the normal
 // distribution (ndtri, log_ndtr), modified Bessel functions (i0, i0e, i1,
 // i1e), float bit ops (nextafter, frexp), angle of real tensors, equal,
-// aminmax, isin and bucketize / searchsorted (histc lives in select.c).
+// aminmax, isin and bucketize / searchsorted (histc lives in select.c);
+// the orthogonal polynomials (Chebyshev, Hermite, Laguerre, Legendre: a
+// stablehlo.while runs the recurrence), zeta, entr, erfcx, Bessel K0 / K1
+// (and scaled), J0 / J1 and spherical j0.
 //
 // Also igamma / igammac. Functions CHLO provides (lgamma, digamma,
 // polygamma, zeta, erf_inv, erfc, bessel_i1e, next_after) are emitted as CHLO
@@ -12,7 +15,8 @@
 //
 // Leaves out: complex numbers; igamma / igammac's asymptotic series for
 // large a (see there); checking that searchsorted's sorter is a permutation
-// (it is trusted); polygamma(n >= 2) below x = -32 (see hurwitz_zeta).
+// (it is trusted); polygamma(n >= 2) below x = -32 (see hurwitz_zeta);
+// Bessel Y0 / Y1.
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -558,11 +562,398 @@ static tt_status lower_searchsorted(tt_lower_ctx *c) {
   return search(c, 0, 1, tt_lower_bool(c, 2), right);
 }
 
+// --- orthogonal polynomials ----------------------------------------------------------------
+//
+// special_*_polynomial_*(x, n) with n a tensor, truncated to an integer as
+// PyTorch's static_cast<int64_t>(n): PyTorch's special values and closed
+// (trigonometric) forms, else its three-term recurrence run by a
+// stablehlo.while up to the largest n among the elements that need it (each
+// element stops at its own n), so any n is exact, as on the CPU.
+
+// P_j from p = P_{j-2}, q = P_{j-1} at step j (jf: j as a float of x's shape).
+typedef tt_hv (*recur_fn)(tt_lower_ctx *c, tt_hv jf, tt_hv x, tt_hv p, tt_hv q);
+
+// P_n for elements with need (and n >= 2); others get q1 (= P_1).
+static tt_hv recur(tt_lower_ctx *c, tt_hv x, tt_hv n, tt_hv need, tt_hv q1, recur_fn f) {
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hlo_type t = tt_lower_type(c, x);
+  bool all[TT_MAX_RANK];
+  for (int i = 0; i < TT_MAX_RANK; i++) all[i] = true;
+  tt_hv nn = sel(c, need, n, k(c, n, 0));
+  tt_hv nmax = tt_lower_reduce(c, nn, all, false, TT_HLO_REDUCE_MAX);
+  tt_hv kmax = tt_lower_convert(c, nmax, TT_I32);
+  tt_hlo_type it = tt_hlo_make_type(TT_I32, 0, NULL);
+  tt_hv init[6] = {tt_hlo_splat_i(b, &it, 2), kmax, x, n, k(c, x, 1), q1};
+  tt_hv a[6];
+  tt_hv r = tt_hlo_while_begin(b, init, 6, a);
+  tt_hv pred = cmp(c, TT_HLO_LE, a[0], a[1]);
+  tt_hlo_while_body(b, pred, 6, r, a);
+  tt_hv jf = tt_lower_broadcast_to(c, tt_lower_convert(c, a[0], t.dtype), t.rank, t.dims);
+  tt_hv act = cmp(c, TT_HLO_LE, jf, a[3]);
+  tt_hv pj = f(c, jf, a[2], a[4], a[5]);
+  tt_hv next[6] = {add_(c, a[0], ki(c, a[0], 1)), a[1], a[2], a[3],
+                   sel(c, act, a[5], a[4]), sel(c, act, pj, a[5])};
+  tt_hlo_while_end(b, init, next, 6, r);
+  return r == TT_HV_INVALID ? TT_HV_INVALID : r + 5;
+}
+
+static tt_hv two_x(tt_lower_ctx *c, tt_hv x) { return add_(c, x, x); }
+
+static tt_hv step_cheb(tt_lower_ctx *c, tt_hv jf, tt_hv x, tt_hv p, tt_hv q) {
+  (void)jf;
+  return sub_(c, mul_(c, two_x(c, x), q), p);
+}
+static tt_hv step_h(tt_lower_ctx *c, tt_hv jf, tt_hv x, tt_hv p, tt_hv q) {
+  tt_hv kk = mul_(c, sub_(c, jf, k(c, jf, 1)), k(c, jf, 2));
+  return sub_(c, mul_(c, two_x(c, x), q), mul_(c, kk, p));
+}
+static tt_hv step_he(tt_lower_ctx *c, tt_hv jf, tt_hv x, tt_hv p, tt_hv q) {
+  return sub_(c, mul_(c, x, q), mul_(c, sub_(c, jf, k(c, jf, 1)), p));
+}
+static tt_hv step_l(tt_lower_ctx *c, tt_hv jf, tt_hv x, tt_hv p, tt_hv q) {
+  tt_hv kk = sub_(c, jf, k(c, jf, 1));
+  tt_hv a = add_(c, add_(c, kk, kk), sub_(c, k(c, x, 1), x));
+  return div_(c, sub_(c, mul_(c, a, q), mul_(c, kk, p)), jf);
+}
+static tt_hv step_p(tt_lower_ctx *c, tt_hv jf, tt_hv x, tt_hv p, tt_hv q) {
+  tt_hv kk = sub_(c, jf, k(c, jf, 1));
+  tt_hv a = mul_(c, mul_(c, add_(c, add_(c, kk, kk), k(c, kk, 1)), x), q);
+  return div_(c, sub_(c, a, mul_(c, kk, p)), jf);
+}
+
+typedef enum { P_T, P_U, P_V, P_W, P_H, P_HE, P_L, P_P } poly_kind;
+
+// The polynomial of kind at (x, n) (n truncated, opmath), PyTorch's branches.
+static tt_hv poly_eval(tt_lower_ctx *c, poly_kind kind, tt_hv x, tt_hv n) {
+  tt_hv one = k(c, x, 1), zero = k(c, x, 0);
+  tt_hv even = cmp(c, TT_HLO_EQ, un(c, TT_HLO_FLOOR, mul_(c, n, k(c, n, 0.5))),
+                   mul_(c, n, k(c, n, 0.5)));
+  tt_hv ax = un(c, TT_HLO_ABS, x);
+  tt_hv pos = cmp(c, TT_HLO_GT, x, zero);
+  tt_hv ge2 = cmp(c, TT_HLO_GE, n, k(c, n, 2));
+  tt_hv n1 = add_(c, n, one), n21 = add_(c, add_(c, n, n), one);
+  tt_hv q1, edge = TT_HV_INVALID, edge_v = zero, trig = TT_HV_INVALID, trig_v = zero;
+  recur_fn f = step_cheb;
+  if (kind <= P_W) {
+    edge = cmp(c, TT_HLO_EQ, ax, one);
+    trig = tt_lower_bin(c, TT_HLO_AND, cmp(c, TT_HLO_GT, n, k(c, n, kind == P_T ? 6 : 8)),
+                        cmp(c, TT_HLO_LT, ax, one));
+    tt_hv xs = sel(c, trig, x, zero);  // keeps acos finite where unused
+    tt_hv th = tt_lower_bin(c, TT_HLO_ATAN2, un(c, TT_HLO_SQRT, mul_(c, sub_(c, one, xs), add_(c, one, xs))), xs), h = mul_(c, th, k(c, th, 0.5));
+    tt_hv nh = add_(c, n, k(c, n, 0.5));
+    tt_hv alt = sel(c, tt_lower_bin(c, TT_HLO_OR, pos, even), one, k(c, x, -1));
+    switch (kind) {
+      case P_T:
+        q1 = x, edge_v = alt;
+        trig_v = un(c, TT_HLO_COS, mul_(c, n, th));
+        break;
+      case P_U: {
+        q1 = two_x(c, x), edge_v = mul_(c, alt, n1);
+        tt_hv s = un(c, TT_HLO_SIN, th);
+        tt_hv a = mul_(c, n1, th);
+        trig_v = sel(c, cmp(c, TT_HLO_NE, s, zero), div_(c, un(c, TT_HLO_SIN, a), s),
+                     div_(c, mul_(c, n1, un(c, TT_HLO_COS, a)), xs));
+        break;
+      }
+      case P_V: {
+        q1 = sub_(c, two_x(c, x), one);
+        tt_hv odd_v = sel(c, even, n21, un(c, TT_HLO_NEG, n21));
+        edge_v = sel(c, pos, one, odd_v);
+        trig_v = sel(c, cmp(c, TT_HLO_NE, un(c, TT_HLO_SIN, h), one),
+                     div_(c, un(c, TT_HLO_COS, mul_(c, nh, th)), un(c, TT_HLO_COS, h)), odd_v);
+        break;
+      }
+      default: {
+        q1 = add_(c, two_x(c, x), one);
+        edge_v = sel(c, pos, n21, sel(c, even, one, k(c, x, -1)));
+        trig_v = sel(c, cmp(c, TT_HLO_NE, un(c, TT_HLO_COS, h), one),
+                     div_(c, un(c, TT_HLO_SIN, mul_(c, nh, th)), un(c, TT_HLO_SIN, h)), edge_v);
+        break;
+      }
+    }
+  } else if (kind == P_H) {
+    q1 = two_x(c, x), f = step_h;
+  } else if (kind == P_HE) {
+    q1 = x, f = step_he;
+  } else if (kind == P_L) {
+    q1 = sub_(c, one, x), f = step_l;
+    edge = cmp(c, TT_HLO_EQ, ax, zero), edge_v = one;
+  } else {
+    q1 = x, f = step_p;
+    edge = cmp(c, TT_HLO_EQ, ax, one);
+    edge_v = sel(c, tt_lower_bin(c, TT_HLO_OR, pos, even), one, k(c, x, -1));
+  }
+  tt_hv need = ge2;
+  if (edge != TT_HV_INVALID) need = tt_lower_bin(c, TT_HLO_AND, need, un(c, TT_HLO_NOT, edge));
+  if (trig != TT_HV_INVALID) need = tt_lower_bin(c, TT_HLO_AND, need, un(c, TT_HLO_NOT, trig));
+  tt_hv r = recur(c, x, n, need, q1, f);
+  r = sel(c, cmp(c, TT_HLO_EQ, n, zero), one, r);
+  if (trig != TT_HV_INVALID) r = sel(c, trig, trig_v, r);
+  if (edge != TT_HV_INVALID) r = sel(c, edge, edge_v, r);
+  return sel(c, cmp(c, TT_HLO_LT, n, zero), zero, r);
+}
+
+// (x, n) promoted and broadcast; n truncated toward zero (NaN counts as
+// negative, as the cast gives INT64_MIN on the CPU), optionally x -> 2x - 1.
+static tt_status poly_rule(tt_lower_ctx *c, poly_kind kind, bool shifted) {
+  static const int idx[2] = {0, 1};
+  tt_dtype rt = tt_lower_result_type(c, idx, 2);
+  if (rt == TT_DTYPE_NONE)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "promotion between these dtypes is not "
+                         "supported");
+  rt = tt_lower_float_dtype(c, rt);
+  tt_hv v[2];
+  TT_RETURN_IF_ERROR(tt_lower_operands(c, idx, 2, tt_opmath(rt), v));
+  tt_hv x = v[0], n = v[1];
+  tt_hv nt = sel(c, cmp(c, TT_HLO_LT, n, k(c, n, 0)), un(c, TT_HLO_CEIL, n), un(c, TT_HLO_FLOOR, n));
+  nt = sel(c, cmp(c, TT_HLO_NE, n, n), k(c, n, -1), nt);
+  nt = tt_lower_bin(c, TT_HLO_MIN, nt, k(c, n, 1 << 30));
+  if (shifted) x = sub_(c, two_x(c, x), k(c, x, 1));
+  tt_lower_result(c, tt_lower_convert(c, poly_eval(c, kind, x, nt), rt));
+  return NULL;
+}
+
+#define POLY(name, kind, shifted) \
+  static tt_status lower_##name(tt_lower_ctx *c) { return poly_rule(c, kind, shifted); }
+POLY(cheb_t, P_T, false)
+POLY(cheb_u, P_U, false)
+POLY(cheb_v, P_V, false)
+POLY(cheb_w, P_W, false)
+POLY(scheb_t, P_T, true)
+POLY(scheb_u, P_U, true)
+POLY(scheb_v, P_V, true)
+POLY(scheb_w, P_W, true)
+POLY(hermite_h, P_H, false)
+POLY(hermite_he, P_HE, false)
+POLY(laguerre, P_L, false)
+POLY(legendre, P_P, false)
+#undef POLY
+
+// --- zeta, entr, erfcx, spherical j0 -------------------------------------------------------
+
+// Hurwitz zeta(x, q) by chlo.zeta, with PyTorch's values at q's poles.
+static tt_status lower_zeta(tt_lower_ctx *c) {
+  static const int idx[2] = {0, 1};
+  tt_dtype rt = tt_lower_result_type(c, idx, 2);
+  if (rt == TT_DTYPE_NONE)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "promotion between these dtypes is not "
+                         "supported");
+  rt = tt_lower_float_dtype(c, rt);
+  tt_hv v[2];
+  TT_RETURN_IF_ERROR(tt_lower_operands(c, idx, 2, tt_opmath(rt), v));
+  tt_hv x = v[0], q = v[1];
+  tt_hv z = tt_hlo_chlo_binary(tt_lower_hlo(c), "chlo.zeta", x, q);
+  // The poles q = 0, -1, -2, ... give inf for x > 1, as in PyTorch's zeta.
+  tt_hv pole = tt_lower_bin(c, TT_HLO_AND, cmp(c, TT_HLO_LE, q, k(c, q, 0)),
+                            cmp(c, TT_HLO_EQ, q, un(c, TT_HLO_FLOOR, q)));
+  pole = tt_lower_bin(c, TT_HLO_AND, pole, cmp(c, TT_HLO_GT, x, k(c, x, 1)));
+  z = sel(c, pole, k(c, z, INFINITY), z);
+  tt_lower_result(c, tt_lower_convert(c, z, rt));
+  return NULL;
+}
+
+// entr(x) = -x log x, 0 at 0, -inf below; NaN passes through.
+static tt_hv f_entr(tt_lower_ctx *c, tt_hv x) {
+  tt_hv zero = k(c, x, 0);
+  tt_hv r = mul_(c, un(c, TT_HLO_NEG, x), un(c, TT_HLO_LOG, x));
+  r = sel(c, cmp(c, TT_HLO_EQ, x, zero), zero, r);
+  return sel(c, cmp(c, TT_HLO_LT, x, zero), k(c, x, -INFINITY), r);
+}
+
+// erfcx(x) = e^(x^2) erfc(x). Below 5: e^(x^2) from x = h + d with h a
+// multiple of 1/16 (h^2 exact, up to the overflow near -9.4), so the
+// exponent keeps x^2's digits; from 5: the asymptotic series
+// 1/(x sqrt(pi)) sum (-1)^k (2k-1)!! / (2x^2)^k, whose 15 terms reach 1e-10.
+static tt_hv f_erfcx(tt_lower_ctx *c, tt_hv x) {
+  const double kSplit = 5.0;
+  tt_hv big = cmp(c, TT_HLO_GE, x, k(c, x, kSplit));
+  tt_hv xs = sel(c, big, k(c, x, 0), x);
+  tt_hv h = div_(c, un(c, TT_HLO_ROUND_EVEN, mul_(c, xs, k(c, xs, 16))), k(c, xs, 16));
+  tt_hv d = sub_(c, xs, h);
+  tt_hv e = mul_(c, un(c, TT_HLO_EXP, mul_(c, h, h)), un(c, TT_HLO_EXP, mul_(c, d, add_(c, xs, h))));
+  tt_hv small = mul_(c, e, f_erfc(c, xs));
+  double coef[15];
+  double f = 1;
+  for (int i = 0; i < 15; i++) {
+    if (i) f *= -(2.0 * i - 1);
+    coef[i] = f;
+  }
+  tt_hv xl = sel(c, big, x, k(c, x, kSplit));
+  tt_hv t = div_(c, k(c, xl, 0.5), mul_(c, xl, xl));
+  tt_hv asym = div_(c, poly(c, t, coef, 15), mul_(c, xl, k(c, xl, sqrt(M_PI))));
+  tt_hv r = sel(c, big, asym, small);
+  return sel(c, cmp(c, TT_HLO_LT, x, k(c, x, -10)), k(c, x, INFINITY), r);  // 2 e^(x^2) overflows
+}
+
+// spherical j0(x) = sin(x) / x: a Taylor series below 1/2, 0 at +-inf.
+static tt_hv f_sph_j0(tt_lower_ctx *c, tt_hv x) {
+  static const double kCoef[] = {1, -1.0 / 6, 1.0 / 120, -1.0 / 5040, 1.0 / 362880,
+                                 -1.0 / 39916800, 1.0 / 6227020800.0};
+  tt_hv s = poly(c, mul_(c, x, x), kCoef, 7);
+  tt_hv r = div_(c, un(c, TT_HLO_SIN, x), x);
+  r = sel(c, cmp(c, TT_HLO_LT, un(c, TT_HLO_ABS, x), k(c, x, 0.5)), s, r);
+  return sel(c, cmp(c, TT_HLO_EQ, un(c, TT_HLO_ABS, x), k(c, x, INFINITY)), k(c, x, 0), r);
+}
+
+static tt_status lower_entr(tt_lower_ctx *c) { return float_math(c, f_entr); }
+static tt_status lower_erfcx(tt_lower_ctx *c) { return float_math(c, f_erfcx); }
+static tt_status lower_sph_j0(tt_lower_ctx *c) { return float_math(c, f_sph_j0); }
+
+// --- modified Bessel functions of the second kind ------------------------------------------
+//
+// K0, K1 and e^x K0, e^x K1 for x > 0 (inf at 0, NaN below, like PyTorch):
+// up to 1 the power series (A&S 9.6.11 for n = 0, 1); up to 12 the integral
+// e^x K_nu(x) = int_0^inf e^(-x (cosh t - 1)) cosh(nu t) dt by the trapezoid
+// rule (step 0.2, to t = 6.2: the integrand is entire, so the error is about
+// e^(-pi^2 / 0.2)); above 12 the asymptotic series
+// sqrt(pi / 2x) sum_k prod_{j<=k} (4nu^2 - (2j-1)^2) / (j 8x).
+
+enum { kKSteps = 32, kKAsym = 20 };
+
+// x clamped into [lo, hi] (keeps unused branches finite).
+static tt_hv clamp_(tt_lower_ctx *c, tt_hv x, double lo, double hi) {
+  return tt_lower_bin(c, TT_HLO_MIN, tt_lower_bin(c, TT_HLO_MAX, x, k(c, x, lo)), k(c, x, hi));
+}
+
+// Unscaled K_nu by the series, for 0 < x <= 1.
+static tt_hv k_series(tt_lower_ctx *c, int nu, tt_hv x) {
+  const double kEuler = 0.57721566490153286;
+  tt_hv y = mul_(c, mul_(c, x, x), k(c, x, 0.25));
+  tt_hv lg = un(c, TT_HLO_LOG, mul_(c, x, k(c, x, 0.5)));
+  double ic[12], pc[12];  // I_nu / (x/2)^nu and the psi sum, in powers of y
+  double f = 1, h = 0;    // k! (k+nu)!, H_k
+  for (int i = 0; i < 12; i++) {
+    if (i) f *= (double)i * (double)(i + nu), h += 1.0 / i;
+    ic[i] = 1 / f;
+    double psi1 = -kEuler + h, psi2 = nu ? psi1 + 1.0 / (i + 1) : psi1;
+    pc[i] = (psi1 + psi2) / f;
+  }
+  tt_hv in = poly(c, y, ic, 12), ps = poly(c, y, pc, 12);
+  if (nu == 0) return add_(c, mul_(c, un(c, TT_HLO_NEG, lg), in), mul_(c, ps, k(c, ps, 0.5)));
+  tt_hv half = mul_(c, x, k(c, x, 0.5));
+  tt_hv r = add_(c, div_(c, k(c, x, 1), x), mul_(c, lg, mul_(c, in, half)));
+  return sub_(c, r, mul_(c, mul_(c, half, k(c, x, 0.5)), ps));
+}
+
+// e^x K_nu by the trapezoid rule, for 1 <= x <= 12.
+static tt_hv k_integral(tt_lower_ctx *c, int nu, tt_hv x) {
+  const double step = 0.2;
+  tt_hv sum = mul_(c, un(c, TT_HLO_EXP, k(c, x, 0)), k(c, x, 0.5));  // t = 0, weight 1/2
+  for (int j = 1; j < kKSteps; j++) {
+    double t = j * step;
+    tt_hv e = un(c, TT_HLO_EXP, mul_(c, x, k(c, x, 1 - cosh(t))));
+    sum = add_(c, sum, nu ? mul_(c, e, k(c, e, cosh(t))) : e);
+  }
+  return mul_(c, sum, k(c, x, step));
+}
+
+// e^x K_nu by the asymptotic series, for x >= 12.
+static tt_hv k_asym(tt_lower_ctx *c, int nu, tt_hv x) {
+  double coef[kKAsym];
+  coef[0] = 1;
+  for (int j = 1; j < kKAsym; j++)
+    coef[j] = coef[j - 1] * (4.0 * nu * nu - (2.0 * j - 1) * (2.0 * j - 1)) / (8.0 * j);
+  tt_hv u = div_(c, k(c, x, 1), x);
+  return mul_(c, poly(c, u, coef, kKAsym), un(c, TT_HLO_SQRT, mul_(c, u, k(c, u, M_PI / 2))));
+}
+
+static tt_hv f_k(tt_lower_ctx *c, int nu, bool scaled, tt_hv x) {
+  tt_hv ex = un(c, TT_HLO_EXP, un(c, TT_HLO_NEG, x));
+  tt_hv in_s = tt_lower_bin(c, TT_HLO_AND, cmp(c, TT_HLO_GT, x, k(c, x, 0)),
+                            cmp(c, TT_HLO_LE, x, k(c, x, 1)));
+  tt_hv xs = sel(c, in_s, x, k(c, x, 1)), xm = clamp_(c, x, 1, 12), xl = clamp_(c, x, 12, INFINITY);
+  tt_hv s = k_series(c, nu, xs);
+  if (scaled) s = mul_(c, s, un(c, TT_HLO_EXP, xs));
+  tt_hv m = k_integral(c, nu, xm), l = k_asym(c, nu, xl);
+  if (!scaled) m = mul_(c, m, ex), l = mul_(c, l, ex);
+  tt_hv r = sel(c, cmp(c, TT_HLO_LE, x, k(c, x, 1)), s,
+                sel(c, cmp(c, TT_HLO_LT, x, k(c, x, 12)), m, l));
+  r = sel(c, cmp(c, TT_HLO_EQ, x, k(c, x, 0)), k(c, x, INFINITY), r);
+  return sel(c, cmp(c, TT_HLO_LT, x, k(c, x, 0)), k(c, x, NAN), r);
+}
+
+static tt_hv f_k0(tt_lower_ctx *c, tt_hv x) { return f_k(c, 0, false, x); }
+static tt_hv f_k1(tt_lower_ctx *c, tt_hv x) { return f_k(c, 1, false, x); }
+static tt_hv f_k0e(tt_lower_ctx *c, tt_hv x) { return f_k(c, 0, true, x); }
+static tt_hv f_k1e(tt_lower_ctx *c, tt_hv x) { return f_k(c, 1, true, x); }
+static tt_status lower_k0(tt_lower_ctx *c) { return float_math(c, f_k0); }
+static tt_status lower_k1(tt_lower_ctx *c) { return float_math(c, f_k1); }
+static tt_status lower_k0e(tt_lower_ctx *c) { return float_math(c, f_k0e); }
+static tt_status lower_k1e(tt_lower_ctx *c) { return float_math(c, f_k1e); }
+
+// --- Bessel functions of the first kind ----------------------------------------------------
+//
+// J0, J1: below |x| = 25 Bessel's integral J_n(x) = 1/pi int_0^pi cos(n t -
+// x sin t) dt by the trapezoid rule on 64 points of the period (exact up to
+// aliasing terms J_{64 +- n}(x), below 1e-12 there); above, Hankel's
+// asymptotic expansion sqrt(2 / (pi x)) (P cos chi - Q sin chi), chi = x -
+// (n/2 + 1/4) pi, with cos chi and sin chi from cos x and sin x (x - pi/4
+// would round away x's last bits). Accurate in absolute terms (~1e-7), like
+// PyTorch's approximations near the zeros; float64 falls back to the CPU.
+
+enum { kJPoints = 64, kJAsym = 8 };
+
+static tt_hv j_integral(tt_lower_ctx *c, int nu, tt_hv x) {
+  tt_hv sum = k(c, x, 0);
+  for (int j = 0; j <= kJPoints / 2; j++) {
+    double t = 2 * M_PI * j / kJPoints, w = (j == 0 || j == kJPoints / 2) ? 0.5 : 1;
+    tt_hv a = sub_(c, k(c, x, nu * t), mul_(c, x, k(c, x, sin(t))));
+    sum = add_(c, sum, mul_(c, un(c, TT_HLO_COS, a), k(c, x, w)));
+  }
+  return mul_(c, sum, k(c, x, 2.0 / kJPoints));
+}
+
+// For a = |x| >= 25.
+static tt_hv j_asym(tt_lower_ctx *c, int nu, tt_hv a) {
+  double mu = 4.0 * nu * nu, pc[kJAsym], qc[kJAsym];
+  double t = 1;  // prod_{j<=m} (mu - (2j-1)^2) / (j 8), alternately into Q and P
+  for (int m = 0; m < 2 * kJAsym; m++) {
+    if (m) t *= (mu - (2.0 * m - 1) * (2.0 * m - 1)) / (8.0 * m);
+    double s = (m / 2) % 2 ? -1 : 1;
+    if (m % 2) qc[m / 2] = s * t; else pc[m / 2] = s * t;
+  }
+  tt_hv u = div_(c, k(c, a, 1), a), u2 = mul_(c, u, u);
+  tt_hv p = poly(c, u2, pc, kJAsym), q = mul_(c, poly(c, u2, qc, kJAsym), u);
+  tt_hv cs = un(c, TT_HLO_COS, a), sn = un(c, TT_HLO_SIN, a);
+  // chi = a - pi/4 (nu = 0) or a - 3pi/4 (nu = 1), times sqrt(2).
+  tt_hv cchi = nu ? sub_(c, sn, cs) : add_(c, cs, sn);
+  tt_hv schi = nu ? un(c, TT_HLO_NEG, add_(c, sn, cs)) : sub_(c, sn, cs);
+  tt_hv r = sub_(c, mul_(c, p, cchi), mul_(c, q, schi));
+  return mul_(c, r, un(c, TT_HLO_SQRT, mul_(c, u, k(c, u, 1 / M_PI))));  // sqrt(2/(pi a)) / sqrt(2)
+}
+
+static tt_hv f_j(tt_lower_ctx *c, int nu, tt_hv x) {
+  const double kSplit = 25;
+  tt_hv a = un(c, TT_HLO_ABS, x);
+  tt_hv small = cmp(c, TT_HLO_LT, a, k(c, a, kSplit));
+  tt_hv xs = sel(c, small, x, k(c, x, 0));
+  tt_hv al = sel(c, small, k(c, a, kSplit), a);
+  tt_hv l = j_asym(c, nu, al);
+  if (nu) l = sel(c, cmp(c, TT_HLO_LT, x, k(c, x, 0)), un(c, TT_HLO_NEG, l), l);
+  tt_hv r = sel(c, small, j_integral(c, nu, xs), l);
+  return sel(c, cmp(c, TT_HLO_NE, x, x), x, r);  // +-inf: NaN, as PyTorch's
+}
+
+static tt_hv f_j0(tt_lower_ctx *c, tt_hv x) { return f_j(c, 0, x); }
+static tt_hv f_j1(tt_lower_ctx *c, tt_hv x) { return f_j(c, 1, x); }
+// Float32 precision only (the asymptotic series stops near 1e-7 at 25).
+static tt_status j_rule(tt_lower_ctx *c, math_fn f) {
+  if (tt_opmath(tt_lower_tensor_type(c, 0, -1).dtype) == TT_F64)
+    return tt_lower_fail(c, TT_UNIMPLEMENTED, "float64 (float32 accuracy only)");
+  return float_math(c, f);
+}
+static tt_status lower_j0(tt_lower_ctx *c) { return j_rule(c, f_j0); }
+static tt_status lower_j1(tt_lower_ctx *c) { return j_rule(c, f_j1); }
+
 // --- table ------------------------------------------------------------------------------------------
 
 #define R(name, fn) {"aten::" name, fn, 0}
 // Functional, in-place and out= variants sharing one rule.
 #define U(name, fn) R(name, fn), R(name "_", fn), R(name ".out", fn)
+// special_<name>(x, n) with its Scalar x / Scalar n and out= overloads.
+#define P(name, fn) R("special_" name, fn), R("special_" name ".out", fn), \
+    R("special_" name ".x_scalar", fn), R("special_" name ".x_scalar_out", fn), \
+    R("special_" name ".n_scalar", fn), R("special_" name ".n_scalar_out", fn)
 
 static const tt_rule kRules[] = {
     U("lgamma", lower_lgamma), U("digamma", lower_digamma),
@@ -590,7 +981,33 @@ static const tt_rule kRules[] = {
     R("bucketize.Scalar", lower_bucketize), R("bucketize.Scalar_out", lower_bucketize),
     R("searchsorted.Tensor", lower_searchsorted), R("searchsorted.Tensor_out", lower_searchsorted),
     R("searchsorted.Scalar", lower_searchsorted), R("searchsorted.Scalar_out", lower_searchsorted),
+    R("special_modified_bessel_i0", lower_i0), R("special_modified_bessel_i0.out", lower_i0),
+    R("special_modified_bessel_i1", lower_i1), R("special_modified_bessel_i1.out", lower_i1),
+    R("special_modified_bessel_k0", lower_k0), R("special_modified_bessel_k0.out", lower_k0),
+    R("special_modified_bessel_k1", lower_k1), R("special_modified_bessel_k1.out", lower_k1),
+    R("special_scaled_modified_bessel_k0", lower_k0e),
+    R("special_scaled_modified_bessel_k0.out", lower_k0e),
+    R("special_scaled_modified_bessel_k1", lower_k1e),
+    R("special_scaled_modified_bessel_k1.out", lower_k1e),
+    R("special_bessel_j0", lower_j0), R("special_bessel_j0.out", lower_j0),
+    R("special_bessel_j1", lower_j1), R("special_bessel_j1.out", lower_j1),
+    R("special_zeta", lower_zeta), R("special_zeta.out", lower_zeta),
+    R("special_zeta.self_scalar", lower_zeta), R("special_zeta.self_scalar_out", lower_zeta),
+    R("special_zeta.other_scalar", lower_zeta), R("special_zeta.other_scalar_out", lower_zeta),
+    R("special_entr", lower_entr), R("special_entr.out", lower_entr),
+    R("special_erfcx", lower_erfcx), R("special_erfcx.out", lower_erfcx),
+    R("special_spherical_bessel_j0", lower_sph_j0),
+    R("special_spherical_bessel_j0.out", lower_sph_j0),
+    P("chebyshev_polynomial_t", lower_cheb_t), P("chebyshev_polynomial_u", lower_cheb_u),
+    P("chebyshev_polynomial_v", lower_cheb_v), P("chebyshev_polynomial_w", lower_cheb_w),
+    P("shifted_chebyshev_polynomial_t", lower_scheb_t),
+    P("shifted_chebyshev_polynomial_u", lower_scheb_u),
+    P("shifted_chebyshev_polynomial_v", lower_scheb_v),
+    P("shifted_chebyshev_polynomial_w", lower_scheb_w),
+    P("hermite_polynomial_h", lower_hermite_h), P("hermite_polynomial_he", lower_hermite_he),
+    P("laguerre_polynomial_l", lower_laguerre), P("legendre_polynomial_p", lower_legendre),
 };
+#undef P
 #undef R
 #undef U
 

@@ -26,6 +26,7 @@ static const tt_rule_table *const kFamilies[] = {
     &tt_rules_special,
     &tt_rules_spatial,
     &tt_rules_select,
+    &tt_rules_misc,
 };
 enum { kNumFamilies = (int)(sizeof kFamilies / sizeof kFamilies[0]) };
 
