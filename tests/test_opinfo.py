@@ -23,7 +23,7 @@ CI_ENTRIES = [
     "log_softmax", "mm", "bmm", "addmm", "addmv", "cat", "flip", "tril",
     "nn.functional.relu", "nn.functional.gelu", "nn.functional.silu", "nn.functional.elu",
     "nn.functional.leaky_relu", "linalg.vector_norm", "lerp", "addcmul", "logaddexp",
-    "xlogy", "nan_to_num", "fmax", "copysign",
+    "xlogy", "nan_to_num", "fmax", "copysign", "slice_scatter", "select_scatter",
 ]
 SAMPLES_PER_ENTRY = 4  # keeps the subset well under a minute
 

@@ -319,6 +319,93 @@ static tt_status lower_repeat(tt_lower_ctx *c) {
   return NULL;
 }
 
+// --- slice_scatter, select_scatter ---------------------------------------------------------
+
+// self with positions start, start+step, ... (n of them) along dim replaced by
+// src (already converted, shaped like that slice): src is padded into place
+// (interior padding spaces it by step) and selected where the slice lies.
+static tt_status scatter_slice(tt_lower_ctx *c, tt_hv self, tt_hv src, int64_t dim,
+                               int64_t start, int64_t step, int64_t n) {
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hlo_type t = tt_lower_type(c, self);
+  if (n <= 0) {
+    tt_lower_result(c, self);
+    return NULL;
+  }
+  int64_t lo[TT_MAX_RANK] = {0}, hi[TT_MAX_RANK] = {0}, in[TT_MAX_RANK] = {0};
+  int64_t last = start + (n - 1) * step;  // index of the last written element
+  lo[dim] = start;
+  hi[dim] = t.dims[dim] - 1 - last;
+  in[dim] = step - 1;
+  tt_hv placed = tt_hlo_pad(b, src, tt_hlo_const(b, t.dtype, 0), lo, hi, in);
+  tt_hlo_type it = tt_hlo_make_type(TT_I64, t.rank, t.dims);
+  tt_hv i = tt_hlo_iota(b, &it, dim);
+  tt_hv from = tt_hlo_binary(b, TT_HLO_SUB, i, tt_hlo_splat_i(b, &it, start));
+  tt_hv in_range = tt_hlo_binary(
+      b, TT_HLO_AND, tt_hlo_compare(b, TT_HLO_GE, from, tt_hlo_splat_i(b, &it, 0)),
+      tt_hlo_compare(b, TT_HLO_LE, i, tt_hlo_splat_i(b, &it, last)));
+  tt_hv on_step = tt_hlo_compare(
+      b, TT_HLO_EQ, tt_hlo_binary(b, TT_HLO_REM, from, tt_hlo_splat_i(b, &it, step)),
+      tt_hlo_splat_i(b, &it, 0));
+  tt_hv mask = tt_hlo_binary(b, TT_HLO_AND, in_range, on_step);
+  tt_lower_result(c, tt_hlo_select(b, mask, placed, self));
+  return NULL;
+}
+
+// slice_scatter(self, src, dim=0, start=None, end=None, step=1)
+static tt_status lower_slice_scatter(tt_lower_ctx *c) {
+  tt_hv self = tt_lower_tensor(c, 0);
+  tt_hlo_type t = tt_lower_type(c, self);
+  int64_t dim, step = tt_lower_is_none(c, 5) ? 1 : tt_lower_int(c, 5);
+  TT_RETURN_IF_ERROR(tt_lower_dim(c, tt_lower_int(c, 2), t.rank, &dim));
+  if (step < 1)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "slice step must be positive, got %lld",
+                         (long long)step);
+  int64_t size = t.dims[dim];
+  int64_t start = tt_lower_is_none(c, 3) ? 0 : tt_lower_int(c, 3);
+  int64_t end = tt_lower_is_none(c, 4) ? size : tt_lower_int(c, 4);
+  if (start < 0) start += size;
+  if (end < 0) end += size;
+  start = start < 0 ? 0 : (start > size ? size : start);
+  end = end < start ? start : (end > size ? size : end);
+  int64_t n = (end - start + step - 1) / step;
+  tt_hv src = tt_lower_convert(c, tt_lower_tensor(c, 1), t.dtype);
+  tt_hlo_type st = tt_lower_type(c, src);
+  tt_hlo_type want = t;
+  want.dims[dim] = n;
+  char a[96], b2[96];
+  for (int k = 0; k < t.rank; k++)
+    if (st.rank != t.rank || st.dims[k] != want.dims[k])
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT,
+                           "expected src to have a size equal to the slice of self: "
+                           "src %s, slice %s", tt_shape_str(&st, a, sizeof a),
+                           tt_shape_str(&want, b2, sizeof b2));
+  return scatter_slice(c, self, src, dim, start, step, n);
+}
+
+// select_scatter(self, src, dim, index)
+static tt_status lower_select_scatter(tt_lower_ctx *c) {
+  tt_hv self = tt_lower_tensor(c, 0);
+  tt_hlo_type t = tt_lower_type(c, self);
+  int64_t dim, index = tt_lower_int(c, 3);
+  TT_RETURN_IF_ERROR(tt_lower_dim(c, tt_lower_int(c, 2), t.rank, &dim));
+  if (index < -t.dims[dim] || index >= t.dims[dim])
+    return tt_lower_fail(c, TT_OUT_OF_RANGE, "index %lld is out of bounds for dimension "
+                         "%lld with size %lld", (long long)index, (long long)dim,
+                         (long long)t.dims[dim]);
+  if (index < 0) index += t.dims[dim];
+  tt_hv src = tt_lower_convert(c, tt_lower_tensor(c, 1), t.dtype);
+  tt_hlo_type st = tt_lower_type(c, src), want = t;
+  want.dims[dim] = 1;
+  int64_t expect = tt_hlo_numel(&want);
+  char a[96];
+  if (st.rank != t.rank - 1 || tt_hlo_numel(&st) != expect)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "src %s doesn't match the selected slice",
+                         tt_shape_str(&st, a, sizeof a));
+  src = tt_hlo_reshape(tt_lower_hlo(c), src, want.rank, want.dims);
+  return scatter_slice(c, self, src, dim, index, 1, 1);
+}
+
 // --- the table ------------------------------------------------------------------------------------------
 
 #define R(name, fn) {"aten::" name, fn, 0}
@@ -333,6 +420,8 @@ static const tt_rule kRules[] = {
     R("flip", lower_flip), R("flip.out", lower_flip),
     R("roll", lower_roll), R("roll.out", lower_roll),
     R("repeat", lower_repeat), R("repeat.out", lower_repeat),
+    R("slice_scatter", lower_slice_scatter), R("slice_scatter.out", lower_slice_scatter),
+    R("select_scatter", lower_select_scatter), R("select_scatter.out", lower_select_scatter),
 };
 #undef R
 
