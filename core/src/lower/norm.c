@@ -17,6 +17,15 @@
 
 #include "lower/lower.h"
 
+// The dtype of saved statistics (mean, rstd): PyTorch's CPU kernels keep
+// the input's dtype, except for a 16-bit input with a float32 weight
+// ("mixed type"), where they are float32.
+static tt_dtype stats_dtype(const tt_lower_ctx *c, tt_dtype x, int weight_arg) {
+  if (x != TT_F16 && x != TT_BF16) return x;
+  if (tt_lower_is_none(c, weight_arg)) return x;
+  return tt_lower_tensor_type(c, weight_arg, -1).dtype == TT_F32 ? TT_F32 : x;
+}
+
 // A per-channel [C] value broadcast along dim 1 of `like`.
 static tt_hv per_channel(tt_lower_ctx *c, tt_hv v, tt_hv like) {
   tt_hlo_type t = tt_lower_type(c, like);
@@ -99,8 +108,9 @@ static tt_status batch_norm(tt_lower_ctx *c, const bn_args *a) {
   tt_hv y = tt_lower_bin(c, TT_HLO_MUL, tt_lower_bin(c, TT_HLO_SUB, x, per_channel(c, mean, x)), per_channel(c, scale, x));
   y = tt_lower_bin(c, TT_HLO_ADD, y, per_channel(c, opt_vec(c, a->b, ch, acc, 0), x));
   tt_lower_result(c, tt_lower_convert(c, y, xt.dtype));
-  tt_lower_result(c, tt_lower_convert(c, save_mean, acc));
-  tt_lower_result(c, tt_lower_convert(c, save_invstd, acc));
+  tt_dtype sd = stats_dtype(c, xt.dtype, a->w);
+  tt_lower_result(c, tt_lower_convert(c, save_mean, sd));
+  tt_lower_result(c, tt_lower_convert(c, save_invstd, sd));
   return NULL;
 }
 
@@ -224,8 +234,9 @@ static tt_status lower_native_layer_norm(tt_lower_ctx *c) {
   y = tt_lower_bin(c, TT_HLO_MUL, y, opt_affine(c, 2, x, axis, acc, 1));
   y = tt_lower_bin(c, TT_HLO_ADD, y, opt_affine(c, 3, x, axis, acc, 0));
   tt_lower_result(c, tt_lower_convert(c, y, xt.dtype));
-  tt_lower_result(c, tt_lower_convert(c, m, acc == xt.dtype ? xt.dtype : acc));
-  tt_lower_result(c, tt_lower_convert(c, rstd, acc == xt.dtype ? xt.dtype : acc));
+  tt_dtype sd = stats_dtype(c, xt.dtype, 2);
+  tt_lower_result(c, tt_lower_convert(c, m, sd));
+  tt_lower_result(c, tt_lower_convert(c, rstd, sd));
   return NULL;
 }
 
