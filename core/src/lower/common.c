@@ -320,3 +320,41 @@ tt_hv tt_lower_expand_like(tt_lower_ctx *c, tt_hv v, tt_hv like) {
   tt_hlo_type t = tt_lower_type(c, like);
   return tt_lower_broadcast_to(c, v, t.rank, t.dims);
 }
+
+// --- indexing pieces ---------------------------------------------------------------------
+
+static const int64_t kAllDims[TT_MAX_RANK] = {0, 1, 2, 3, 4, 5, 6, 7};
+
+tt_hv tt_lower_wrap_index(tt_lower_ctx *c, tt_hv idx, int64_t size) {
+  tt_hlo *b = tt_lower_hlo(c);
+  idx = tt_hlo_convert(b, idx, TT_I64);
+  tt_hv neg = tt_hlo_compare(b, TT_HLO_LT, idx, tt_lower_splat_like(c, idx, 0));
+  return tt_hlo_select(b, neg, tt_lower_bin(c, TT_HLO_ADD, idx,
+                                            tt_lower_splat_like(c, idx, (double)size)), idx);
+}
+
+tt_hv tt_lower_scatter_at(tt_lower_ctx *c, tt_hv x, tt_hv crd, tt_hv upd, int kind) {
+  int r = tt_lower_type(c, x).rank;
+  tt_hlo_scatter_dims sd = {.inserted_window_dims = kAllDims, .n_inserted = r,
+                            .scatter_dims_to_operand_dims = kAllDims,
+                            .n_scatter_to_operand = r, .index_vector_dim = r};
+  return tt_hlo_scatter(tt_lower_hlo(c), x, crd, upd, &sd, kind);
+}
+
+tt_hv tt_lower_dim_coords(tt_lower_ctx *c, const tt_hlo_type *st, tt_hv index,
+                          int64_t dim, int64_t size) {
+  tt_hlo *b = tt_lower_hlo(c);
+  int r = st->rank;
+  int64_t cd[TT_MAX_RANK + 1];
+  memcpy(cd, st->dims, sizeof(int64_t) * (size_t)r);
+  cd[r] = 1;
+  tt_hlo_type i64 = tt_hlo_make_type(TT_I64, r, st->dims);
+  tt_hv parts[TT_MAX_RANK];
+  for (int d = 0; d < r; d++) {
+    tt_hv v = d == dim ? tt_hlo_broadcast_in_dim(b, tt_lower_wrap_index(c, index, size), r,
+                                                 st->dims, &dim)
+                       : tt_hlo_iota(b, &i64, d);
+    parts[d] = tt_hlo_reshape(b, v, r + 1, cd);
+  }
+  return tt_hlo_concatenate(b, parts, r, r);
+}

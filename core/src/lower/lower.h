@@ -129,6 +129,17 @@ tt_hv tt_lower_convert(tt_lower_ctx *c, tt_hv v, tt_dtype d);
 // v (like's shape reduced with keepdim) broadcast back to like's shape.
 tt_hv tt_lower_expand_like(tt_lower_ctx *c, tt_hv v, tt_hv like);
 
+// Indexing pieces shared by index.c, select.c, misc.c.
+// idx (integer) as i64 with negative values wrapped by `size`.
+tt_hv tt_lower_wrap_index(tt_lower_ctx *c, tt_hv idx, int64_t size);
+// Scatter of updates at full coordinates crd ([*upd.shape, rank]) into x;
+// kind is a combiner (TT_HLO_REDUCE_*) or -1 to overwrite.
+tt_hv tt_lower_scatter_at(tt_lower_ctx *c, tt_hv x, tt_hv crd, tt_hv upd, int kind);
+// Coordinates [*st.dims, rank] of every element of a source of type st whose
+// position along `dim` is index[i] (1-D, wrapped by `size`).
+tt_hv tt_lower_dim_coords(tt_lower_ctx *c, const tt_hlo_type *st, tt_hv index,
+                          int64_t dim, int64_t size);
+
 // "[2, 3]" into buf (returns buf) for messages.
 const char *tt_shape_str(const tt_hlo_type *t, char *buf, size_t cap);
 

@@ -20,7 +20,6 @@
 
 #include "lower/lower.h"
 
-static const int64_t kIota[TT_MAX_RANK] = {0, 1, 2, 3, 4, 5, 6, 7};
 static const int64_t kOnes[TT_MAX_RANK] = {1, 1, 1, 1, 1, 1, 1, 1};
 
 // --- shared pieces ----------------------------------------------------------------------
@@ -33,43 +32,6 @@ static double scalar_value(const tt_lower_ctx *c, int i, double dflt) {
   if (v->kind == TT_VALUE_INT) return (double)v->u.i;
   if (v->kind != TT_VALUE_SCALAR) return dflt;
   return tt_dtype_is_float(v->u.scalar.dtype) ? v->u.scalar.f : (double)v->u.scalar.i;
-}
-
-// idx (integer) as i64 with negative values wrapped by `size`.
-static tt_hv wrap_index(tt_lower_ctx *c, tt_hv idx, int64_t size) {
-  tt_hlo *b = tt_lower_hlo(c);
-  idx = tt_hlo_convert(b, idx, TT_I64);
-  tt_hv neg = tt_hlo_compare(b, TT_HLO_LT, idx, k(c, idx, 0));
-  return tt_hlo_select(b, neg, tt_lower_bin(c, TT_HLO_ADD, idx, k(c, idx, (double)size)), idx);
-}
-
-// Scatter of updates at full coordinates crd ([*upd.shape, rank]) into x;
-// kind is a combiner or -1 to overwrite.
-static tt_hv scatter_full(tt_lower_ctx *c, tt_hv x, tt_hv crd, tt_hv upd, int kind) {
-  int r = tt_lower_type(c, x).rank;
-  tt_hlo_scatter_dims sd = {.inserted_window_dims = kIota, .n_inserted = r,
-                            .scatter_dims_to_operand_dims = kIota, .n_scatter_to_operand = r,
-                            .index_vector_dim = r};
-  return tt_hlo_scatter(tt_lower_hlo(c), x, crd, upd, &sd, kind);
-}
-
-// Coordinates [*st.dims, rank] of every element of a source of type st
-// whose position along `dim` is index[i] (1-D, wrapped by `size`).
-static tt_hv dim_coords(tt_lower_ctx *c, const tt_hlo_type *st, tt_hv index, int64_t dim,
-                        int64_t size) {
-  tt_hlo *b = tt_lower_hlo(c);
-  int r = st->rank;
-  int64_t cd[TT_MAX_RANK + 1];
-  memcpy(cd, st->dims, sizeof(int64_t) * (size_t)r);
-  cd[r] = 1;
-  tt_hlo_type i64 = tt_hlo_make_type(TT_I64, r, st->dims);
-  tt_hv parts[TT_MAX_RANK];
-  for (int d = 0; d < r; d++) {
-    tt_hv v = d == dim ? tt_hlo_broadcast_in_dim(b, wrap_index(c, index, size), r, st->dims, &dim)
-                       : tt_hlo_iota(b, &i64, d);
-    parts[d] = tt_hlo_reshape(b, v, r + 1, cd);
-  }
-  return tt_hlo_concatenate(b, parts, r, r);
 }
 
 // p-norm of v over the dims in mask (p = 0, 1, 2, inf or other).
@@ -254,7 +216,7 @@ static tt_status lower_index_fill(tt_lower_ctx *c) {
   tt_hlo_type rt = tt_lower_type(c, x), st = rt;
   st.dims[dim] = tt_lower_type(c, index).dims[0];
   tt_hv val = tt_lower_broadcast_to(c, tt_lower_operand(c, 3, xt.dtype), st.rank, st.dims);
-  tt_hv out = scatter_full(c, x, dim_coords(c, &st, index, dim, rt.dims[dim]), val, -1);
+  tt_hv out = tt_lower_scatter_at(c, x, tt_lower_dim_coords(c, &st, index, dim, rt.dims[dim]), val, -1);
   tt_lower_result(c, tt_hlo_reshape(b, out, xt.rank, xt.dims));
   return NULL;
 }
@@ -286,7 +248,7 @@ static tt_status lower_index_add(tt_lower_ctx *c) {
   if (!tt_lower_is_none(c, 4))
     src = tt_lower_bin(c, TT_HLO_MUL, src,
                        tt_lower_broadcast_to(c, tt_lower_scalar(c, 4, acc), st.rank, st.dims));
-  tt_hv out = scatter_full(c, tt_hlo_convert(b, x, acc), dim_coords(c, &st, index, dim, rt.dims[dim]),
+  tt_hv out = tt_lower_scatter_at(c, tt_hlo_convert(b, x, acc), tt_lower_dim_coords(c, &st, index, dim, rt.dims[dim]),
                            src, TT_HLO_REDUCE_ADD);
   tt_lower_result(c, tt_hlo_convert(b, tt_hlo_reshape(b, out, xt.rank, xt.dims), xt.dtype));
   return NULL;

@@ -30,44 +30,6 @@ static const int64_t kOnes[TT_MAX_RANK] = {1, 1, 1, 1, 1, 1, 1, 1};
 
 // --- shared pieces ----------------------------------------------------------------------
 
-// idx (integer) as i64 with negative values wrapped by `size`.
-static tt_hv wrap_index(tt_lower_ctx *c, tt_hv idx, int64_t size) {
-  tt_hlo *b = tt_lower_hlo(c);
-  idx = tt_hlo_convert(b, idx, TT_I64);
-  tt_hv neg = tt_hlo_compare(b, TT_HLO_LT, idx, tt_lower_splat_like(c, idx, 0));
-  return tt_hlo_select(b, neg, tt_lower_bin(c, TT_HLO_ADD, idx,
-                                            tt_lower_splat_like(c, idx, (double)size)), idx);
-}
-
-// Scatter of updates at full coordinates crd ([*upd.shape, rank]) into x;
-// kind is a combiner or -1 to overwrite.
-static tt_hv scatter_full(tt_lower_ctx *c, tt_hv x, tt_hv crd, tt_hv upd, int kind) {
-  int r = tt_lower_type(c, x).rank;
-  tt_hlo_scatter_dims sd = {.inserted_window_dims = kIota, .n_inserted = r,
-                            .scatter_dims_to_operand_dims = kIota, .n_scatter_to_operand = r,
-                            .index_vector_dim = r};
-  return tt_hlo_scatter(tt_lower_hlo(c), x, crd, upd, &sd, kind);
-}
-
-// Coordinates [*st.dims, rank] of every element of a source of type st
-// whose position along `dim` is index[i] (1-D, wrapped by `size`).
-static tt_hv dim_coords(tt_lower_ctx *c, const tt_hlo_type *st, tt_hv index, int64_t dim,
-                        int64_t size) {
-  tt_hlo *b = tt_lower_hlo(c);
-  int r = st->rank;
-  int64_t cd[TT_MAX_RANK + 1];
-  memcpy(cd, st->dims, sizeof(int64_t) * (size_t)r);
-  cd[r] = 1;
-  tt_hlo_type i64 = tt_hlo_make_type(TT_I64, r, st->dims);
-  tt_hv parts[TT_MAX_RANK];
-  for (int d = 0; d < r; d++) {
-    tt_hv v = d == dim ? tt_hlo_broadcast_in_dim(b, wrap_index(c, index, size), r, st->dims, &dim)
-                       : tt_hlo_iota(b, &i64, d);
-    parts[d] = tt_hlo_reshape(b, v, r + 1, cd);
-  }
-  return tt_hlo_concatenate(b, parts, r, r);
-}
-
 // (self, dim, index, source) of index_copy / index_reduce, as rank >= 1
 // values; index is 1-D with one entry per source slice along dim.
 typedef struct index_args {
@@ -100,7 +62,7 @@ static tt_status index_prepare(tt_lower_ctx *c, index_args *a) {
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "source %s doesn't match self %s with %" PRId64
                          " indices along dim %" PRId64, tt_shape_str(&st, s1, sizeof s1),
                          tt_shape_str(&a->xt, s2, sizeof s2), n, a->dim);
-  a->crd = dim_coords(c, &st, index, a->dim, tt_lower_type(c, a->x).dims[a->dim]);
+  a->crd = tt_lower_dim_coords(c, &st, index, a->dim, tt_lower_type(c, a->x).dims[a->dim]);
   return NULL;
 }
 
@@ -111,7 +73,7 @@ static tt_status lower_index_copy(tt_lower_ctx *c) {
   index_args a;
   TT_RETURN_IF_ERROR(index_prepare(c, &a));
   tt_hlo *b = tt_lower_hlo(c);
-  tt_hv out = scatter_full(c, a.x, a.crd, tt_hlo_convert(b, a.src, a.xt.dtype), -1);
+  tt_hv out = tt_lower_scatter_at(c, a.x, a.crd, tt_hlo_convert(b, a.src, a.xt.dtype), -1);
   tt_lower_result(c, tt_hlo_reshape(b, out, a.xt.rank, a.xt.dims));
   return NULL;
 }
@@ -139,13 +101,13 @@ static tt_status lower_index_reduce(tt_lower_ctx *c) {
   tt_hv base = tt_hlo_convert(b, a.x, acc), upd = tt_hlo_convert(b, a.src, acc);
   tt_hlo_type ut = tt_lower_type(c, upd);
   if (!include_self)  // touched positions start from the identity
-    base = scatter_full(c, base, a.crd,
+    base = tt_lower_scatter_at(c, base, a.crd,
                         tt_lower_broadcast_to(c, tt_lower_reduce_init(c, acc, kind), ut.rank,
                                               ut.dims), -1);
-  tt_hv out = scatter_full(c, base, a.crd, upd, kind);
+  tt_hv out = tt_lower_scatter_at(c, base, a.crd, upd, kind);
   if (mean) {
     tt_hv cnt0 = tt_lower_splat_like(c, base, include_self ? 1 : 0);
-    tt_hv cnt = scatter_full(c, cnt0, a.crd, tt_lower_splat_like(c, upd, 1), TT_HLO_REDUCE_ADD);
+    tt_hv cnt = tt_lower_scatter_at(c, cnt0, a.crd, tt_lower_splat_like(c, upd, 1), TT_HLO_REDUCE_ADD);
     cnt = tt_lower_bin(c, TT_HLO_MAX, cnt, tt_lower_splat_like(c, cnt, 1));
     out = tt_lower_bin(c, TT_HLO_DIV, out, cnt);
   }
@@ -192,7 +154,7 @@ static tt_status lower_take(tt_lower_ctx *c) {
   int64_t cd[TT_MAX_RANK + 1];
   memcpy(cd, it.dims, sizeof(int64_t) * (size_t)it.rank);
   cd[it.rank] = 1;
-  tt_hv idx = tt_hlo_reshape(b, wrap_index(c, tt_lower_tensor(c, 1), n), it.rank + 1, cd);
+  tt_hv idx = tt_hlo_reshape(b, tt_lower_wrap_index(c, tt_lower_tensor(c, 1), n), it.rank + 1, cd);
   tt_hlo_gather_dims gd = {.collapsed_slice_dims = kIota, .n_collapsed = 1,
                            .start_index_map = kIota, .n_start_index_map = 1,
                            .index_vector_dim = it.rank};
@@ -216,10 +178,10 @@ static tt_status lower_put(tt_lower_ctx *c) {
     return NULL;
   }
   bool acc = !tt_lower_is_none(c, 3) && tt_lower_bool(c, 3);
-  tt_hv idx = tt_hlo_reshape(b, wrap_index(c, flat(c, tt_lower_tensor(c, 1)),
+  tt_hv idx = tt_hlo_reshape(b, tt_lower_wrap_index(c, flat(c, tt_lower_tensor(c, 1)),
                                            tt_hlo_numel(&xt)), 2, two);
   tt_hv src = tt_hlo_convert(b, flat(c, tt_lower_tensor(c, 2)), xt.dtype);
-  tt_hv out = scatter_full(c, flat(c, tt_lower_tensor(c, 0)), idx, src,
+  tt_hv out = tt_lower_scatter_at(c, flat(c, tt_lower_tensor(c, 0)), idx, src,
                            acc ? TT_HLO_REDUCE_ADD : -1);
   tt_lower_result(c, tt_hlo_reshape(b, out, xt.rank, xt.dims));
   return NULL;
@@ -632,9 +594,9 @@ static tt_status lower_embedding_renorm(tt_lower_ctx *c) {
   tt_hv touched = tt_hlo_splat(b, &vt, 0);
   int64_t k = tt_hlo_numel(&it), two[2] = {k, 1};
   if (k > 0) {
-    tt_hv idx = tt_hlo_reshape(b, wrap_index(c, flat(c, tt_lower_tensor(c, 1)), wt.dims[0]), 2, two);
+    tt_hv idx = tt_hlo_reshape(b, tt_lower_wrap_index(c, flat(c, tt_lower_tensor(c, 1)), wt.dims[0]), 2, two);
     tt_hlo_type ut = tt_hlo_make_type(TT_BOOL, 1, &k);
-    touched = scatter_full(c, touched, idx, tt_hlo_splat(b, &ut, 1), -1);
+    touched = tt_lower_scatter_at(c, touched, idx, tt_hlo_splat(b, &ut, 1), -1);
   }
   tt_dtype acc = tt_opmath(wt.dtype);
   tt_hv w = tt_hlo_convert(b, tt_lower_tensor(c, 0), acc);
@@ -875,7 +837,7 @@ static tt_status lower_histc(tt_lower_ctx *c) {
                               tt_hlo_compare(b, TT_HLO_LE, x, hib));
   tt_hv w = tt_hlo_convert(b, inside, d);
   int64_t two[2] = {n, 1};
-  tt_hv out = scatter_full(c, tt_hlo_splat(b, &ht, 0), tt_hlo_reshape(b, bin, 2, two), w,
+  tt_hv out = tt_lower_scatter_at(c, tt_hlo_splat(b, &ht, 0), tt_hlo_reshape(b, bin, 2, two), w,
                            TT_HLO_REDUCE_ADD);
   tt_lower_result(c, out);
   return NULL;
