@@ -492,6 +492,33 @@ static void test_errors(void) {
   tt_hlo_destroy(b);
 }
 
+// stablehlo.while: acc = x^n by repeated multiplication, n a runtime value.
+static void test_while(void) {
+  static const float x[6] = {-1.5f, -0.5f, 0, 0.5f, 1.25f, 2};
+  static const int64_t n = 5;
+  prog p;
+  prog_init(&p);
+  tt_hlo *b = p.b;
+  tt_hv vx = prog_param(&p, TT_F32, 2, k23, x);
+  tt_hv vn = prog_param(&p, TT_I64, 0, NULL, &n);
+  tt_hv init[2] = {tt_hlo_const_i(b, TT_I64, 0), tt_hlo_splat(b, tt_hlo_type_of(b, vx), 1.0)};
+  tt_hv a[2];
+  tt_hv r = tt_hlo_while_begin(b, init, 2, a);
+  tt_hv pred = tt_hlo_compare(b, TT_HLO_LT, a[0], vn);
+  tt_hlo_while_body(b, pred, 2, r, a);
+  tt_hv next[2] = {tt_hlo_binary(b, TT_HLO_ADD, a[0], tt_hlo_const_i(b, TT_I64, 1)),
+                   tt_hlo_binary(b, TT_HLO_MUL, a[1], vx)};
+  tt_hlo_while_end(b, init, next, 2, r);
+  tt_hv res[2] = {r, r + 1};
+  double got[2][6], want[2][6];
+  double *outs[2] = {got[0], got[1]};
+  if (!prog_run(&p, res, 2, outs, 6)) return;
+  want[0][0] = (double)n;
+  for (int i = 0; i < 6; i++) want[1][i] = pow(x[i], (double)n);
+  CHECK_CLOSE(got[0], want[0], 1, 0);
+  CHECK_CLOSE(got[1], want[1], 6, 1e-6);
+}
+
 int main(void) {
   tt_pjrt_options opts = {.plugin_path = getenv("TORCHTPU_PLUGIN_PATH"),
                           .cpu_device_count = 1};
@@ -513,6 +540,7 @@ int main(void) {
   test_argreduce();
   test_gather_scatter();
   test_rng();
+  test_while();
   tt_pjrt_destroy(g_pjrt);
   if (check_failures) {
     fprintf(stderr, "test_hlo: %d failure(s)\n", check_failures);
