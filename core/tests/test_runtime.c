@@ -7,6 +7,7 @@
 
 #include "torchtpu.h"
 #include "check.h"
+#include "op_helpers.h"
 
 static void check_close(const char *what, const float *got, const float *want,
                         int n, int line) {
@@ -16,48 +17,6 @@ static void check_close(const char *what, const float *got, const float *want,
     w[i] = want[i];
   }
   check_close_at(__FILE__, line, what, g, w, n < 16 ? n : 16, 1e-6);
-}
-
-// --- helpers: a dense f32 tensor over a fresh storage ------------------------------
-
-typedef struct dense {
-  tt_storage *s;
-  int64_t sizes[2], strides[2];
-  tt_tensor t;
-} dense;
-
-static void make_dense(tt_runtime *rt, dense *d, int64_t r, int64_t c,
-                       const float *host) {
-  d->sizes[0] = r; d->sizes[1] = c;
-  d->strides[0] = c; d->strides[1] = 1;
-  CHECK_OK(tt_storage_create(rt, 0, r * c * 4, &d->s));
-  d->t = (tt_tensor){d->s, TT_F32, 2, d->sizes, d->strides, 0};
-  if (host) CHECK_OK(tt_tensor_upload(rt, &d->t, host));
-}
-
-static tt_value tensor_value(const tt_tensor *t) {
-  tt_value v = {.kind = TT_VALUE_TENSOR};
-  v.u.tensor = *t;
-  return v;
-}
-
-static tt_value scalar_value(double f) {
-  tt_value v = {.kind = TT_VALUE_SCALAR};
-  v.u.scalar = (tt_scalar){.dtype = TT_F64, .wrapped = true, .f = f};
-  return v;
-}
-
-// out = a + alpha * b, fresh result; returns the result storage.
-static tt_storage *run_add(tt_runtime *rt, const tt_tensor *a,
-                           const tt_tensor *b, double alpha) {
-  tt_value args[3] = {tensor_value(a), tensor_value(b), scalar_value(alpha)};
-  tt_dest dest = {-1, -1};
-  tt_op_call call = {tt_op_lookup("aten::add.Tensor"), 0, TT_F32, args, 3, &dest, 1};
-  tt_op_result res[1];
-  int32_t n = 0;
-  CHECK_OK(tt_op_run(rt, &call, res, 1, &n));
-  CHECK(n == 1);
-  return n == 1 ? res[0].storage : NULL;
 }
 
 // --- tests -------------------------------------------------------------------------------
@@ -71,7 +30,7 @@ static void test_add_and_scalars(tt_runtime *rt) {
   tt_runtime_stats(rt, &s0);
   for (int k = 0; k < 3; k++) {
     double alpha = 0.5 * k;
-    tt_storage *out = run_add(rt, &a.t, &b.t, alpha);
+    tt_storage *out = add_ok(rt, &a.t, &b.t, alpha);
     if (!out) return;
     tt_tensor ot = {out, TT_F32, 2, a.sizes, a.strides, 0};
     float got[6], want[6];
@@ -95,7 +54,7 @@ static void test_transposed_view(tt_runtime *rt) {
   make_dense(rt, &b, 3, 2, hb);
   int64_t ts[2] = {3, 2}, tst[2] = {1, 3};  // a.T
   tt_tensor at = {a.s, TT_F32, 2, ts, tst, 0};
-  tt_storage *out = run_add(rt, &at, &b.t, 1.0);
+  tt_storage *out = add_ok(rt, &at, &b.t, 1.0);
   if (!out) return;
   tt_tensor ot = {out, TT_F32, 2, b.sizes, b.strides, 0};
   float got[6], want[6] = {2, 5, 3, 6, 4, 7};
