@@ -358,3 +358,26 @@ tt_hv tt_lower_dim_coords(tt_lower_ctx *c, const tt_hlo_type *st, tt_hv index,
   }
   return tt_hlo_concatenate(b, parts, r, r);
 }
+
+// --- pooling pieces ------------------------------------------------------------------------
+
+tt_hv tt_lower_adaptive_avg_matrix(tt_lower_ctx *c, int64_t out, int64_t in,
+                                   tt_dtype acc) {
+  tt_hlo *b = tt_lower_hlo(c);
+  int64_t d[2] = {out, in};
+  tt_hlo_type it = tt_hlo_make_type(TT_I64, 2, d);
+  tt_hv o = tt_hlo_iota(b, &it, 0), h = tt_hlo_iota(b, &it, 1);
+  tt_hv n_in = tt_hlo_splat_i(b, &it, in), n_out = tt_hlo_splat_i(b, &it, out);
+  tt_hv start = tt_hlo_binary(b, TT_HLO_DIV, tt_hlo_binary(b, TT_HLO_MUL, o, n_in), n_out);
+  tt_hv o1 = tt_hlo_binary(b, TT_HLO_ADD, o, tt_hlo_splat_i(b, &it, 1));
+  tt_hv end = tt_hlo_binary(b, TT_HLO_DIV,
+                            tt_hlo_binary(b, TT_HLO_ADD, tt_hlo_binary(b, TT_HLO_MUL, o1, n_in),
+                                          tt_hlo_binary(b, TT_HLO_SUB, n_out, tt_hlo_splat_i(b, &it, 1))),
+                            n_out);
+  tt_hv in_win = tt_hlo_binary(b, TT_HLO_AND, tt_hlo_compare(b, TT_HLO_GE, h, start),
+                               tt_hlo_compare(b, TT_HLO_LT, h, end));
+  tt_hv len = tt_hlo_convert(b, tt_hlo_binary(b, TT_HLO_SUB, end, start), acc);
+  tt_hlo_type ft = tt_hlo_make_type(acc, 2, d);
+  tt_hv one = tt_hlo_splat(b, &ft, 1), zero = tt_hlo_splat(b, &ft, 0);
+  return tt_hlo_binary(b, TT_HLO_DIV, tt_hlo_select(b, in_win, one, zero), len);
+}

@@ -417,28 +417,6 @@ static tt_status lower_avg_pool2d_backward(tt_lower_ctx *c) {
 
 // --- adaptive average pooling -----------------------------------------------------------------
 
-// [out, in] matrix whose row o averages input positions
-// [floor(o*in/out), ceil((o+1)*in/out)).
-static tt_hv pool_matrix(tt_lower_ctx *c, int64_t out, int64_t in, tt_dtype acc) {
-  tt_hlo *b = tt_lower_hlo(c);
-  int64_t d[2] = {out, in};
-  tt_hlo_type it = tt_hlo_make_type(TT_I64, 2, d);
-  tt_hv o = tt_hlo_iota(b, &it, 0), h = tt_hlo_iota(b, &it, 1);
-  tt_hv n_in = tt_hlo_splat_i(b, &it, in), n_out = tt_hlo_splat_i(b, &it, out);
-  tt_hv start = tt_hlo_binary(b, TT_HLO_DIV, tt_hlo_binary(b, TT_HLO_MUL, o, n_in), n_out);
-  tt_hv o1 = tt_hlo_binary(b, TT_HLO_ADD, o, tt_hlo_splat_i(b, &it, 1));
-  tt_hv end = tt_hlo_binary(b, TT_HLO_DIV,
-                            tt_hlo_binary(b, TT_HLO_ADD, tt_hlo_binary(b, TT_HLO_MUL, o1, n_in),
-                                          tt_hlo_binary(b, TT_HLO_SUB, n_out, tt_hlo_splat_i(b, &it, 1))),
-                            n_out);
-  tt_hv in_win = tt_hlo_binary(b, TT_HLO_AND, tt_hlo_compare(b, TT_HLO_GE, h, start),
-                               tt_hlo_compare(b, TT_HLO_LT, h, end));
-  tt_hv len = tt_hlo_convert(b, tt_hlo_binary(b, TT_HLO_SUB, end, start), acc);
-  tt_hlo_type ft = tt_hlo_make_type(acc, 2, d);
-  tt_hv one = tt_hlo_splat(b, &ft, 1), zero = tt_hlo_splat(b, &ft, 0);
-  return tt_hlo_binary(b, TT_HLO_DIV, tt_hlo_select(b, in_win, one, zero), len);
-}
-
 // x [P, A, B] contracted with m0 [., A] over A and m1 [., B] over B; `dim`
 // says which dim of the matrices is contracted (1 forward, 0 backward).
 static tt_hv two_matmuls(tt_lower_ctx *c, tt_hv x, tt_hv m0, tt_hv m1, int64_t dim) {
@@ -469,7 +447,7 @@ static tt_status adaptive(tt_lower_ctx *c, bool backward) {
   tt_dtype acc = tt_opmath(xt.dtype);
   int64_t in[2] = {xt.dims[xt.rank - 2], xt.dims[xt.rank - 1]}, planes = 1;
   for (int i = 0; i < xt.rank - 2; i++) planes *= xt.dims[i];
-  tt_hv mh = pool_matrix(c, out[0], in[0], acc), mw = pool_matrix(c, out[1], in[1], acc);
+  tt_hv mh = tt_lower_adaptive_avg_matrix(c, out[0], in[0], acc), mw = tt_lower_adaptive_avg_matrix(c, out[1], in[1], acc);
   tt_hv v = tt_hlo_convert(b, tt_lower_tensor(c, 0), acc);
   int64_t from[3] = {planes, backward ? out[0] : in[0], backward ? out[1] : in[1]};
   v = two_matmuls(c, tt_hlo_reshape(b, v, 3, from), mh, mw, backward ? 0 : 1);

@@ -140,6 +140,12 @@ tt_hv tt_lower_scatter_at(tt_lower_ctx *c, tt_hv x, tt_hv crd, tt_hv upd, int ki
 tt_hv tt_lower_dim_coords(tt_lower_ctx *c, const tt_hlo_type *st, tt_hv index,
                           int64_t dim, int64_t size);
 
+// Adaptive average pooling along one dim as a matrix (conv.c 2-d, spatial.c
+// 3-d): [out, in], row o averages input positions
+// [floor(o*in/out), ceil((o+1)*in/out)), in dtype acc.
+tt_hv tt_lower_adaptive_avg_matrix(tt_lower_ctx *c, int64_t out, int64_t in,
+                                   tt_dtype acc);
+
 // "[2, 3]" into buf (returns buf) for messages.
 const char *tt_shape_str(const tt_hlo_type *t, char *buf, size_t cap);
 

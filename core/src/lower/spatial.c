@@ -481,27 +481,6 @@ static tt_status lower_prelu_backward(tt_lower_ctx *c) {
 
 // --- adaptive average pooling (3-d) ---------------------------------------------------------
 
-// [out, in] matrix whose row o averages input positions
-// [floor(o*in/out), ceil((o+1)*in/out)) (as conv.c does for 2-d pooling).
-static tt_hv area_matrix(tt_lower_ctx *c, int64_t out, int64_t in, tt_dtype acc) {
-  tt_hlo *b = tt_lower_hlo(c);
-  int64_t d[2] = {out, in};
-  tt_hlo_type it = tt_hlo_make_type(TT_I64, 2, d), ft = tt_hlo_make_type(acc, 2, d);
-  tt_hv o = tt_hlo_iota(b, &it, 0), h = tt_hlo_iota(b, &it, 1);
-  tt_hv n_in = tt_hlo_splat_i(b, &it, in), n_out = tt_hlo_splat_i(b, &it, out);
-  tt_hv start = tt_hlo_binary(b, TT_HLO_DIV, tt_hlo_binary(b, TT_HLO_MUL, o, n_in), n_out);
-  tt_hv o1 = tt_hlo_binary(b, TT_HLO_ADD, o, tt_hlo_splat_i(b, &it, 1));
-  tt_hv end = tt_hlo_binary(b, TT_HLO_MUL, o1, n_in);
-  end = tt_hlo_binary(b, TT_HLO_ADD, end, tt_hlo_splat_i(b, &it, out - 1));
-  end = tt_hlo_binary(b, TT_HLO_DIV, end, n_out);
-  tt_hv in_win = tt_hlo_binary(b, TT_HLO_AND, tt_hlo_compare(b, TT_HLO_GE, h, start),
-                               tt_hlo_compare(b, TT_HLO_LT, h, end));
-  tt_hv len = tt_hlo_convert(b, tt_hlo_binary(b, TT_HLO_SUB, end, start), acc);
-  return tt_hlo_binary(b, TT_HLO_DIV,
-                       tt_hlo_select(b, in_win, tt_hlo_splat(b, &ft, 1), tt_hlo_splat(b, &ft, 0)),
-                       len);
-}
-
 // _adaptive_avg_pool3d(self, output_size) and
 // _adaptive_avg_pool3d_backward(grad_output, self): one matmul per spatial
 // dim; contracting the first spatial dim and appending the result dim
@@ -531,7 +510,7 @@ static tt_status adaptive3d(tt_lower_ctx *c, bool backward) {
   tt_hv v = tt_hlo_convert(b, tt_lower_tensor(c, 0), acc);
   int64_t first = tt_lower_type(c, v).rank - 3, mdim = backward ? 0 : 1;
   for (int i = 0; i < 3; i++)
-    v = tt_hlo_dot_general(b, v, area_matrix(c, out[i], in[i], acc), NULL, NULL, 0, &first,
+    v = tt_hlo_dot_general(b, v, tt_lower_adaptive_avg_matrix(c, out[i], in[i], acc), NULL, NULL, 0, &first,
                            &mdim, 1, acc);
   tt_lower_result(c, tt_hlo_convert(b, v, xt.dtype));
   return NULL;
