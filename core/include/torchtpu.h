@@ -20,60 +20,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "torchtpu_types.h"  // statuses, dtypes, tensors, op calls
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define TT_API __attribute__((visibility("default")))
-#define TT_MAX_RANK 8
-
-// --- status ------------------------------------------------------------------
-
-typedef enum tt_code {
-  TT_OK = 0,
-  TT_INVALID_ARGUMENT = 1,  // bad user input: shapes, dtypes, devices
-  TT_UNIMPLEMENTED = 2,     // no lowering for this op/dtype: shim falls back
-  TT_NOT_FOUND = 3,         // plugin or file missing
-  TT_FAILED_PRECONDITION = 4,  // e.g. plugin API version incompatible
-  TT_INTERNAL = 5,          // a bug in torchtpu or the plugin
-  TT_RESOURCE_EXHAUSTED = 6,   // out of memory
-  TT_OUT_OF_RANGE = 7,      // index out of range (IndexError in Python)
-  TT_OUT_RESIZE = 8,        // an out= tensor has the wrong shape: resize, retry
-} tt_code;
-
-typedef struct tt_status_s *tt_status;  // NULL == OK
-
-TT_API tt_code tt_status_code(tt_status s);
-TT_API const char *tt_status_message(tt_status s);  // borrowed from s
-TT_API void tt_status_free(tt_status s);
-
-// --- dtypes ------------------------------------------------------------------
-
-typedef enum tt_dtype {
-  TT_BOOL = 0,
-  TT_U8,
-  TT_I8,
-  TT_I16,
-  TT_I32,
-  TT_I64,
-  TT_F16,
-  TT_BF16,
-  TT_F32,
-  TT_F64,
-  TT_U16,  // the wide unsigned types exist for random bits and bit tricks
-  TT_U32,
-  TT_U64,
-  TT_DTYPE_COUNT,
-  TT_DTYPE_NONE = -1,  // "not given" in optional dtype arguments
-} tt_dtype;
-
-TT_API const char *tt_dtype_name(tt_dtype d);  // "float32", static
-TT_API int64_t tt_dtype_size(tt_dtype d);      // bytes per element
-
 // --- runtime -----------------------------------------------------------------
 
 typedef struct tt_runtime tt_runtime;
-typedef struct tt_storage tt_storage;
 
 typedef struct tt_runtime_options {
   const char *plugin_path;  // NULL: discover (env TORCHTPU_PLUGIN_PATH first)
@@ -207,16 +162,6 @@ TT_API int tt_storage_device(const tt_storage *s);
 // Grows or shrinks the storage to `nbytes`, keeping the common prefix.
 TT_API tt_status tt_storage_resize(tt_storage *s, int64_t nbytes);
 
-// A tensor: a strided view over a storage.
-typedef struct tt_tensor {
-  tt_storage *storage;     // borrowed; NULL for an undefined optional tensor
-  tt_dtype dtype;
-  int32_t ndim;
-  const int64_t *sizes;    // elements
-  const int64_t *strides;  // elements
-  int64_t offset;          // elements
-} tt_tensor;
-
 // Host <-> device copies of a view. `host` holds the view's elements densely
 // in row-major order, in the view's dtype.
 TT_API tt_status tt_tensor_upload(tt_runtime *rt, const tt_tensor *dst,
@@ -229,7 +174,6 @@ TT_API tt_status tt_tensor_download(tt_runtime *rt, const tt_tensor *src,
 // Counter-based random state: programs receive (seed, offset) as a runtime
 // argument, so a new step never recompiles.
 
-typedef struct tt_generator tt_generator;
 TT_API tt_status tt_generator_create(tt_runtime *rt, uint64_t seed,
                                      tt_generator **out_gen);
 TT_API void tt_generator_destroy(tt_generator *g);
@@ -241,86 +185,8 @@ TT_API void tt_generator_get_state(const tt_generator *g, uint64_t *seed,
 TT_API tt_generator *tt_runtime_default_generator(tt_runtime *rt, int device);
 
 // --- op calls ----------------------------------------------------------------
-
-typedef enum tt_value_kind {
-  TT_VALUE_NONE = 0,   // None / undefined optional; ignored args too
-  TT_VALUE_TENSOR,     // a device tensor
-  TT_VALUE_SCALAR,     // Scalar, float, or a 0-dim CPU tensor: runtime value
-  TT_VALUE_INT,        // int / SymInt: structural
-  TT_VALUE_BOOL,       // structural
-  TT_VALUE_INTS,       // int[] / SymInt[]: structural
-  TT_VALUE_STRING,     // structural ("tanh", "mean", ...)
-  TT_VALUE_DTYPE,      // ScalarType
-  TT_VALUE_LIST,       // Tensor[] / Tensor?[] (items are TENSOR or NONE)
-  TT_VALUE_GENERATOR,
-} tt_value_kind;
-
-typedef struct tt_scalar {
-  tt_dtype dtype;  // TT_F64 for Python floats, TT_I64 ints, TT_BOOL bools
-  bool wrapped;    // a Python number (lowest promotion priority), not a tensor
-  double f;        // value when dtype is floating
-  int64_t i;       // value when dtype is integral or bool
-} tt_scalar;
-
-typedef struct tt_value tt_value;
-struct tt_value {
-  tt_value_kind kind;
-  union {
-    tt_tensor tensor;
-    tt_scalar scalar;
-    int64_t i;
-    bool b;
-    struct { const int64_t *data; int32_t n; } ints;
-    const char *str;
-    tt_dtype dtype;
-    struct { const tt_value *items; int32_t n; } list;
-    tt_generator *gen;
-  } u;
-};
-
-// Where one result of the op goes.
-typedef struct tt_dest {
-  int32_t arg;   // -1: a fresh tensor; else the index of the written argument
-  int32_t item;  // list item when that argument is a list, else -1
-} tt_dest;
-
-typedef struct tt_op_call {
-  int32_t op;               // id from tt_op_lookup
-  int32_t device;           // device index the op runs on
-  tt_dtype default_dtype;   // torch.get_default_dtype()
-  const tt_value *args;
-  int32_t nargs;
-  // Where the rule's results go, in order. A fresh result is returned in
-  // `tt_op_result`; fewer fresh results than declared is fine for ops that
-  // return a list of varying length (then `ndests` is an upper bound).
-  const tt_dest *dests;
-  int32_t ndests;
-} tt_op_call;
-
-// A fresh result: an owned storage holding a dense row-major tensor.
-typedef struct tt_op_result {
-  tt_storage *storage;  // owned by the receiver (wrap it into a StorageImpl)
-  tt_dtype dtype;
-  int32_t ndim;
-  int64_t sizes[TT_MAX_RANK];
-} tt_op_result;
-
-// The id of a lowering rule by full ATen name ("aten::add.Tensor",
-// "aten::relu" for the default overload), or -1 when no rule exists.
-TT_API int32_t tt_op_lookup(const char *name);
-TT_API const char *tt_op_name(int32_t op);  // static
-TT_API int32_t tt_op_count(void);
-// True when the op's rule replaces PyTorch's CompositeExplicitAutograd
-// kernel (the shim then registers the op for the device, so calls reach the
-// core instead of the composite: _foreach_*, convolution_overrideable, ...).
-TT_API bool tt_op_replaces_composite(int32_t op);
-
-// Registers `name` ("aten::foo.overload") with the lowering rule of the
-// existing op `existing_name`, so calls of `name` run natively from then on
-// (see the shim's per-schema cache: only ops not yet called in the process
-// pick it up). Returns the new op's id, or -1 when `existing_name` has no
-// rule or the table is full. A name that already has a rule is replaced.
-TT_API int32_t tt_op_register_alias(const char *name, const char *existing_name);
+//
+// (The op-call description and the op table are in torchtpu_types.h.)
 
 // Runs `call`. Fresh results are written to `results` (capacity `cap`); the
 // number written goes to `out_nresults`. On TT_UNIMPLEMENTED nothing ran and

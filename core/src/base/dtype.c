@@ -1,5 +1,5 @@
 // Names and sizes of the core's dtypes.
-#include "torchtpu.h"
+#include "torchtpu_types.h"
 
 typedef struct dtype_info {
   const char *name;

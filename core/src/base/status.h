@@ -7,7 +7,7 @@
 #ifndef TT_BASE_STATUS_H
 #define TT_BASE_STATUS_H
 
-#include "torchtpu.h"
+#include "torchtpu_types.h"
 
 // Makes an error status with a printf-style message. Never returns NULL for a
 // code other than TT_OK (allocation failure yields a static out-of-memory

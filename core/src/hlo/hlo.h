@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "torchtpu.h"
+#include "torchtpu_types.h"
 
 typedef int32_t tt_hv;
 #define TT_HV_INVALID (-1)

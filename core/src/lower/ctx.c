@@ -20,8 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/runtime.h"
-
 struct tt_lower_ctx {
   const tt_op_call *call;
   const tt_rule *rule;
@@ -30,6 +28,7 @@ struct tt_lower_ctx {
   char op_name[96];  // "add.Tensor"
   tt_hlo *b;
   tt_slot *slots;
+  tt_storage_facts *facts;  // per slot: its storage, from the executor
   int nslots;
   tt_hv *slot_val;     // materialised view per slot
   tt_hv *group_param;  // storage parameter per group (slot index)
@@ -69,13 +68,12 @@ int tt_call_slots(const tt_op_call *call, tt_slot *out, int cap) {
   return n;
 }
 
-tt_dtype tt_slot_buffer_dtype(const tt_tensor *t) {
-  return t->storage->buf ? t->storage->dtype : t->dtype;
+static tt_dtype slot_buffer_dtype(const tt_lower_ctx *c, int slot) {
+  return tt_facts_buffer_dtype(&c->facts[slot], c->slots[slot].t->dtype);
 }
 
-int64_t tt_slot_buffer_numel(const tt_tensor *t) {
-  if (t->storage->buf) return t->storage->numel;
-  return t->storage->nbytes / tt_dtype_size(t->dtype);
+static int64_t slot_buffer_numel(const tt_lower_ctx *c, int slot) {
+  return tt_facts_buffer_numel(&c->facts[slot], c->slots[slot].t->dtype);
 }
 
 static int find_slot(const tt_lower_ctx *c, int arg, int item) {
@@ -115,7 +113,7 @@ static tt_hv graph_value(const tt_lower_ctx *c, int slot) {
 static tt_dtype buffer_dtype(const tt_lower_ctx *c, int slot) {
   tt_hv v = graph_value(c, slot);
   const tt_hlo_type *ty = v == TT_HV_INVALID ? NULL : tt_hlo_type_of(c->b, v);
-  return ty ? ty->dtype : tt_slot_buffer_dtype(c->slots[slot].t);
+  return ty ? ty->dtype : slot_buffer_dtype(c, slot);
 }
 
 static tt_hv storage_param(tt_lower_ctx *c, int slot) {
@@ -123,10 +121,9 @@ static tt_hv storage_param(tt_lower_ctx *c, int slot) {
   if (c->group_param[g] != TT_HV_INVALID) return c->group_param[g];
   c->group_param[g] = graph_value(c, g);
   if (c->group_param[g] != TT_HV_INVALID) return c->group_param[g];
-  const tt_tensor *t = c->slots[g].t;
   tt_param p = {.kind = TT_PARAM_STORAGE, .slot = g, .arg = -1,
-                .dtype = tt_slot_buffer_dtype(t),
-                .numel = tt_slot_buffer_numel(t)};
+                .dtype = slot_buffer_dtype(c, g),
+                .numel = slot_buffer_numel(c, g)};
   tt_hlo_type ty = tt_hlo_make_type(p.dtype, 1, &p.numel);
   c->group_param[g] = add_param(c, p, &ty);
   return c->group_param[g];
@@ -476,12 +473,13 @@ static bool same_shape(const tt_hlo_type *a, const tt_tensor *t) {
   return true;
 }
 
-static bool is_whole_storage(const tt_tensor *t) {
+static bool is_whole_storage(const tt_lower_ctx *c, int slot) {
+  const tt_tensor *t = c->slots[slot].t;
   view v = {.rank = t->ndim};
   memcpy(v.sizes, t->sizes, sizeof(int64_t) * (size_t)t->ndim);
   memcpy(v.strides, t->strides, sizeof(int64_t) * (size_t)t->ndim);
   return t->offset == 0 && is_dense(&v) &&
-         view_numel(&v) * tt_dtype_size(t->dtype) == t->storage->nbytes;
+         view_numel(&v) * tt_dtype_size(t->dtype) == c->facts[slot].nbytes;
 }
 
 // Converts result r to its destination's dtype and checks its shape.
@@ -514,7 +512,7 @@ static tt_status write_view(tt_lower_ctx *c, int slot, tt_hv v) {
   int g = c->slots[slot].group;
   int64_t numel = 1;
   for (int i = 0; i < t->ndim; i++) numel *= t->sizes[i];
-  if (is_whole_storage(t)) {
+  if (is_whole_storage(c, slot)) {
     c->group_cur[g] = tt_hlo_reshape(c->b, v, 1, &numel);
     return NULL;
   }
@@ -570,9 +568,9 @@ static void record_meta(tt_op_result *m, const tt_hlo_type *ty) {
   for (int i = 0; i < ty->rank; i++) m->sizes[i] = ty->dims[i];
 }
 
-// After the rule: route results, assemble the plan and the program outputs.
+// After the rule: route results, assemble the program and its outputs.
 // In a graph the output values go to `*graph_outs` (owned) instead of a module.
-static tt_status finish(tt_lower_ctx *c, tt_plan *plan, const char **text,
+static tt_status finish(tt_lower_ctx *c, tt_program *prog, const char **text,
                         size_t *len, tt_hv **graph_outs) {
   if (c->nresults > c->call->ndests)
     return tt_lower_fail(c, TT_INTERNAL, "rule made %d results for %d outputs",
@@ -580,27 +578,27 @@ static tt_status finish(tt_lower_ctx *c, tt_plan *plan, const char **text,
   for (int r = c->nresults; r < c->call->ndests; r++)
     if (c->call->dests[r].arg >= 0)
       return tt_lower_fail(c, TT_INTERNAL, "rule made no result %d", r);
-  plan->results = calloc((size_t)(c->nresults ? c->nresults : 1), sizeof *plan->results);
-  plan->outs = calloc((size_t)(c->nresults + c->nslots + 1), sizeof *plan->outs);
+  prog->results = calloc((size_t)(c->nresults ? c->nresults : 1), sizeof *prog->results);
+  prog->outs = calloc((size_t)(c->nresults + c->nslots + 1), sizeof *prog->outs);
   tt_hv *outv = calloc((size_t)(c->nresults + c->nslots + 1), sizeof *outv);
-  if (!plan->results || !plan->outs || !outv) {
+  if (!prog->results || !prog->outs || !outv) {
     free(outv);
     return tt_make_status(TT_RESOURCE_EXHAUSTED, "out of memory");
   }
-  plan->nresults = c->nresults;
+  prog->nresults = c->nresults;
   tt_status st = NULL;
   int nout = 0;
   for (int r = 0; r < c->nresults && !st; r++) {
     const tt_hlo_type *ty = tt_hlo_type_of(c->b, c->results[r]);
     if (!ty) break;
-    record_meta(&plan->results[r], ty);
+    record_meta(&prog->results[r], ty);
     if (c->opts.infer_only) continue;
     const tt_tensor *dt = dest_tensor(c, r);
     if (!dt) {
       if (ty->dtype == TT_F64 && !c->opts.supports_f64)
         st = tt_lower_fail(c, TT_INVALID_ARGUMENT, "float64 is not supported by this device");
       int64_t n = tt_hlo_numel(ty);
-      plan->outs[nout] = (tt_out){.fresh = true, .slot = -1, .dtype = ty->dtype, .numel = n};
+      prog->outs[nout] = (tt_out){.fresh = true, .slot = -1, .dtype = ty->dtype, .numel = n};
       outv[nout++] = tt_hlo_reshape(c->b, c->results[r], 1, &n);
       continue;
     }
@@ -612,11 +610,11 @@ static tt_status finish(tt_lower_ctx *c, tt_plan *plan, const char **text,
     if (c->group_cur[g] == TT_HV_INVALID) continue;
     const tt_hlo_type *ty = tt_hlo_type_of(c->b, c->group_cur[g]);
     if (!ty) break;
-    plan->outs[nout] = (tt_out){.fresh = false, .slot = g, .dtype = ty->dtype,
+    prog->outs[nout] = (tt_out){.fresh = false, .slot = g, .dtype = ty->dtype,
                                 .numel = ty->dims[0]};
     outv[nout++] = c->group_cur[g];
   }
-  plan->nouts = nout;
+  prog->nouts = nout;
   if (!st) st = tt_hlo_take_status(c->b);
   if (!st && graph_outs) {
     *graph_outs = outv;  // the recorder keeps the values; no module
@@ -646,14 +644,18 @@ static tt_status ctx_init(tt_lower_ctx *c, const tt_op_call *call,
   int n = tt_call_slots(call, NULL, 0);
   size_t cap = (size_t)(n ? n : 1);
   c->slots = calloc(cap, sizeof *c->slots);
+  c->facts = calloc(cap, sizeof *c->facts);
   c->slot_val = malloc(cap * sizeof(tt_hv));
   c->group_param = malloc(cap * sizeof(tt_hv));
   c->group_cur = malloc(cap * sizeof(tt_hv));
   c->offset_param = malloc(cap * sizeof(tt_hv));
-  if (!c->slots || !c->slot_val || !c->group_param || !c->group_cur ||
-      !c->offset_param)
+  if (!c->slots || !c->facts || !c->slot_val || !c->group_param ||
+      !c->group_cur || !c->offset_param)
     return tt_make_status(TT_RESOURCE_EXHAUSTED, "out of memory");
+  if (!opts->facts)
+    return tt_make_status(TT_INTERNAL, "lowering: no storage facts given");
   c->nslots = tt_call_slots(call, c->slots, n);
+  for (int i = 0; i < c->nslots; i++) opts->facts(c->slots[i].t->storage, &c->facts[i]);
   for (int i = 0; i < n; i++)
     c->slot_val[i] = c->group_param[i] = c->group_cur[i] = c->offset_param[i] =
         TT_HV_INVALID;
@@ -662,6 +664,7 @@ static tt_status ctx_init(tt_lower_ctx *c, const tt_op_call *call,
 
 static void ctx_deinit(tt_lower_ctx *c) {
   free(c->slots);
+  free(c->facts);
   free(c->slot_val);
   free(c->group_param);
   free(c->group_cur);
@@ -671,37 +674,33 @@ static void ctx_deinit(tt_lower_ctx *c) {
   free(c->results);
 }
 
-// Runs the rule and finishes; on success the plan takes the parameter list
-// (and, in a graph, `graph_out` takes the parameter and output values).
+// Runs the rule and finishes into `prog` (emptied on error); in a graph,
+// `graph_out` also takes the parameter and output values.
 static tt_status lower(const tt_op_call *call, const tt_rule *rule,
                        const tt_lower_options *opts, tt_hlo *b,
-                       const tt_lower_graph *graph, tt_plan **out_plan,
+                       const tt_lower_graph *graph, tt_program *prog,
                        const char **out_text, size_t *out_len,
                        tt_lower_graph_out *graph_out) {
-  *out_plan = NULL;
+  memset(prog, 0, sizeof *prog);
   tt_lower_ctx c;
   memset(&c, 0, sizeof c);
   tt_hv *outs = NULL;
-  tt_plan *plan = calloc(1, sizeof *plan);
-  tt_status st = plan ? ctx_init(&c, call, rule, opts, b)
-                      : tt_make_status(TT_RESOURCE_EXHAUSTED, "out of memory");
+  tt_status st = ctx_init(&c, call, rule, opts, b);
   c.graph = graph;
   if (!st) st = rule->fn(&c);
   if (!st) st = tt_hlo_take_status(b);
-  if (!st) st = finish(&c, plan, out_text, out_len, graph_out ? &outs : NULL);
+  if (!st) st = finish(&c, prog, out_text, out_len, graph_out ? &outs : NULL);
   if (!st) {
-    plan->params = c.params;  // the plan takes the parameter list
-    plan->nparams = c.nparams;
+    prog->params = c.params;  // the program takes the parameter list
+    prog->nparams = c.nparams;
     c.params = NULL;
-    *out_plan = plan;
     if (graph_out) {
-      graph_out->plan = plan;
       graph_out->param_vals = c.param_vals;
       graph_out->out_vals = outs;
       c.param_vals = NULL;
     }
   } else {
-    tt_plan_free(plan);
+    tt_program_deinit(prog);
   }
   ctx_deinit(&c);
   return st;
@@ -709,9 +708,9 @@ static tt_status lower(const tt_op_call *call, const tt_rule *rule,
 
 tt_status tt_lower_call(const tt_op_call *call, const tt_rule *rule,
                         const tt_lower_options *opts, tt_hlo *b,
-                        tt_plan **out_plan, const char **out_text,
+                        tt_program *out, const char **out_text,
                         size_t *out_len) {
-  return lower(call, rule, opts, b, NULL, out_plan, out_text, out_len, NULL);
+  return lower(call, rule, opts, b, NULL, out, out_text, out_len, NULL);
 }
 
 tt_status tt_lower_into_graph(const tt_op_call *call, const tt_rule *rule,
@@ -721,12 +720,11 @@ tt_status tt_lower_into_graph(const tt_op_call *call, const tt_rule *rule,
   memset(out, 0, sizeof *out);
   tt_lower_options o = *opts;
   o.infer_only = false;
-  tt_plan *plan = NULL;
-  return lower(call, rule, &o, b, graph, &plan, NULL, NULL, out);
+  return lower(call, rule, &o, b, graph, &out->prog, NULL, NULL, out);
 }
 
 void tt_lower_graph_out_deinit(tt_lower_graph_out *out) {
-  tt_plan_free(out->plan);
+  tt_program_deinit(&out->prog);
   free(out->param_vals);
   free(out->out_vals);
   memset(out, 0, sizeof *out);

@@ -1,13 +1,15 @@
 // ctx.h — the lowering context's life cycle (internal to the core).
 //
 // The executor creates a context for one op call, runs the rule through it
-// and gets back the StableHLO text plus the plan that says how to feed and
-// unpack the compiled program on every later call with the same signature.
+// and gets back the StableHLO text plus the tt_program (program.h) that says
+// how to feed and unpack the compiled program on every later call with the
+// same signature. Nothing here knows the runtime: storages are opaque, seen
+// through the executor's tt_storage_facts_fn.
 #ifndef TT_LOWER_CTX_H
 #define TT_LOWER_CTX_H
 
 #include "lower/lower.h"
-#include "runtime/cache.h"
+#include "lower/program.h"
 
 // A tensor slot: one device tensor among the arguments (a Tensor argument, or
 // one tensor item of a Tensor[] argument), numbered in argument order.
@@ -22,21 +24,19 @@ typedef struct tt_slot {
 // the number of slots (which may exceed cap: then call again with more room).
 int tt_call_slots(const tt_op_call *call, tt_slot *out, int cap);
 
-// Storage facts the signature depends on, for slot tensors.
-tt_dtype tt_slot_buffer_dtype(const tt_tensor *t);  // buffer or view dtype
-int64_t tt_slot_buffer_numel(const tt_tensor *t);
-
 typedef struct tt_lower_options {
   bool infer_only;     // compute result metas; emit no writes, no text
   bool supports_f64;   // the device has 64-bit floats
+  tt_storage_facts_fn facts;  // the executor's view of its storages
 } tt_lower_options;
 
 // Lowers `call` with `rule` into `b` (reset by the caller). On success
-// `*out_plan` is an owned plan (exe unset) and, unless infer_only, the text
-// (owned by `b`) is in `*out_text`.
+// `*out` holds the program (owned by the caller: tt_program_deinit) and,
+// unless infer_only, the text (owned by `b`) is in `*out_text`. On error
+// `*out` is empty.
 tt_status tt_lower_call(const tt_op_call *call, const tt_rule *rule,
                         const tt_lower_options *opts, tt_hlo *b,
-                        tt_plan **out_plan, const char **out_text,
+                        tt_program *out, const char **out_text,
                         size_t *out_len);
 
 // --- lowering into a graph (fused eager) ----------------------------------------
@@ -54,7 +54,7 @@ typedef struct tt_lower_graph {
 } tt_lower_graph;
 
 typedef struct tt_lower_graph_out {
-  tt_plan *plan;      // owned: params, outs and result metas (exe unset)
+  tt_program prog;    // owned: params, outs and result metas
   tt_hv *param_vals;  // owned: builder value of each plan param
   tt_hv *out_vals;    // owned: builder value of each plan out (a flat
                       // buffer: a fresh result or a storage's new value)

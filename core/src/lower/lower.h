@@ -26,7 +26,7 @@
 
 #include "base/status.h"
 #include "hlo/hlo.h"
-#include "torchtpu.h"
+#include "torchtpu_types.h"
 
 typedef struct tt_lower_ctx tt_lower_ctx;
 typedef tt_status (*tt_lower_fn)(tt_lower_ctx *ctx);

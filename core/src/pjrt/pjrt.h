@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "torchtpu.h"
+#include "torchtpu_types.h"
 
 typedef struct tt_pjrt tt_pjrt;              // loaded plugin + client
 typedef struct tt_pjrt_buffer tt_pjrt_buffer;

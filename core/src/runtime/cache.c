@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/hash.h"
+#include "runtime/explain.h"
 
 // --- a byte-keyed table ------------------------------------------------------------
 
@@ -100,9 +101,7 @@ struct tt_sig_cache {
 void tt_plan_free(tt_plan *p) {
   if (!p) return;
   free(p->message);
-  free(p->params);
-  free(p->outs);
-  free(p->results);
+  tt_program_deinit(&p->prog);
   free(p);
 }
 

@@ -1,4 +1,4 @@
-// cache.h — what the eager executor remembers between calls (internal).
+// cache.h — the in-memory caches (internal; cache.c).
 //
 // Two levels:
 //  - the signature cache maps an op call's signature (op, argument metadata,
@@ -7,6 +7,10 @@
 //    lowering entirely.
 //  - the program cache maps StableHLO text to its compiled executable, so
 //    signatures that lower to the same program share one compile.
+// Owns: the plans (the strict executor's signature cache holds them), the
+// executables, their metadata, the persistent cache handle and the
+// explainer hanging off the program cache. Borrows: the PJRT client given to
+// each call. Plans and deferred programs borrow executables from here.
 #ifndef TT_RUNTIME_CACHE_H
 #define TT_RUNTIME_CACHE_H
 
@@ -15,44 +19,19 @@
 #include <stdint.h>
 
 #include "base/status.h"
+#include "lower/program.h"
 #include "pjrt/pjrt.h"
+#include "runtime/disk_cache.h"
 #include "torchtpu.h"
 
-typedef enum tt_param_kind {
-  TT_PARAM_STORAGE,  // the flat buffer of a tensor slot's storage
-  TT_PARAM_SCALAR,   // a Scalar argument, converted to `dtype` on the host
-  TT_PARAM_OFFSET,   // a tensor slot's storage offset (i64), for dynamic_slice
-  TT_PARAM_RNG,      // ui64[2] (seed, offset) of a generator
-} tt_param_kind;
+typedef struct tt_explain tt_explain;  // explain.h
 
-typedef struct tt_param {
-  tt_param_kind kind;
-  int32_t slot;    // STORAGE, OFFSET: tensor slot
-  int32_t arg;     // SCALAR: argument; RNG: generator argument or -1
-  int32_t item;    // SCALAR: list item when `arg` is a Scalar[] list
-  tt_dtype dtype;  // STORAGE: buffer dtype (zeros if still empty); SCALAR
-  int64_t numel;   // STORAGE: flat elements
-  uint64_t count;  // RNG: numbers drawn per call
-} tt_param;
-
-// One output of the program.
-typedef struct tt_out {
-  bool fresh;      // a new tensor (else: the new buffer of a slot's storage)
-  int32_t slot;    // storage write: the tensor slot whose storage it replaces
-  tt_dtype dtype;  // of the flat buffer
-  int64_t numel;
-} tt_out;
-
+// A signature's plan: the lowered program and its executable.
 typedef struct tt_plan {
   bool unimplemented;    // no lowering: fall back without trying again
   char *message;         // why unimplemented (owned)
   tt_pjrt_exe *exe;      // borrowed from the program cache
-  tt_param *params;      // owned
-  int nparams;
-  tt_out *outs;          // owned
-  int nouts;
-  tt_op_result *results; // owned: metas of every result (fresh and dest)
-  int nresults;
+  tt_program prog;       // owned: parameters, outputs, result metas
 } tt_plan;
 
 void tt_plan_free(tt_plan *p);
@@ -65,95 +44,6 @@ tt_plan *tt_sig_cache_find(tt_sig_cache *c, const void *key, size_t len);
 // Takes ownership of `plan`.
 tt_status tt_sig_cache_insert(tt_sig_cache *c, const void *key, size_t len,
                               tt_plan *plan);
-
-// --- cache keys (disk_cache.c) ------------------------------------------------------
-//
-// A program's key names it across processes: two independent 64-bit hashes
-// of its StableHLO text, each seeded with the hash of the compile
-// environment (compile options bytes, plugin platform, platform version,
-// PJRT API version, device count and kind). The in-memory table compares the
-// full text; the disk file stores the text too, so a key collision is caught.
-
-typedef struct tt_cache_key {
-  uint64_t h[2];
-} tt_cache_key;
-
-// Hash of the compile environment bytes `env`.
-void tt_cache_env_hash(const void *env, size_t len, uint64_t out[2]);
-void tt_cache_key_make(const uint64_t env[2], const char *text, size_t len,
-                       tt_cache_key *out);
-void tt_cache_key_hex(const tt_cache_key *k, char out[33]);
-
-// --- the persistent cache (disk_cache.c) ----------------------------------------------
-//
-// One file per program, <key hex>.ttexe, in one directory. Nothing here
-// fails an op: I/O errors and bad files are counted in `stats` and the
-// caller compiles as if the file were absent.
-
-typedef struct tt_disk_cache tt_disk_cache;
-
-// `max_bytes` <= 0: no bound. The directory is created on the first write.
-tt_status tt_disk_cache_create(const char *dir, int64_t max_bytes,
-                               const uint64_t env[2], tt_disk_cache **out);
-void tt_disk_cache_destroy(tt_disk_cache *d);
-const char *tt_disk_cache_dir(const tt_disk_cache *d);  // borrowed
-
-// The executable stored for `text` (owned by the caller), or false.
-bool tt_disk_cache_load(tt_disk_cache *d, tt_pjrt *p, const tt_cache_key *key,
-                        const char *text, size_t len, tt_stats *stats,
-                        tt_pjrt_exe **out);
-// Writes (or overwrites) the entry for `text` atomically, then keeps the
-// directory under its size bound by removing least recently used entries.
-void tt_disk_cache_store(tt_disk_cache *d, tt_pjrt *p, const tt_cache_key *key,
-                         const char *text, size_t len, tt_pjrt_exe *exe,
-                         tt_stats *stats);
-
-// --- the recompile explainer (explain.c) ----------------------------------------------
-//
-// Remembers the last few argument descriptions of every eager op and, when a
-// new signature is compiled, says what differs from the nearest one seen:
-// shape, dtype, layout (strides/offset), a structural argument, storage
-// sharing, or, for whole graphs, their structure. Causes are always counted;
-// the log lines go to stderr only while enabled.
-
-typedef struct tt_explain tt_explain;
-
-typedef enum tt_cause {
-  TT_CAUSE_NEW_OP = 0,  // first program of this op (or graph)
-  TT_CAUSE_SHAPE,
-  TT_CAUSE_DTYPE,
-  TT_CAUSE_LAYOUT,      // strides or storage offset of a view
-  TT_CAUSE_ARGUMENT,    // a structural argument (int, list, string, None...)
-  TT_CAUSE_STORAGE,     // storage size, buffer dtype or aliasing between args
-  TT_CAUSE_GRAPH,       // a graph whose structure was not seen before
-  TT_CAUSE_COUNT,
-} tt_cause;
-
-const char *tt_cause_name(tt_cause c);  // "shape", static
-
-tt_status tt_explain_create(tt_explain **out);
-void tt_explain_destroy(tt_explain *x);
-void tt_explain_set_enabled(tt_explain *x, bool on);
-bool tt_explain_enabled(const tt_explain *x);
-
-// Eager hooks (eager.c, around lowering a call whose signature missed the
-// signature cache): describes the call and diffs it against the op's
-// history; the compile that follows (if any) is explained with it.
-void tt_explain_op(tt_runtime *rt, const tt_op_call *call);
-void tt_explain_op_done(tt_runtime *rt);
-
-// A short label for the program about to be compiled: the pending eager op's
-// name, else the first ops of the text ("graph: dot_general, add, ...").
-void tt_explain_label(tt_explain *x, const char *text, size_t len, char *out,
-                      size_t cap);
-// A program is being compiled (not found in memory or on disk): counts its
-// cause and, when enabled, prints why to stderr. Returns the cause.
-tt_cause tt_explain_compile(tt_explain *x, const char *label, const char *text,
-                            size_t len, double seconds);
-
-// Causes counted so far (TT_CAUSE_COUNT entries) and a printable summary.
-void tt_explain_counts(const tt_explain *x, int64_t *out);
-size_t tt_explain_summary(const tt_explain *x, char *buf, size_t cap);
 
 // --- the program cache (cache.c) ------------------------------------------------------
 

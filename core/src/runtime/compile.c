@@ -9,9 +9,12 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "runtime/compile.h"
+
 #include "base/buf.h"
-#include "lower/lower.h"
 #include "runtime/cache.h"
+#include "runtime/disk_cache.h"
+#include "runtime/explain.h"
 #include "runtime/runtime.h"
 
 static double now_seconds(void) {

@@ -42,7 +42,7 @@
 #include <unistd.h>
 
 #include "base/hash.h"
-#include "runtime/cache.h"
+#include "runtime/disk_cache.h"
 
 static const char kMagic[8] = "TTPUEXE";  // + NUL
 enum { kVersion = 1, kHeader = 80 };

@@ -29,12 +29,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/explain.h"
+
 #include "base/buf.h"
 #include "base/hash.h"
-#include "lower/ctx.h"
 #include "lower/lower.h"
+#include "lower/program.h"
 #include "runtime/cache.h"
 #include "runtime/runtime.h"
+#include "runtime/storage.h"
 
 #define HISTORY 8   // descriptions kept per op
 #define GRAPHS 64   // graph signatures kept
@@ -175,8 +178,10 @@ static void describe_tensor(tt_buf *b, int arg, const tt_tensor *t, seen *sn) {
   put_i64s(b, TT_CAUSE_LAYOUT, FMT_LAYOUT, arg, lay, n);
   int64_t numel = 1;
   for (int d = 0; d < t->ndim; d++) numel *= t->sizes[d];
-  int64_t bnumel = tt_slot_buffer_numel(t);
-  tt_dtype bd = tt_slot_buffer_dtype(t);
+  tt_storage_facts f;
+  tt_storage_facts_of(t->storage, &f);
+  int64_t bnumel = tt_facts_buffer_numel(&f, t->dtype);
+  tt_dtype bd = tt_facts_buffer_dtype(&f, t->dtype);
   int64_t st[4] = {alias_group(sn, t->storage), bd == t->dtype ? -1 : (int64_t)bd,
                    bnumel == numel ? -1 : bnumel,
                    t->storage->nbytes == bnumel * tt_dtype_size(bd)

@@ -22,25 +22,32 @@
 // step gives the same text and compiles once), launches it asynchronously
 // and hands the outputs to their storages.
 //
+// A capture (executor.h's capture entries) is the same recording with no
+// size bound; a flush before its end splits it, and capture_end says why.
+//
 // Leaves out: donation of input buffers, graphs across devices (an op on
 // another device flushes first), keeping a graph across a failed flush (its
 // pending values are lost; reading one later is an error).
+#include "runtime/fused.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/hash.h"
 #include "lower/ctx.h"
-#include "runtime/cache.h"
+#include "runtime/compile.h"
+#include "runtime/executor.h"
 #include "runtime/runtime.h"
+#include "runtime/scalars.h"
+#include "runtime/storage.h"
 
 #define DEFAULT_MAX_OPS 10000
 #define DEFAULT_MAX_BYTES (64ll << 20)
-#define LOST_EPOCH (-1)  // graph_epoch of a storage whose graph failed
+typedef tt_exec_param gparam;
 
-typedef tt_gparam gparam;  // runtime.h: graph capture reads them too
-
-struct tt_fused {
+typedef struct tt_fused {
+  tt_executor base;  // first: the executor is the fused struct
   tt_hlo *b;
   int64_t epoch;  // > 0; bumped when a graph ends
   int device;
@@ -52,49 +59,38 @@ struct tt_fused {
   int nops, cap_ops;
   int64_t max_ops, max_bytes;
   tt_fused_stats stats;
-  struct tt_capture *cap;  // graph.c: set while a graph is captured
-};
+  bool capturing;    // between capture_begin and capture_end
+  char split[200];   // why the capture was split ("": it holds)
+} tt_fused;
+
+static tt_status flush_with(tt_fused *f, tt_exec_seen_fn seen, void *ctx);
 
 // --- life cycle -------------------------------------------------------------------------
 
-tt_status tt_fused_create(tt_fused **out) {
-  *out = NULL;
-  tt_fused *f = calloc(1, sizeof *f);
-  if (!f) return tt_make_status(TT_RESOURCE_EXHAUSTED, "fused graph: out of memory");
-  tt_status st = tt_hlo_create(&f->b);
-  if (st) {
-    free(f);
-    return st;
-  }
-  f->epoch = 1;
-  f->max_ops = DEFAULT_MAX_OPS;
-  f->max_bytes = DEFAULT_MAX_BYTES;
-  *out = f;
-  return NULL;
-}
-
 // Ends the graph: frees the buffers its parameters kept and forgets every
 // storage (they see a new epoch). `lost`: pending values are gone.
-static void clear(tt_runtime *rt, tt_fused *f, bool lost) {
+static void clear(tt_fused *f, bool lost) {
+  tt_runtime *rt = f->base.rt;
   for (int i = 0; i < f->nparams; i++) {
     gparam *p = &f->params[i];
-    if (!p->owned) continue;
-    tt_pjrt_buffer_destroy(rt->pjrt, p->owned);
-    rt->stats.bytes_in_use -= p->owned_bytes;
-    rt->stats.buffers_in_use--;
+    if (p->owned) tt_storage_release_buffer(rt, p->owned, p->owned_bytes);
+    p->owned = NULL;
   }
   for (int i = 0; lost && i < f->nwrites; i++) {
     tt_storage *s = f->writes[i];
-    if (s && s->graph_epoch == f->epoch && !s->buf) s->graph_epoch = LOST_EPOCH;
+    if (s && s->mark.epoch == f->epoch && !s->buf) {
+      s->lost = true;
+      s->mark.epoch = 0;
+    }
   }
   f->nparams = f->nwrites = f->nops = 0;
   f->epoch++;
   tt_hlo_reset(f->b);
 }
 
-void tt_fused_destroy(tt_runtime *rt, tt_fused *f) {
-  if (!f) return;
-  clear(rt, f, true);
+static void fused_destroy(tt_executor *ex) {
+  tt_fused *f = (tt_fused *)ex;
+  clear(f, true);
   tt_hlo_destroy(f->b);
   free(f->params);
   free(f->writes);
@@ -102,10 +98,7 @@ void tt_fused_destroy(tt_runtime *rt, tt_fused *f) {
   free(f);
 }
 
-void tt_fused_set_capture(tt_fused *f, struct tt_capture *c) { f->cap = c; }
-struct tt_capture *tt_fused_capture(const tt_fused *f) { return f->cap; }
-
-void tt_fused_set_limit(tt_fused *f, int64_t max_ops, int64_t max_bytes) {
+static void set_limit(tt_fused *f, int64_t max_ops, int64_t max_bytes) {
   f->max_ops = max_ops > 0 ? max_ops : DEFAULT_MAX_OPS;
   f->max_bytes = max_bytes > 0 ? max_bytes : DEFAULT_MAX_BYTES;
 }
@@ -113,49 +106,33 @@ void tt_fused_set_limit(tt_fused *f, int64_t max_ops, int64_t max_bytes) {
 // --- storages and the graph ----------------------------------------------------------------
 
 static bool holds(const tt_fused *f, const tt_storage *s) {
-  return f && s->graph_epoch == f->epoch;
+  return s->mark.epoch == f->epoch;
 }
 
-bool tt_fused_writes(tt_runtime *rt, const tt_storage *s) {
-  return holds(rt->fused, s) && s->graph_write >= 0;
-}
-
-void tt_fused_detach(tt_runtime *rt, tt_storage *s) {
-  tt_fused *f = rt->fused;
+static void fused_detach(tt_executor *ex, tt_storage *s) {
+  tt_fused *f = (tt_fused *)ex;
   if (!holds(f, s)) return;
-  if (f->cap && tt_capture_input_of(f->cap, s) >= 0)
-    tt_capture_break(f->cap, "a graph input's buffer was replaced (a host "
-                     "write?) while the graph was recorded");
-  if (s->graph_param >= 0) {
-    gparam *p = &f->params[s->graph_param];
-    if (p->storage == s && s->buf) {
-      // The counters keep counting the buffer until the graph ends.
-      p->owned = s->buf;
-      p->owned_bytes = s->dev_bytes;
-      s->buf = NULL;
-      s->dev_bytes = 0;
-    }
+  if (s->mark.param >= 0) {
+    gparam *p = &f->params[s->mark.param];
+    // The counters keep counting the buffer until the graph ends.
+    if (p->storage == s && s->buf) p->owned = tt_storage_take_buffer(s, &p->owned_bytes);
     p->storage = NULL;
   }
-  if (s->graph_write >= 0) f->writes[s->graph_write] = NULL;
-  s->graph_epoch = 0;
+  if (s->mark.write >= 0) f->writes[s->mark.write] = NULL;
+  s->mark.epoch = 0;
 }
 
 static tt_hv value_of(void *ctx, const tt_storage *s) {
   const tt_fused *f = ctx;
-  return holds(f, s) ? s->graph_val : TT_HV_INVALID;
+  return holds(f, s) ? s->mark.val : TT_HV_INVALID;
 }
 
 // Sets the storage's current value, making it an output of the graph.
 static void note_write(tt_fused *f, tt_storage *s, tt_hv v) {
-  if (!holds(f, s)) {
-    s->graph_epoch = f->epoch;
-    s->graph_param = -1;
-    s->graph_write = -1;
-  }
-  s->graph_val = v;
-  if (s->graph_write < 0) {
-    s->graph_write = f->nwrites;
+  if (!holds(f, s)) s->mark = (tt_exec_mark){f->epoch, v, -1, -1};
+  s->mark.val = v;
+  if (s->mark.write < 0) {
+    s->mark.write = f->nwrites;
     f->writes[f->nwrites++] = s;
   }
 }
@@ -173,14 +150,6 @@ static bool reserve(void **p, int *cap, int need, size_t elem) {
 
 // --- recording an op ---------------------------------------------------------------------
 
-static tt_generator *generator_of(tt_runtime *rt, const tt_op_call *call,
-                                  int arg) {
-  if (arg >= 0 && arg < call->nargs &&
-      call->args[arg].kind == TT_VALUE_GENERATOR && call->args[arg].u.gen)
-    return call->args[arg].u.gen;
-  return tt_runtime_default_generator_locked(rt, call->device);
-}
-
 static const tt_scalar *scalar_arg(const tt_op_call *call, const tt_param *p) {
   const tt_value *v = &call->args[p->arg];
   if (v->kind == TT_VALUE_LIST) v = &v->u.list.items[p->item];
@@ -192,7 +161,7 @@ static const tt_scalar *scalar_arg(const tt_op_call *call, const tt_param *p) {
 // Storage parameters that had no buffer yet (zeros) are marked in `empty`
 // (the first 64).
 static tt_status prepare(tt_runtime *rt, tt_fused *f, const tt_op_call *call,
-                         const tt_slot *slots, const tt_plan *plan,
+                         const tt_slot *slots, const tt_program *plan,
                          tt_storage **fresh, int *nfresh, int32_t cap,
                          uint64_t *empty) {
   const char *name = tt_op_name(call->op);
@@ -204,11 +173,11 @@ static tt_status prepare(tt_runtime *rt, tt_fused *f, const tt_op_call *call,
     return tt_make_status(TT_RESOURCE_EXHAUSTED, "%s: fused graph: out of memory", name);
   for (int i = 0; i < plan->nparams; i++) {
     const tt_param *p = &plan->params[i];
-    if (p->kind == TT_PARAM_RNG && !generator_of(rt, call, p->arg))
+    if (p->kind == TT_PARAM_RNG && !tt_runtime_call_generator(rt, call, p->arg))
       return tt_make_status(TT_RESOURCE_EXHAUSTED, "%s: generator: out of memory", name);
     if (p->kind != TT_PARAM_STORAGE) continue;
     tt_storage *s = slots[p->slot].t->storage;
-    if (s->graph_epoch == LOST_EPOCH && !s->buf)
+    if (s->lost && !s->buf)
       return tt_make_status(TT_FAILED_PRECONDITION,
                             "%s: an input's value was lost: the fused graph "
                             "that computed it failed (see that error)", name);
@@ -227,7 +196,7 @@ static tt_status prepare(tt_runtime *rt, tt_fused *f, const tt_op_call *call,
       st = tt_storage_create(rt, call->device,
                              out->numel * tt_dtype_size(out->dtype), &fresh[*nfresh]);
     if (st) {
-      for (int k = 0; k < *nfresh; k++) free(fresh[k]);  // no buffer yet
+      for (int k = 0; k < *nfresh; k++) tt_storage_free_unused(fresh[k]);
       *nfresh = 0;
       return st;
     }
@@ -241,41 +210,29 @@ static void commit(tt_runtime *rt, tt_fused *f, const tt_op_call *call,
                    const tt_slot *slots, const tt_lower_graph_out *lo,
                    tt_storage **fresh, tt_op_result *results, int32_t *nres,
                    uint64_t empty) {
-  const tt_plan *plan = lo->plan;
+  const tt_program *plan = &lo->prog;
   for (int i = 0; i < plan->nparams; i++) {
     const tt_param *p = &plan->params[i];
     gparam *g = &f->params[f->nparams];
-    *g = (gparam){.kind = p->kind, .dtype = p->dtype, .numel = p->numel, .input = -1};
+    *g = (gparam){.kind = p->kind, .dtype = p->dtype, .numel = p->numel,
+                  .op = call->op};
     if (p->kind == TT_PARAM_STORAGE) {
       tt_storage *s = slots[p->slot].t->storage;
       g->storage = s;
-      if (f->cap) {
-        g->input = tt_capture_input_of(f->cap, s);
-        if (g->input < 0 && i < 64 && (empty >> i & 1))
-          g->input = TT_GPARAM_ZEROS;  // a new empty tensor: zeros every run
-        else if (g->input < 0)
-          tt_capture_break(f->cap, "%s reads a tensor that is not a graph input "
-                           "(a constant or a captured global)", tt_op_name(call->op));
-      }
-      s->graph_epoch = f->epoch;
-      s->graph_val = lo->param_vals[i];
-      s->graph_param = f->nparams;
-      s->graph_write = -1;
+      g->was_empty = i < 64 && (empty >> i & 1);
+      s->mark = (tt_exec_mark){f->epoch, lo->param_vals[i], f->nparams, -1};
     } else if (p->kind == TT_PARAM_SCALAR) {
       g->bits[0] = tt_scalar_bits(scalar_arg(call, p), p->dtype);
     } else if (p->kind == TT_PARAM_OFFSET) {
       g->dtype = TT_I64;
       g->bits[0] = (uint64_t)slots[p->slot].t->offset;
     } else {  // TT_PARAM_RNG
-      tt_generator *gen = generator_of(rt, call, p->arg);
+      tt_generator *gen = tt_runtime_call_generator(rt, call, p->arg);
       g->bits[0] = gen->seed;
       g->bits[1] = gen->offset;
       g->gen = gen;
       g->count = p->count;
       gen->offset += p->count;
-      if (f->cap && gen != tt_runtime_default_generator_locked(rt, call->device))
-        tt_capture_break(f->cap, "%s draws from an explicit generator",
-                         tt_op_name(call->op));
     }
     f->nparams++;
   }
@@ -298,17 +255,25 @@ static void commit(tt_runtime *rt, tt_fused *f, const tt_op_call *call,
   rt->stats.op_calls++;
 }
 
-tt_status tt_fused_record(tt_runtime *rt, const tt_op_call *call,
-                          const tt_rule *rule, tt_op_result *results,
-                          int32_t cap, int32_t *out_nresults) {
+// Splits a capture: the first reason is kept for capture_end.
+static void split_capture(tt_fused *f, const char *why) {
+  if (f->capturing && f->nops > 0 && !f->split[0])
+    snprintf(f->split, sizeof f->split, "%s", why);
+}
+
+static tt_status fused_run_op(tt_executor *ex, const tt_op_call *call,
+                              const tt_rule *rule, tt_op_result *results,
+                              int32_t cap, int32_t *out_nresults) {
+  tt_fused *f = (tt_fused *)ex;
+  tt_runtime *rt = ex->rt;
   *out_nresults = 0;
-  tt_fused *f = rt->fused;
   // A captured graph is one program whatever its size.
-  if (f->nops > 0 &&
-      (call->device != f->device ||
-       (!f->cap && (f->nops >= f->max_ops ||
-                    (int64_t)tt_hlo_body_bytes(f->b) >= f->max_bytes))))
-    TT_RETURN_IF_ERROR(tt_fused_flush(rt));
+  bool full = !f->capturing && (f->nops >= f->max_ops ||
+                                (int64_t)tt_hlo_body_bytes(f->b) >= f->max_bytes);
+  if (f->nops > 0 && (call->device != f->device || full)) {
+    split_capture(f, "an op ran on another device than the graph's");
+    TT_RETURN_IF_ERROR(flush_with(f, NULL, NULL));
+  }
   if (f->nops == 0) f->device = call->device;
 
   tt_slot stack[32], *slots = stack;
@@ -323,14 +288,15 @@ tt_status tt_fused_record(tt_runtime *rt, const tt_op_call *call,
 
   tt_hlo_mark mark = tt_hlo_get_mark(f->b);
   tt_lower_graph graph = {value_of, f};
-  tt_lower_options opts = {.infer_only = false, .supports_f64 = rt->supports_f64};
+  tt_lower_options opts;
+  tt_runtime_lower_options(rt, false, &opts);
   tt_lower_graph_out lo;
   int nfresh = 0;
   uint64_t empty = 0;
   tt_status st = fresh ? NULL : tt_make_status(TT_RESOURCE_EXHAUSTED, "out of memory");
   if (!st) st = tt_lower_into_graph(call, rule, &opts, f->b, &graph, &lo);
   else memset(&lo, 0, sizeof lo);
-  if (!st) st = prepare(rt, f, call, slots, lo.plan, fresh, &nfresh, cap, &empty);
+  if (!st) st = prepare(rt, f, call, slots, &lo.prog, fresh, &nfresh, cap, &empty);
   if (!st) commit(rt, f, call, slots, &lo, fresh, results, out_nresults, empty);
   else tt_hlo_rewind(f->b, &mark);  // the graph is as it was before the op
   f->stats.pending_ops = f->nops;
@@ -366,7 +332,7 @@ typedef struct scalar_temps {
 static tt_status scalar_arg_buffer(tt_runtime *rt, int device, scalar_temps *t,
                                    tt_dtype d, uint64_t bits,
                                    tt_pjrt_buffer **out) {
-  TT_RETURN_IF_ERROR(tt_scalar_buffer(rt, device, d, bits, true, out));
+  *out = tt_scalar_cache_find(&rt->scalars, device, d, bits);
   if (*out) return NULL;  // in the runtime's cache: nothing inserts until launch
   uint64_t key[2] = {(uint64_t)d, bits};
   int i = (int)(tt_hash64(key, sizeof key) & (uint64_t)(t->cap - 1));
@@ -429,7 +395,7 @@ static tt_status run(tt_runtime *rt, tt_fused *f, tt_storage **live, int nlive,
     st = tt_make_status(TT_RESOURCE_EXHAUSTED, "out of memory");
     goto cleanup;
   }
-  for (int i = 0; i < nlive; i++) outv[i] = live[i]->graph_val;
+  for (int i = 0; i < nlive; i++) outv[i] = live[i]->mark.val;
   const char *text = NULL;
   size_t len = 0;
   TT_GOTO_IF_ERROR(st, tt_hlo_finish(f->b, outv, nlive, &text, &len), cleanup);
@@ -449,7 +415,7 @@ static tt_status run(tt_runtime *rt, tt_fused *f, tt_storage **live, int nlive,
   st = tt_runtime_track_event(rt, done);
   for (int i = 0; i < temps.cap; i++)  // keep this step's scalars for the next
     if (temps.bufs[i])
-      tt_scalar_cache_put(rt, f->device, temps.dtypes[i], temps.bits[i], temps.bufs[i]);
+      tt_scalar_cache_put(&rt->scalars, rt->pjrt, f->device, temps.dtypes[i], temps.bits[i], temps.bufs[i]);
   temps.n = 0;
   memset(temps.bufs, 0, (size_t)temps.cap * sizeof *temps.bufs);
 cleanup:
@@ -466,19 +432,10 @@ cleanup:
   return st;
 }
 
-tt_status tt_fused_flush(tt_runtime *rt) {
-  return tt_fused_flush_with(rt, NULL, NULL);
-}
-
-tt_status tt_fused_flush_with(tt_runtime *rt,
-                              void (*seen)(void *ctx, const tt_fused_program *p),
-                              void *ctx) {
-  tt_fused *f = rt->fused;
-  if (f && f->cap && !tt_capture_ending(f->cap) && f->nops > 0)
-    tt_capture_break(f->cap, "the graph was flushed midway (a host read such "
-                     "as .item(), a CPU-fallback op, or a mode switch)");
-  if (!f || f->nops == 0) {
-    if (f && seen) seen(ctx, &(tt_fused_program){.device = f->device});
+static tt_status flush_with(tt_fused *f, tt_exec_seen_fn seen, void *ctx) {
+  tt_runtime *rt = f->base.rt;
+  if (f->nops == 0) {
+    if (seen) seen(ctx, &(tt_exec_program){.device = f->device});
     return NULL;
   }
   int nlive = 0;
@@ -488,8 +445,8 @@ tt_status tt_fused_flush_with(tt_runtime *rt,
   tt_pjrt_exe *exe = NULL;
   if (nlive > 0) st = run(rt, f, f->writes, nlive, &exe);
   if (!st && seen)
-    seen(ctx, &(tt_fused_program){exe, f->device, f->params, f->nparams,
-                                  f->writes, nlive});
+    seen(ctx, &(tt_exec_program){exe, f->device, f->params, f->nparams,
+                                 f->writes, nlive});
   f->stats.graphs++;
   f->stats.last_graph_ops = f->nops;
   f->stats.last_graph_params = f->nparams;
@@ -500,34 +457,95 @@ tt_status tt_fused_flush_with(tt_runtime *rt,
     st = tt_status_annotate(st, "%s", what);
   }
   f->nwrites = nlive;
-  clear(rt, f, st != NULL);
+  clear(f, st != NULL);
   f->stats.pending_ops = 0;
   return st;
 }
 
-// --- public entry points ----------------------------------------------------------------
+// --- the executor interface ---------------------------------------------------------------
 
-tt_status tt_runtime_flush(tt_runtime *rt) {
-  pthread_mutex_lock(&rt->mu);
-  tt_status st = rt->deferred;
-  rt->deferred = NULL;
-  tt_status fl = tt_fused_flush(rt);
-  if (!st) st = fl;
-  else tt_status_free(fl);
-  pthread_mutex_unlock(&rt->mu);
-  return st;
+static tt_status fused_flush(tt_executor *ex) {
+  tt_fused *f = (tt_fused *)ex;
+  split_capture(f, "the graph was flushed midway (a host read such as "
+                "tensor.item(), a CPU-fallback op, or a mode switch)");
+  return flush_with(f, NULL, NULL);
 }
+
+static int64_t fused_pending_ops(const tt_executor *ex) {
+  return ((const tt_fused *)ex)->nops;
+}
+
+// The storage's value exists only in the graph when the graph wrote it.
+static tt_status fused_sync_storage(tt_executor *ex, tt_storage *s) {
+  tt_fused *f = (tt_fused *)ex;
+  if (!holds(f, s) || s->mark.write < 0) return NULL;
+  return fused_flush(ex);
+}
+
+static tt_status fused_capture_begin(tt_executor *ex, int device) {
+  tt_fused *f = (tt_fused *)ex;
+  if (f->capturing)
+    return tt_make_status(TT_FAILED_PRECONDITION,
+                          "graph capture: a capture is already under way");
+  TT_RETURN_IF_ERROR(flush_with(f, NULL, NULL));
+  f->capturing = true;
+  f->device = device;
+  f->split[0] = '\0';
+  return NULL;
+}
+
+static tt_status fused_capture_end(tt_executor *ex, tt_exec_seen_fn seen, void *ctx) {
+  tt_fused *f = (tt_fused *)ex;
+  if (!f->capturing)
+    return tt_make_status(TT_FAILED_PRECONDITION, "graph capture: not capturing");
+  f->capturing = false;
+  bool split = f->split[0] != '\0';
+  TT_RETURN_IF_ERROR(flush_with(f, split ? NULL : seen, ctx));
+  if (split)
+    return tt_make_status(TT_UNIMPLEMENTED, "%s", f->split);
+  return NULL;
+}
+
+static const tt_executor_ops kFusedOps = {
+    .name = "fused",
+    .run_op = fused_run_op,
+    .flush = fused_flush,
+    .pending_ops = fused_pending_ops,
+    .sync_storage = fused_sync_storage,
+    .detach = fused_detach,
+    .capture_begin = fused_capture_begin,
+    .capture_end = fused_capture_end,
+    .destroy = fused_destroy,
+};
+
+tt_status tt_fused_create(tt_runtime *rt, tt_executor **out) {
+  *out = NULL;
+  tt_fused *f = calloc(1, sizeof *f);
+  if (!f) return tt_make_status(TT_RESOURCE_EXHAUSTED, "fused graph: out of memory");
+  tt_status st = tt_hlo_create(&f->b);
+  if (st) {
+    free(f);
+    return st;
+  }
+  f->base = (tt_executor){&kFusedOps, rt};
+  f->epoch = 1;
+  set_limit(f, 0, 0);
+  *out = &f->base;
+  return NULL;
+}
+
+// --- public entry points ----------------------------------------------------------------
 
 void tt_runtime_set_fuse_limit(tt_runtime *rt, int64_t max_ops,
                                int64_t max_bytes) {
   pthread_mutex_lock(&rt->mu);
-  if (rt->fused) tt_fused_set_limit(rt->fused, max_ops, max_bytes);
+  if (rt->fused) set_limit((tt_fused *)rt->fused, max_ops, max_bytes);
   pthread_mutex_unlock(&rt->mu);
 }
 
 void tt_runtime_fused_stats(tt_runtime *rt, tt_fused_stats *out) {
   pthread_mutex_lock(&rt->mu);
-  if (rt->fused) *out = rt->fused->stats;
+  if (rt->fused) *out = ((tt_fused *)rt->fused)->stats;
   else memset(out, 0, sizeof *out);
   pthread_mutex_unlock(&rt->mu);
 }

@@ -1,13 +1,16 @@
-// Graph capture and replay: a torch.compile graph recorded once by the fused
-// recorder (fused.c), then launched again and again with no per-op work.
+// Graph capture and replay: a torch.compile graph recorded once by a
+// deferred executor (fused eager), then launched again and again with no
+// per-op work. See graph.h.
 //
-// A capture is a fused graph with its inputs declared. The recorder asks the
-// capture which input each storage it reads is (tt_capture_input_of), so the
-// program's storage parameters become "input k" rather than "this storage".
-// Scalar parameters keep their captured values (uploaded once, owned by the
-// graph); random states are redrawn from their generator at every replay.
-// The capture's end is a fused flush (the first run) whose callback copies
-// the program (executable, parameters, outputs) into a tt_graph.
+// A capture is an executor of its own that wraps the one in use (through the
+// executor interface only): ops go on to it, recorded as one program by its
+// capture entries; the capture adds what a replay needs. At the end, the
+// wrapped executor runs the program (the first run) and shows it to the
+// capture, which maps its storage parameters to declared inputs ("input k"
+// rather than "this storage") and copies executable, parameters and outputs
+// into a tt_graph. Scalar parameters keep their captured values (uploaded
+// once, owned by the graph); random states are redrawn from their generator
+// at every replay.
 //
 // A replay checks the inputs against the capture, gathers buffers, launches
 // asynchronously, hands inputs their new buffers (mutations) and wraps the
@@ -16,12 +19,16 @@
 // Leaves out: captured constants (a storage read that is not an input fails
 // the capture: its buffer may change or die), donation of input buffers,
 // graphs across devices.
+#include "runtime/graph.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/executor.h"
 #include "runtime/runtime.h"
+#include "runtime/storage.h"
 
 // --- the capture --------------------------------------------------------------------
 
@@ -37,42 +44,101 @@ typedef struct graph_input {
   bool mutated;         // the graph writes its storage
 } graph_input;
 
-struct tt_capture {
+typedef struct capture {
+  tt_executor base;    // first: the executor is the capture struct
+  tt_executor *inner;  // borrowed: the executor that records the program
   int device;
   graph_input *inputs;
   int ninputs, cap_inputs;
-  bool ending;
   char why[256];  // first reason the capture broke; "" while it holds
-};
+} capture;
 
-int tt_capture_input_of(const struct tt_capture *c, const tt_storage *s) {
-  for (int i = 0; c && i < c->ninputs; i++)
+// The input index declared for `s` (the first sharing its storage), or -1.
+static int input_of(const capture *c, const tt_storage *s) {
+  for (int i = 0; s && i < c->ninputs; i++)
     if (c->inputs[i].storage == s) return c->inputs[i].first;
   return -1;
 }
 
-void tt_capture_break(struct tt_capture *c, const char *fmt, ...) {
-  if (!c || c->why[0]) return;
+// Marks the capture as failed (the first reason is kept); the ops still run.
+static void capture_break(capture *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void capture_break(capture *c, const char *fmt, ...) {
+  if (c->why[0]) return;
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(c->why, sizeof c->why, fmt, ap);
   va_end(ap);
 }
 
-bool tt_capture_ending(const struct tt_capture *c) { return c && c->ending; }
+// --- the capture as an executor: the wrapped one's, plus what breaks it ---------------
 
-static void capture_free(struct tt_capture *c) {
+static tt_status capture_run_op(tt_executor *ex, const tt_op_call *call,
+                                const tt_rule *rule, tt_op_result *results,
+                                int32_t cap, int32_t *out_nresults) {
+  capture *c = (capture *)ex;
+  if (call->device != c->device)
+    capture_break(c, "%s ran on tpu:%d, the graph is captured on tpu:%d",
+                  rule->name, (int)call->device, c->device);
+  return tt_exec_run_op(c->inner, call, rule, results, cap, out_nresults);
+}
+
+static tt_status capture_flush(tt_executor *ex) {
+  return tt_exec_flush(((capture *)ex)->inner);
+}
+
+static int64_t capture_pending_ops(const tt_executor *ex) {
+  return tt_exec_pending_ops(((const capture *)ex)->inner);
+}
+
+static tt_status capture_sync_storage(tt_executor *ex, tt_storage *s) {
+  return tt_exec_sync_storage(((capture *)ex)->inner, s);
+}
+
+static void capture_detach(tt_executor *ex, tt_storage *s) {
+  capture *c = (capture *)ex;
+  if (s->buf && input_of(c, s) >= 0)
+    capture_break(c, "a graph input's buffer was replaced (a host write?) "
+                  "while the graph was recorded");
+  tt_exec_detach(c->inner, s);
+}
+
+static tt_status capture_again(tt_executor *ex, int device) {
+  (void)ex;
+  (void)device;
+  return tt_make_status(TT_FAILED_PRECONDITION,
+                        "graph capture: a capture is already under way");
+}
+
+static void capture_destroy(tt_executor *ex) {
+  capture *c = (capture *)ex;
   if (!c) return;
   free(c->inputs);
   free(c);
 }
 
+static const tt_executor_ops kCaptureOps = {
+    .name = "capture",
+    .run_op = capture_run_op,
+    .flush = capture_flush,
+    .pending_ops = capture_pending_ops,
+    .sync_storage = capture_sync_storage,
+    .detach = capture_detach,
+    .capture_begin = capture_again,
+    .capture_end = tt_exec_no_capture_end,  // graph.c ends the inner capture
+    .destroy = capture_destroy,
+};
+
 // --- the graph ----------------------------------------------------------------------
+
+// A parameter reading a storage that had no buffer yet (an empty tensor made
+// in the graph): zeros on every run.
+#define ZEROS_INPUT (-2)
 
 typedef struct graph_param {
   tt_param_kind kind;
   int32_t input;        // STORAGE: the input whose storage it reads, or
-                        // TT_GPARAM_ZEROS (then `buf` holds the zeros)
+                        // ZEROS_INPUT (then `buf` holds the zeros)
   tt_dtype dtype;       // STORAGE: buffer dtype
   int64_t numel;        // STORAGE: flat elements
   tt_pjrt_buffer *buf;  // SCALAR, OFFSET, zeros: owned, the captured value
@@ -128,19 +194,20 @@ tt_status tt_graph_capture_begin(tt_runtime *rt, int device) {
     return tt_make_status(TT_INVALID_ARGUMENT, "graph capture: tpu:%d does not exist",
                           device);
   pthread_mutex_lock(&rt->mu);
-  tt_status st = NULL;
-  if (rt->mode != TT_MODE_FUSED)
-    st = tt_make_status(TT_FAILED_PRECONDITION,
-                        "graph capture: the runtime must be in fused mode");
-  else if (tt_fused_capture(rt->fused))
-    st = tt_make_status(TT_FAILED_PRECONDITION,
-                        "graph capture: a capture is already under way");
-  if (!st) st = tt_fused_flush(rt);
-  struct tt_capture *c = st ? NULL : calloc(1, sizeof *c);
-  if (!st && !c) st = tt_make_status(TT_RESOURCE_EXHAUSTED, "graph capture: out of memory");
+  capture *c = calloc(1, sizeof *c);
+  tt_status st = c ? NULL
+                 : tt_make_status(TT_RESOURCE_EXHAUSTED, "graph capture: out of memory");
+  // The executor in use records the program (and flushes what is pending);
+  // only a deferred one can.
+  if (!st) st = rt->exec->ops->capture_begin(rt->exec, device);
   if (!st) {
+    c->base = (tt_executor){&kCaptureOps, rt};
+    c->inner = rt->exec;
     c->device = device;
-    tt_fused_set_capture(rt->fused, c);
+    rt->capture = &c->base;
+    tt_runtime_pick_executor(rt);
+  } else {
+    free(c);
   }
   pthread_mutex_unlock(&rt->mu);
   return st;
@@ -168,7 +235,7 @@ tt_status tt_graph_capture_input(tt_runtime *rt, int index, const tt_tensor *t) 
     return tt_make_status(TT_INVALID_ARGUMENT, "graph capture: input %d has rank %d "
                           "(at most %d)", index, (int)t->ndim, TT_MAX_RANK);
   pthread_mutex_lock(&rt->mu);
-  struct tt_capture *c = tt_fused_capture(rt->fused);
+  capture *c = (capture *)rt->capture;
   tt_status st = NULL;
   if (!c) st = tt_make_status(TT_FAILED_PRECONDITION, "graph capture: not capturing");
   else if (index != c->ninputs)
@@ -194,7 +261,7 @@ tt_status tt_graph_capture_input(tt_runtime *rt, int index, const tt_tensor *t) 
     if (t->storage) {
       // The graph may already hold the storage (written before the capture
       // began is impossible: begin flushed), so sharing is all there is.
-      int k = tt_capture_input_of(c, t->storage);
+      int k = input_of(c, t->storage);
       if (k >= 0) in->first = k;
     }
     c->ninputs++;
@@ -207,25 +274,40 @@ tt_status tt_graph_capture_input(tt_runtime *rt, int index, const tt_tensor *t) 
 
 typedef struct ending {
   tt_runtime *rt;
-  struct tt_capture *c;
+  capture *c;
   const tt_tensor *outputs;
   int noutputs;
   tt_graph *g;    // built by `seen`
   tt_status st;   // an error building it (not a capture break)
 } ending;
 
-static tt_status copy_params(tt_runtime *rt, tt_graph *g, const tt_fused_program *p) {
+// The input a storage parameter reads, ZEROS_INPUT, or -1 (the capture breaks).
+static int32_t param_input(ending *e, const tt_exec_param *q) {
+  int32_t in = input_of(e->c, q->storage);  // -1 for a detached storage
+  if (in >= 0) return in;
+  if (q->was_empty) return ZEROS_INPUT;  // a new empty tensor: zeros every run
+  capture_break(e->c, "%s reads a tensor that is not a graph input (a constant "
+                "or a captured global)", tt_op_name(q->op));
+  return -1;
+}
+
+static tt_status copy_params(ending *e, tt_graph *g, const tt_exec_program *p) {
+  tt_runtime *rt = e->rt;
   g->params = calloc((size_t)(p->nparams ? p->nparams : 1), sizeof *g->params);
   if (!g->params) return tt_make_status(TT_RESOURCE_EXHAUSTED, "graph capture: out of memory");
   for (int i = 0; i < p->nparams; i++, g->nparams++) {
-    const tt_gparam *q = &p->params[i];
+    const tt_exec_param *q = &p->params[i];
     graph_param *gp = &g->params[i];
-    *gp = (graph_param){.kind = q->kind, .input = q->input, .dtype = q->dtype,
+    *gp = (graph_param){.kind = q->kind, .input = -1, .dtype = q->dtype,
                         .numel = q->numel, .gen = q->gen, .count = q->count};
+    if (q->kind == TT_PARAM_STORAGE) gp->input = param_input(e, q);
+    if (q->kind == TT_PARAM_RNG &&
+        q->gen != tt_runtime_default_generator_locked(rt, p->device))
+      capture_break(e->c, "%s draws from an explicit generator", tt_op_name(q->op));
     if (q->kind == TT_PARAM_SCALAR || q->kind == TT_PARAM_OFFSET)
       TT_RETURN_IF_ERROR(tt_pjrt_buffer_from_host(rt->pjrt, p->device, q->dtype, NULL,
                                                   0, &q->bits[0], &gp->buf));
-    if (q->kind == TT_PARAM_STORAGE && q->input == TT_GPARAM_ZEROS) {
+    if (q->kind == TT_PARAM_STORAGE && gp->input == ZEROS_INPUT) {
       void *zeros = calloc((size_t)(q->numel ? q->numel : 1), (size_t)tt_dtype_size(q->dtype));
       if (!zeros) return tt_make_status(TT_RESOURCE_EXHAUSTED, "graph capture: out of memory");
       int64_t dims[1] = {q->numel};
@@ -239,7 +321,7 @@ static tt_status copy_params(tt_runtime *rt, tt_graph *g, const tt_fused_program
 }
 
 // The program output whose storage is `s`, or -1.
-static int out_of(const tt_fused_program *p, const tt_storage *s) {
+static int out_of(const tt_exec_program *p, const tt_storage *s) {
   for (int j = 0; j < p->nouts; j++)
     if (p->outs[j] == s) return j;
   return -1;
@@ -247,11 +329,11 @@ static int out_of(const tt_fused_program *p, const tt_storage *s) {
 
 // Maps program outputs to mutated inputs or fresh results, and graph outputs
 // to views of either. False (capture broken) when one fits neither.
-static bool map_outputs(ending *e, tt_graph *g, const tt_fused_program *p) {
+static bool map_outputs(ending *e, tt_graph *g, const tt_exec_program *p) {
   for (int j = 0; j < p->nouts; j++) {
     tt_storage *s = p->outs[j];
     graph_out *o = &g->outs[j];
-    *o = (graph_out){.input = tt_capture_input_of(e->c, s), .result = -1,
+    *o = (graph_out){.input = input_of(e->c, s), .result = -1,
                      .dtype = s->dtype, .numel = s->numel, .nbytes = s->nbytes};
     if (o->input >= 0) {
       e->c->inputs[o->input].mutated = true;
@@ -261,7 +343,7 @@ static bool map_outputs(ending *e, tt_graph *g, const tt_fused_program *p) {
     for (int i = 0; i < e->noutputs && !returned; i++)
       returned = e->outputs[i].storage == s;
     if (!returned) {
-      tt_capture_break(e->c, "a tensor the graph wrote outlives it but is "
+      capture_break(e->c, "a tensor the graph wrote outlives it but is "
                        "neither an output nor an input");
       return false;
     }
@@ -272,10 +354,10 @@ static bool map_outputs(ending *e, tt_graph *g, const tt_fused_program *p) {
     const tt_tensor *t = &e->outputs[i];
     tt_graph_output *go = &g->outputs[i];
     if (!t->storage || t->ndim < 0 || t->ndim > TT_MAX_RANK) {
-      tt_capture_break(e->c, "output %d has no device storage", i);
+      capture_break(e->c, "output %d has no device storage", i);
       return false;
     }
-    *go = (tt_graph_output){.input = tt_capture_input_of(e->c, t->storage),
+    *go = (tt_graph_output){.input = input_of(e->c, t->storage),
                             .result = -1, .dtype = t->dtype, .ndim = t->ndim,
                             .offset = t->offset};
     memcpy(go->sizes, t->sizes, sizeof(int64_t) * (size_t)t->ndim);
@@ -283,7 +365,7 @@ static bool map_outputs(ending *e, tt_graph *g, const tt_fused_program *p) {
     if (go->input >= 0) continue;
     int j = out_of(p, t->storage);
     if (j < 0) {
-      tt_capture_break(e->c, "output %d is not computed by the graph (a "
+      capture_break(e->c, "output %d is not computed by the graph (a "
                        "constant or a captured global)", i);
       return false;
     }
@@ -293,7 +375,7 @@ static bool map_outputs(ending *e, tt_graph *g, const tt_fused_program *p) {
   return true;
 }
 
-static void seen(void *ctx, const tt_fused_program *p) {
+static void seen(void *ctx, const tt_exec_program *p) {
   ending *e = ctx;
   if (e->c->why[0]) return;  // broken: nothing to keep
   tt_graph *g = calloc(1, sizeof *g);
@@ -308,8 +390,8 @@ static void seen(void *ctx, const tt_fused_program *p) {
   g->outputs = calloc((size_t)(e->noutputs ? e->noutputs : 1), sizeof *g->outputs);
   tt_status st = g->outs && g->outputs ? NULL
                  : tt_make_status(TT_RESOURCE_EXHAUSTED, "graph capture: out of memory");
-  if (!st) st = copy_params(e->rt, g, p);
-  if (st || !map_outputs(e, g, p)) {
+  if (!st) st = copy_params(e, g, p);
+  if (st || e->c->why[0] || !map_outputs(e, g, p)) {
     e->st = st;
     tt_graph_destroy(g);
     return;
@@ -324,15 +406,22 @@ tt_status tt_graph_capture_end(tt_runtime *rt, const tt_tensor *outputs, int n,
                                tt_graph **out_graph) {
   *out_graph = NULL;
   pthread_mutex_lock(&rt->mu);
-  struct tt_capture *c = tt_fused_capture(rt->fused);
+  capture *c = (capture *)rt->capture;
   if (!c) {
     pthread_mutex_unlock(&rt->mu);
     return tt_make_status(TT_FAILED_PRECONDITION, "graph capture: not capturing");
   }
-  c->ending = true;
+  // Ops and storages go straight to the wrapped executor again: handing the
+  // first run's outputs to inputs must not look like a host write.
+  rt->capture = NULL;
+  tt_runtime_pick_executor(rt);
   ending e = {rt, c, outputs, n, NULL, NULL};
-  tt_status st = tt_fused_flush_with(rt, seen, &e);
-  tt_fused_set_capture(rt->fused, NULL);
+  tt_status st = c->inner->ops->capture_end(c->inner, seen, &e);
+  if (tt_status_code(st) == TT_UNIMPLEMENTED) {  // split: the ops ran
+    capture_break(c, "%s", tt_status_message(st));
+    tt_status_free(st);
+    st = NULL;
+  }
   if (!st) st = e.st;
   else tt_status_free(e.st);
   if (st) {
@@ -344,7 +433,7 @@ tt_status tt_graph_capture_end(tt_runtime *rt, const tt_tensor *outputs, int n,
   }
   if (e.g) rt->graph_stats.captures++;
   else rt->graph_stats.capture_failures++;
-  capture_free(c);
+  capture_destroy(&c->base);
   pthread_mutex_unlock(&rt->mu);
   *out_graph = e.g;
   return st;
@@ -406,11 +495,11 @@ static tt_status gather(tt_runtime *rt, const tt_graph *g, const tt_tensor *inpu
                         tt_pjrt_buffer **args, tt_pjrt_buffer **rng, int *nrng) {
   for (int i = 0; i < g->nparams; i++) {
     const graph_param *p = &g->params[i];
-    if (p->kind == TT_PARAM_STORAGE && p->input == TT_GPARAM_ZEROS) {
+    if (p->kind == TT_PARAM_STORAGE && p->input == ZEROS_INPUT) {
       args[i] = p->buf;
     } else if (p->kind == TT_PARAM_STORAGE) {
       tt_storage *s = inputs[p->input].storage;
-      if (!s->buf && s->graph_epoch < 0)
+      if (!s->buf && s->lost)
         return tt_make_status(TT_FAILED_PRECONDITION, "graph replay: input %d's "
                               "value was lost: the fused graph that computed it "
                               "failed (see that error)", p->input);
@@ -460,7 +549,7 @@ static tt_status scatter(tt_runtime *rt, const tt_graph *g, const tt_tensor *inp
       tt_storage *s = results[r].storage;
       if (!s) continue;
       tt_storage_set_buffer(s, NULL, TT_U8, 0);  // tt_storage_destroy, locked
-      free(s);
+      tt_storage_free_unused(s);
       results[r].storage = NULL;
     }
   return st;
@@ -468,11 +557,11 @@ static tt_status scatter(tt_runtime *rt, const tt_graph *g, const tt_tensor *inp
 
 static tt_status replay_locked(tt_runtime *rt, tt_graph *g, const tt_tensor *inputs,
                                tt_op_result *results) {
-  if (tt_fused_capture(rt->fused))
+  if (rt->capture)
     return tt_make_status(TT_FAILED_PRECONDITION,
                           "graph replay: not while a graph is captured");
-  // A pending fused graph may hold an input's value: run it first.
-  TT_RETURN_IF_ERROR(tt_fused_flush(rt));
+  // A pending deferred program may hold an input's value: run it first.
+  TT_RETURN_IF_ERROR(tt_exec_flush(rt->exec));
   size_t np = (size_t)(g->nparams ? g->nparams : 1);
   size_t no = (size_t)(g->nouts ? g->nouts : 1);
   tt_pjrt_buffer **args = calloc(np, sizeof *args);

@@ -1,11 +1,15 @@
-// The runtime context: plugin + client, caches, counters, pending events,
-// default generators. See runtime.h.
+// The runtime context: plugin + client, caches, executors, counters,
+// pending events, default generators. See runtime.h.
 #include "runtime/runtime.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/cache.h"
+#include "runtime/executor.h"
+#include "runtime/fused.h"
+#include "runtime/storage.h"
+#include "runtime/strict.h"
 
 // --- create / destroy -----------------------------------------------------------
 
@@ -15,7 +19,6 @@ tt_status tt_runtime_create(const tt_runtime_options *opts,
   tt_runtime *rt = calloc(1, sizeof *rt);
   if (!rt) return tt_make_status(TT_RESOURCE_EXHAUSTED, "runtime: out of memory");
   pthread_mutex_init(&rt->mu, NULL);
-  tt_buf_init(&rt->sig);
   tt_status st = NULL;
   tt_pjrt_options po = {
       .plugin_path = opts ? opts->plugin_path : NULL,
@@ -27,9 +30,10 @@ tt_status tt_runtime_create(const tt_runtime_options *opts,
   // TPUs have no 64-bit floats; XLA's CPU and GPU backends do.
   rt->supports_f64 = strcmp(rt->info.platform, "tpu") != 0;
   TT_GOTO_IF_ERROR(st, tt_hlo_create(&rt->hlo), fail);
-  TT_GOTO_IF_ERROR(st, tt_sig_cache_create(&rt->sigs), fail);
   TT_GOTO_IF_ERROR(st, tt_prog_cache_create(&rt->progs), fail);
-  TT_GOTO_IF_ERROR(st, tt_fused_create(&rt->fused), fail);
+  TT_GOTO_IF_ERROR(st, tt_strict_create(rt, &rt->strict), fail);
+  TT_GOTO_IF_ERROR(st, tt_fused_create(rt, &rt->fused), fail);
+  tt_runtime_pick_executor(rt);
   *out_rt = rt;
   return NULL;
 fail:
@@ -39,20 +43,22 @@ fail:
 
 void tt_runtime_destroy(tt_runtime *rt) {
   if (!rt) return;
-  tt_status st = tt_runtime_synchronize(rt);  // runs a pending fused graph
-  tt_status_free(st);
-  tt_fused_destroy(rt, rt->fused);
+  if (rt->exec) {
+    tt_status st = tt_runtime_synchronize(rt);  // runs a pending fused graph
+    tt_status_free(st);
+  }
+  // A capture left open drops its recording; then no executor holds storages.
+  tt_exec_destroy(rt->capture);
+  tt_exec_destroy(rt->fused);
+  tt_exec_destroy(rt->strict);
   tt_status_free(rt->deferred);
-  tt_sig_cache_destroy(rt->sigs, rt->pjrt);
   tt_prog_cache_destroy(rt->progs, rt->pjrt);
   tt_hlo_destroy(rt->hlo);
   for (int i = 0; i < TT_MAX_DEVICES; i++) free(rt->generators[i]);
-  for (int i = 0; i < TT_SCALAR_CACHE; i++)
-    if (rt->scalars[i].buf) tt_pjrt_buffer_destroy(rt->pjrt, rt->scalars[i].buf);
+  tt_scalar_cache_deinit(&rt->scalars, rt->pjrt);
   for (int i = 0; i < rt->nfallbacks; i++) free(rt->fallbacks[i].name);
   free(rt->fallbacks);
   free(rt->pending);
-  tt_buf_deinit(&rt->sig);
   tt_pjrt_destroy(rt->pjrt);
   pthread_mutex_destroy(&rt->mu);
   free(rt);
@@ -100,16 +106,30 @@ void tt_runtime_info_get(tt_runtime *rt, tt_runtime_info *out) {
   out->supports_f64 = rt->supports_f64;
 }
 
+void tt_runtime_pick_executor(tt_runtime *rt) {
+  if (rt->mode != TT_MODE_FUSED) rt->exec = rt->strict;
+  else rt->exec = rt->capture ? rt->capture : rt->fused;
+}
+
+void tt_runtime_lower_options(const tt_runtime *rt, bool infer_only,
+                              tt_lower_options *out) {
+  *out = (tt_lower_options){.infer_only = infer_only,
+                            .supports_f64 = rt->supports_f64,
+                            .facts = tt_storage_facts_of};
+}
+
 void tt_runtime_set_mode(tt_runtime *rt, tt_exec_mode mode) {
   pthread_mutex_lock(&rt->mu);
   if (mode != rt->mode) {
-    // Strict and debug eager never see pending storages. The error, if any,
-    // waits for the next flush or synchronize (this call returns nothing).
-    tt_status st = tt_fused_flush(rt);
+    // Only the executor in use holds pending storages: it runs them before
+    // another takes over. The error, if any, waits for the next flush or
+    // synchronize (this call returns nothing).
+    tt_status st = tt_exec_flush(rt->exec);
     if (st && !rt->deferred) rt->deferred = st;
     else tt_status_free(st);
   }
   rt->mode = mode;
+  tt_runtime_pick_executor(rt);
   pthread_mutex_unlock(&rt->mu);
 }
 
@@ -216,7 +236,7 @@ tt_status tt_runtime_synchronize(tt_runtime *rt) {
   pthread_mutex_lock(&rt->mu);
   tt_status first = rt->deferred;  // a flush error with no caller yet
   rt->deferred = NULL;
-  tt_status fl = tt_fused_flush(rt);
+  tt_status fl = tt_exec_flush(rt->exec);
   if (!first) first = fl;
   else tt_status_free(fl);
   // Take the list so programs launched by other threads meanwhile are kept.
@@ -232,6 +252,17 @@ tt_status tt_runtime_synchronize(tt_runtime *rt) {
   }
   free(evs);
   return first;
+}
+
+tt_status tt_runtime_flush(tt_runtime *rt) {
+  pthread_mutex_lock(&rt->mu);
+  tt_status st = rt->deferred;
+  rt->deferred = NULL;
+  tt_status fl = tt_exec_flush(rt->exec);
+  if (!st) st = fl;
+  else tt_status_free(fl);
+  pthread_mutex_unlock(&rt->mu);
+  return st;
 }
 
 // --- generators ----------------------------------------------------------------------
@@ -270,6 +301,14 @@ tt_generator *tt_runtime_default_generator_locked(tt_runtime *rt, int device) {
     rt->generators[device] = g;
   }
   return rt->generators[device];
+}
+
+tt_generator *tt_runtime_call_generator(tt_runtime *rt, const tt_op_call *call,
+                                        int arg) {
+  if (arg >= 0 && arg < call->nargs &&
+      call->args[arg].kind == TT_VALUE_GENERATOR && call->args[arg].u.gen)
+    return call->args[arg].u.gen;
+  return tt_runtime_default_generator_locked(rt, call->device);
 }
 
 tt_generator *tt_runtime_default_generator(tt_runtime *rt, int device) {

@@ -7,14 +7,18 @@
 // buffer written back). That needs no program per view shape and works when
 // a view's dtype differs from the buffer's (x.view(torch.int32)).
 //
-// In fused eager a storage may be pending: its value exists only in the
-// deferred graph (fused.c). Any read from the host flushes the graph first,
-// and so does patching part of a pending storage or resizing it; replacing its buffer or destroying it
-// detaches it from the graph (a parameter keeps the old buffer, an output
-// to a dead storage is dropped).
+// In fused eager a storage may be pending: its value exists only in a
+// deferred program. Storages reach that program's executor only through the
+// executor interface (rt->exec): any read from the host flushes it first,
+// patching part of a storage or resizing it syncs the storage, and replacing
+// its buffer or destroying it detaches it (a deferred read keeps the old
+// buffer, a deferred write to a dead storage is dropped).
+#include "runtime/storage.h"
+
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/executor.h"
 #include "runtime/runtime.h"
 
 // --- lifetime ----------------------------------------------------------------------
@@ -38,20 +42,32 @@ tt_status tt_storage_create(tt_runtime *rt, int device, int64_t nbytes,
   return NULL;
 }
 
+void tt_storage_release_buffer(tt_runtime *rt, tt_pjrt_buffer *b, int64_t bytes) {
+  if (!b) return;
+  tt_pjrt_buffer_destroy(rt->pjrt, b);
+  rt->stats.bytes_in_use -= bytes;
+  rt->stats.buffers_in_use--;
+}
+
+tt_pjrt_buffer *tt_storage_take_buffer(tt_storage *s, int64_t *out_bytes) {
+  tt_pjrt_buffer *b = s->buf;
+  *out_bytes = s->dev_bytes;
+  s->buf = NULL;
+  s->dev_bytes = 0;
+  return b;
+}
+
 void tt_storage_set_buffer(tt_storage *s, tt_pjrt_buffer *b, tt_dtype dtype,
                            int64_t numel) {
   tt_runtime *rt = s->rt;
-  tt_fused_detach(rt, s);
-  if (s->buf) {
-    tt_pjrt_buffer_destroy(rt->pjrt, s->buf);
-    rt->stats.bytes_in_use -= s->dev_bytes;
-    rt->stats.buffers_in_use--;
-  }
+  tt_exec_detach(rt->exec, s);
+  tt_storage_release_buffer(rt, s->buf, s->dev_bytes);
   s->buf = b;
   s->dtype = dtype;
   s->numel = numel;
   s->dev_bytes = 0;
   if (b) {
+    s->lost = false;
     s->dev_bytes = numel * tt_dtype_size(dtype);
     rt->stats.bytes_in_use += s->dev_bytes;
     rt->stats.buffers_in_use++;
@@ -69,7 +85,14 @@ void tt_storage_destroy(tt_storage *s) {
   free(s);
 }
 
+void tt_storage_free_unused(tt_storage *s) { free(s); }
+
 int64_t tt_storage_nbytes(const tt_storage *s) { return s->nbytes; }
+
+void tt_storage_facts_of(const tt_storage *s, tt_storage_facts *out) {
+  *out = (tt_storage_facts){.nbytes = s->nbytes, .has_buffer = s->buf != NULL,
+                            .dtype = s->dtype, .numel = s->numel};
+}
 int tt_storage_device(const tt_storage *s) { return s->device; }
 
 // Uploads `numel` elements of `dtype` from host as the storage's new buffer.
@@ -119,7 +142,7 @@ tt_status tt_storage_resize(tt_storage *s, int64_t nbytes) {
   pthread_mutex_lock(&rt->mu);
   tt_status st = NULL;
   void *old = NULL, *grown = NULL;
-  if (tt_fused_writes(rt, s)) TT_GOTO_IF_ERROR(st, tt_fused_flush(rt), done);
+  TT_GOTO_IF_ERROR(st, tt_exec_sync_storage(rt->exec, s), done);
   if (!s->buf) {
     s->nbytes = nbytes;
     goto done;
@@ -212,7 +235,7 @@ static tt_status upload_locked(const tt_tensor *dst, const void *host) {
   int64_t numel = view_numel(dst);
   if (numel == 0) return NULL;
   if (is_whole(dst)) return upload_flat(s, dst->dtype, numel, host);
-  if (tt_fused_writes(s->rt, s)) TT_RETURN_IF_ERROR(tt_fused_flush(s->rt));
+  TT_RETURN_IF_ERROR(tt_exec_sync_storage(s->rt->exec, s));
   char *all = malloc((size_t)s->nbytes);
   if (!all) return tt_make_status(TT_RESOURCE_EXHAUSTED, "copy_: out of host memory");
   tt_status st = read_all(s, all);
@@ -242,8 +265,8 @@ static tt_status download_locked(const tt_tensor *src, void *host) {
   // Any read from the host ends the graph, even of a value it doesn't hold:
   // graphs then end where the program syncs (loss.item()), so a training
   // step is one graph, the same every step, whatever the size bound cut.
-  TT_RETURN_IF_ERROR(tt_fused_flush(s->rt));
-  if (!s->buf && s->graph_epoch < 0)
+  TT_RETURN_IF_ERROR(tt_exec_flush(s->rt->exec));
+  if (!s->buf && s->lost)
     return tt_make_status(TT_FAILED_PRECONDITION,
                           "this tensor's value was lost: the fused graph that "
                           "computed it failed (see that error)");

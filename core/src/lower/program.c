@@ -1,0 +1,22 @@
+// The program value lowering produces, and storage facts (see program.h).
+#include "lower/program.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+tt_dtype tt_facts_buffer_dtype(const tt_storage_facts *f, tt_dtype view_dtype) {
+  return f->has_buffer ? f->dtype : view_dtype;
+}
+
+int64_t tt_facts_buffer_numel(const tt_storage_facts *f, tt_dtype view_dtype) {
+  if (f->has_buffer) return f->numel;
+  return f->nbytes / tt_dtype_size(view_dtype);
+}
+
+void tt_program_deinit(tt_program *p) {
+  if (!p) return;
+  free(p->params);
+  free(p->outs);
+  free(p->results);
+  memset(p, 0, sizeof *p);
+}
