@@ -77,7 +77,7 @@ def build_model(flavor, vocab=512):
 
 # --- one run ---------------------------------------------------------------------------------
 
-def run(mode, model_cpu, tokens_cpu, warmup, steps):
+def run(mode, model_cpu, tokens_cpu, warmup, steps, accum=1):
     import copy
     with torchtpu.mode(mode):
         torch.manual_seed(0)
@@ -87,9 +87,10 @@ def run(mode, model_cpu, tokens_cpu, warmup, steps):
 
         def step():
             opt.zero_grad()
-            logits = model(tokens[:, :-1])
-            loss = F.cross_entropy(logits.flatten(0, 1), tokens[:, 1:].flatten())
-            loss.backward()
+            for _ in range(accum):
+                logits = model(tokens[:, :-1])
+                loss = F.cross_entropy(logits.flatten(0, 1), tokens[:, 1:].flatten())
+                (loss / accum).backward()
             opt.step()
             return loss.item()
 
@@ -103,13 +104,15 @@ def run(mode, model_cpu, tokens_cpu, warmup, steps):
         dt = time.perf_counter() - t0
         c1 = torch.tpu._get_cache_stats()["compiles"]
         f1 = torchtpu.modes.fused_stats()
-    ntok = tokens_cpu.shape[0] * (tokens_cpu.shape[1] - 1) * steps
+    ntok = tokens_cpu.shape[0] * (tokens_cpu.shape[1] - 1) * steps * accum
     return {
         "tok_s": ntok / dt,
         "ms_step": 1e3 * dt / steps,
         "compiles_per_step": (c1 - c0) / steps,
         "graphs_per_step": (f1["graphs"] - f0["graphs"]) / steps,
         "ops_per_step": (f1["ops"] - f0["ops"]) / steps,
+        "lowered_per_step": (f1.get("lowered_ops", 0) - f0.get("lowered_ops", 0)) / steps,
+        "replayed_per_step": (f1.get("replayed_ops", 0) - f0.get("replayed_ops", 0)) / steps,
         "last_graph": (f1["last_graph_ops"], f1["last_graph_params"], f1["last_graph_outputs"],
                        f1["last_graph_bytes"]),
         "losses": losses,
@@ -123,6 +126,9 @@ def main():
     p.add_argument("--seq", type=int, default=64)
     p.add_argument("--warmup", type=int, default=4)
     p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--accum", type=int, default=1,
+                   help="micro-batches per step (gradient accumulation): more small ops "
+                        "per step")
     p.add_argument("--fuse-limit", type=int, default=0,
                    help="ops per fused graph (0: the default bound); a smaller graph "
                         "runs while the rest of the step is recorded")
@@ -134,10 +140,11 @@ def main():
     model, what, vocab = build_model(a.flavor)
     tokens = torch.randint(0, vocab, (a.batch, a.seq + 1), generator=torch.Generator().manual_seed(0))
 
-    res = {m: run(m, model, tokens, a.warmup, a.steps) for m in ("strict", "fused")}
+    res = {m: run(m, model, tokens, a.warmup, a.steps, a.accum) for m in ("strict", "fused")}
     s, f = res["strict"], res["fused"]
     info = torchtpu.runtime_info()
-    print(f"{what}; batch {a.batch} x seq {a.seq}; {a.warmup} warm-up + {a.steps} timed steps; "
+    print(f"{what}; batch {a.batch} x seq {a.seq} x {a.accum} micro-batch(es); "
+          f"{a.warmup} warm-up + {a.steps} timed steps; "
           f"tpu = {info['platform']} plugin")
     print(f"{'mode':<8}{'tokens/s':>12}{'ms/step':>10}{'compiles/step':>15}")
     for m in ("strict", "fused"):
@@ -147,6 +154,8 @@ def main():
     ops, params, outs, nbytes = f["last_graph"]
     print(f"fused: {f['graphs_per_step']:.1f} graphs/step, {f['ops_per_step']:.0f} ops/step; "
           f"last graph {ops} ops, {params} params, {outs} outputs, {nbytes / 1e3:.0f} kB of StableHLO")
+    print(f"fused: {f['lowered_per_step']:.1f} ops lowered/step, "
+          f"{f['replayed_per_step']:.0f} replayed from the recorded trace/step")
     worst = max(abs(x - y) / abs(x) for x, y in zip(s["losses"], f["losses"]))
     print(f"loss strict {s['losses'][-1]:.6f} fused {f['losses'][-1]:.6f} "
           f"(max relative difference over {len(s['losses'])} steps {worst:.1e})")

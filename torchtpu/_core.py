@@ -80,7 +80,7 @@ class CacheEntryInfo(ctypes.Structure):  # tt_cache_entry_info
 class FusedStats(ctypes.Structure):  # tt_fused_stats
     _fields_ = [(name, ctypes.c_int64) for name in (
         "graphs", "ops", "pending_ops", "last_graph_ops", "last_graph_params",
-        "last_graph_outputs", "last_graph_bytes")]
+        "last_graph_outputs", "last_graph_bytes", "lowered_ops", "replayed_ops")]
 
 
 _p = ctypes.c_void_p

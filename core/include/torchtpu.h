@@ -105,6 +105,9 @@ typedef struct tt_fused_stats {
   int64_t last_graph_params;
   int64_t last_graph_outputs;
   int64_t last_graph_bytes;    // StableHLO text length
+  int64_t lowered_ops;         // ops lowered to StableHLO while recording
+  int64_t replayed_ops;        // ops that matched a recorded graph's op and
+                               // reused its lowering (no StableHLO built)
 } tt_fused_stats;
 
 TT_API void tt_runtime_fused_stats(tt_runtime *rt, tt_fused_stats *out);

@@ -105,6 +105,35 @@ void tt_hlo_rewind(tt_hlo *b, const tt_hlo_mark *m) {
   b->status = NULL;
 }
 
+// Makes `dst` the builder `src` was at mark `m` (the whole of it when m is
+// NULL): values, parameters and body text up to the mark; no error.
+tt_status tt_hlo_copy_to_mark(tt_hlo *dst, const tt_hlo *src, const tt_hlo_mark *m) {
+  tt_hlo_mark all = tt_hlo_get_mark(src);
+  if (!m) m = &all;
+  tt_hlo_reset(dst);
+  if (m->nvals > dst->cap_vals) {
+    tt_hlo_value *v = realloc(dst->vals, (size_t)m->nvals * sizeof *v);
+    if (!v) return tt_make_status(TT_RESOURCE_EXHAUSTED, "hlo builder: out of memory");
+    dst->vals = v;
+    dst->cap_vals = m->nvals;
+  }
+  if (m->nparams > dst->cap_params) {
+    int32_t *p = realloc(dst->params, (size_t)m->nparams * sizeof *p);
+    if (!p) return tt_make_status(TT_RESOURCE_EXHAUSTED, "hlo builder: out of memory");
+    dst->params = p;
+    dst->cap_params = m->nparams;
+  }
+  if (m->nvals) memcpy(dst->vals, src->vals, (size_t)m->nvals * sizeof *dst->vals);
+  if (m->nparams) memcpy(dst->params, src->params, (size_t)m->nparams * sizeof *dst->params);
+  dst->nvals = m->nvals;
+  dst->nparams = m->nparams;
+  dst->next_name = m->next_name;
+  dst->indent = m->indent;
+  if (m->body_len) tt_hlo_buf_printf(&dst->body, "%.*s", (int)m->body_len, src->body.p);
+  if (dst->body.oom) return tt_make_status(TT_RESOURCE_EXHAUSTED, "hlo builder: out of memory");
+  return NULL;
+}
+
 size_t tt_hlo_body_bytes(const tt_hlo *b) { return b->body.len; }
 
 tt_status tt_hlo_status(const tt_hlo *b) { return b->status; }

@@ -64,6 +64,9 @@ tt_hlo_mark tt_hlo_get_mark(const tt_hlo *b);
 void tt_hlo_rewind(tt_hlo *b, const tt_hlo_mark *m);
 // Bytes of op text emitted so far (the size of the finished module, roughly).
 size_t tt_hlo_body_bytes(const tt_hlo *b);
+// Makes `dst` a copy of `src` as it was at mark `m` (all of it when m is
+// NULL), so a recorded graph can be taken up again where it left off.
+tt_status tt_hlo_copy_to_mark(tt_hlo *dst, const tt_hlo *src, const tt_hlo_mark *m);
 
 // --- function signature ------------------------------------------------------
 

@@ -25,6 +25,12 @@
 // A capture (executor.h's capture entries) is the same recording with no
 // size bound; a flush before its end splits it, and capture_end says why.
 //
+// A graph that repeats one recorded before is not lowered again: each op's
+// signature in the graph is matched against the recorded trace (trace.h) and
+// its lowering results are reused; a flush at the trace's end with the same
+// live outputs reuses its executable. Lowering resumes at the first op that
+// differs.
+//
 // Leaves out: donation of input buffers, graphs across devices (an op on
 // another device flushes first), keeping a graph across a failed flush (its
 // pending values are lost; reading one later is an error).
@@ -40,9 +46,12 @@
 #include "runtime/executor.h"
 #include "runtime/runtime.h"
 #include "runtime/scalars.h"
+#include "runtime/signature.h"
 #include "runtime/storage.h"
+#include "runtime/trace.h"
 
 #define DEFAULT_MAX_OPS 10000
+#define MAX_TRACES 16
 #define DEFAULT_MAX_BYTES (64ll << 20)
 typedef tt_exec_param gparam;
 
@@ -61,6 +70,13 @@ typedef struct tt_fused {
   tt_fused_stats stats;
   bool capturing;    // between capture_begin and capture_end
   char split[200];   // why the capture was split ("": it holds)
+  // Traces: the graphs recorded so far, the ops of this one (while it is
+  // lowered), or the trace it follows and how many of its ops matched.
+  tt_trace_set *traces;
+  tt_trace_rec rec;
+  tt_trace *tr;
+  int pos;
+  tt_buf sig;  // scratch: an op's signature in the graph
 } tt_fused;
 
 static tt_status flush_with(tt_fused *f, tt_exec_seen_fn seen, void *ctx);
@@ -86,12 +102,18 @@ static void clear(tt_fused *f, bool lost) {
   f->nparams = f->nwrites = f->nops = 0;
   f->epoch++;
   tt_hlo_reset(f->b);
+  tt_trace_rec_clear(&f->rec);
+  f->tr = NULL;
+  f->pos = 0;
 }
 
 static void fused_destroy(tt_executor *ex) {
   tt_fused *f = (tt_fused *)ex;
   clear(f, true);
   tt_hlo_destroy(f->b);
+  tt_trace_rec_deinit(&f->rec);
+  tt_trace_set_destroy(f->traces);
+  tt_buf_deinit(&f->sig);
   free(f->params);
   free(f->writes);
   free(f->ops);
@@ -255,6 +277,67 @@ static void commit(tt_runtime *rt, tt_fused *f, const tt_op_call *call,
   rt->stats.op_calls++;
 }
 
+// --- following a recorded trace -------------------------------------------------------
+
+// The graph's text so far: the builder's, or the trace's up to the ops matched.
+static int64_t body_bytes(const tt_fused *f) {
+  if (!f->tr) return (int64_t)tt_hlo_body_bytes(f->b);
+  return f->pos ? (int64_t)tt_trace_op_at(f->tr, f->pos - 1)->mark.body_len : 0;
+}
+
+// The op's signature in the graph: its own, plus the graph value each slot's
+// storage has (or -1), which decides how lowering reads it.
+static void graph_signature(tt_fused *f, const tt_op_call *call,
+                            const tt_rule *rule, const tt_slot *slots) {
+  tt_signature_build(&f->sig, call, rule, slots);
+  int n = tt_call_slots(call, NULL, 0);
+  for (int i = 0; i < n; i++) {
+    const tt_storage *s = slots[i].t->storage;
+    tt_buf_append_i64(&f->sig, holds(f, s) ? (int64_t)s->mark.val : -1);
+  }
+}
+
+// Stops following the trace: the builder and the record become what lowering
+// the matched ops would have made, and lowering goes on from there.
+static tt_status leave_trace(tt_fused *f) {
+  const tt_trace *t = f->tr;
+  tt_hlo_mark none = {0};
+  const tt_hlo_mark *m = f->pos ? &tt_trace_op_at(t, f->pos - 1)->mark : &none;
+  tt_status st = tt_hlo_copy_to_mark(f->b, tt_trace_builder(t), m);
+  if (!st) st = tt_trace_copy_prefix(t, f->pos, &f->rec);
+  f->tr = NULL;
+  return st;
+}
+
+// Computes the op's graph signature; when the graph follows (or, at its
+// first op, can start following) a trace and the op matches it, `*use` is the
+// trace's lowering of the op. Else *use is NULL and the caller lowers.
+static tt_status follow_trace(tt_fused *f, const tt_op_call *call,
+                              const tt_rule *rule, const tt_slot *slots,
+                              const tt_lower_graph_out **use) {
+  *use = NULL;
+  graph_signature(f, call, rule, slots);
+  if (!tt_buf_ok(&f->sig)) {
+    tt_buf_clear(&f->sig);
+    f->rec.ok = false;  // a graph with an unknown signature is not kept
+    return f->tr ? leave_trace(f) : NULL;
+  }
+  if (f->nops == 0 && !f->tr) {
+    f->tr = tt_trace_find(f->traces, call->device, f->sig.data, f->sig.len);
+    f->pos = 0;
+  }
+  if (!f->tr) return NULL;
+  if (!tt_trace_matches(f->tr, f->pos, f->sig.data, f->sig.len)) {
+    // Another recorded graph may have taken this branch from the same ops.
+    tt_trace *t = tt_trace_find_branch(f->traces, call->device, f->tr, f->pos,
+                                       f->sig.data, f->sig.len);
+    if (!t) return leave_trace(f);
+    f->tr = t;
+  }
+  *use = &tt_trace_op_at(f->tr, f->pos)->lo;
+  return NULL;
+}
+
 // Splits a capture: the first reason is kept for capture_end.
 static void split_capture(tt_fused *f, const char *why) {
   if (f->capturing && f->nops > 0 && !f->split[0])
@@ -268,8 +351,7 @@ static tt_status fused_run_op(tt_executor *ex, const tt_op_call *call,
   tt_runtime *rt = ex->rt;
   *out_nresults = 0;
   // A captured graph is one program whatever its size.
-  bool full = !f->capturing && (f->nops >= f->max_ops ||
-                                (int64_t)tt_hlo_body_bytes(f->b) >= f->max_bytes);
+  bool full = !f->capturing && (f->nops >= f->max_ops || body_bytes(f) >= f->max_bytes);
   if (f->nops > 0 && (call->device != f->device || full)) {
     split_capture(f, "an op ran on another device than the graph's");
     TT_RETURN_IF_ERROR(flush_with(f, NULL, NULL));
@@ -286,19 +368,36 @@ static tt_status fused_run_op(tt_executor *ex, const tt_op_call *call,
   tt_storage *fresh_stack[16], **fresh = fresh_stack;
   if (cap > 16) fresh = malloc((size_t)cap * sizeof *fresh);
 
-  tt_hlo_mark mark = tt_hlo_get_mark(f->b);
-  tt_lower_graph graph = {value_of, f};
-  tt_lower_options opts;
-  tt_runtime_lower_options(rt, false, &opts);
   tt_lower_graph_out lo;
+  memset(&lo, 0, sizeof lo);
   int nfresh = 0;
   uint64_t empty = 0;
   tt_status st = fresh ? NULL : tt_make_status(TT_RESOURCE_EXHAUSTED, "out of memory");
-  if (!st) st = tt_lower_into_graph(call, rule, &opts, f->b, &graph, &lo);
-  else memset(&lo, 0, sizeof lo);
-  if (!st) st = prepare(rt, f, call, slots, &lo.prog, fresh, &nfresh, cap, &empty);
-  if (!st) commit(rt, f, call, slots, &lo, fresh, results, out_nresults, empty);
-  else tt_hlo_rewind(f->b, &mark);  // the graph is as it was before the op
+  const tt_lower_graph_out *use = NULL;  // the lowering results committed
+  if (!st) st = follow_trace(f, call, rule, slots, &use);
+  if (!st && use) {  // replayed: the trace holds what lowering would give
+    st = prepare(rt, f, call, slots, &use->prog, fresh, &nfresh, cap, &empty);
+    if (!st) {
+      commit(rt, f, call, slots, use, fresh, results, out_nresults, empty);
+      f->pos++;
+      f->stats.replayed_ops++;
+    }
+  } else if (!st) {
+    tt_hlo_mark mark = tt_hlo_get_mark(f->b);
+    tt_lower_graph graph = {value_of, f};
+    tt_lower_options opts;
+    tt_runtime_lower_options(rt, false, &opts);
+    st = tt_lower_into_graph(call, rule, &opts, f->b, &graph, &lo);
+    if (!st) st = prepare(rt, f, call, slots, &lo.prog, fresh, &nfresh, cap, &empty);
+    if (!st) {
+      commit(rt, f, call, slots, &lo, fresh, results, out_nresults, empty);
+      f->stats.lowered_ops++;
+      tt_hlo_mark after = tt_hlo_get_mark(f->b);
+      tt_trace_rec_add(&f->rec, f->sig.data, f->sig.len, &lo, &after);
+    } else {
+      tt_hlo_rewind(f->b, &mark);  // the graph is as it was before the op
+    }
+  }
   f->stats.pending_ops = f->nops;
   tt_lower_graph_out_deinit(&lo);
   if (slots != stack) free(slots);
@@ -376,12 +475,12 @@ static tt_status gather(tt_runtime *rt, tt_fused *f, tt_pjrt_buffer **args,
   return NULL;
 }
 
-// Finishes, compiles and launches the graph's program; hands the outputs to
-// the live storages it wrote.
-static tt_status run(tt_runtime *rt, tt_fused *f, tt_storage **live, int nlive,
-                     tt_pjrt_exe **out_exe) {
+// Launches `exe` on the graph's parameters; hands the outputs (values `outv`,
+// typed in builder `types`) to the live storages it wrote.
+static tt_status launch(tt_fused *f, tt_pjrt_exe *exe, const tt_hlo *types,
+                        tt_storage **live, const tt_hv *outv, int nlive) {
+  tt_runtime *rt = f->base.rt;
   tt_status st = NULL;
-  tt_hv *outv = malloc((size_t)(nlive ? nlive : 1) * sizeof *outv);
   tt_pjrt_buffer **outs = calloc((size_t)(nlive ? nlive : 1), sizeof *outs);
   size_t np = (size_t)(f->nparams ? f->nparams : 1);
   tt_pjrt_buffer **args = calloc(np, sizeof *args);
@@ -391,32 +490,24 @@ static tt_status run(tt_runtime *rt, tt_fused *f, tt_storage **live, int nlive,
   scalar_temps temps = {calloc((size_t)cap, sizeof(tt_pjrt_buffer *)),
                         calloc((size_t)cap, sizeof(tt_dtype)),
                         calloc((size_t)cap, sizeof(uint64_t)), 0, cap};
-  if (!outv || !outs || !args || !rng || !temps.bufs || !temps.dtypes || !temps.bits) {
+  if (!outs || !args || !rng || !temps.bufs || !temps.dtypes || !temps.bits) {
     st = tt_make_status(TT_RESOURCE_EXHAUSTED, "out of memory");
     goto cleanup;
   }
-  for (int i = 0; i < nlive; i++) outv[i] = live[i]->mark.val;
-  const char *text = NULL;
-  size_t len = 0;
-  TT_GOTO_IF_ERROR(st, tt_hlo_finish(f->b, outv, nlive, &text, &len), cleanup);
-  f->stats.last_graph_bytes = (int64_t)len;
-  tt_pjrt_exe *exe = NULL;
-  TT_GOTO_IF_ERROR(st, tt_runtime_compile(rt, text, len, &exe), cleanup);
-  *out_exe = exe;
   TT_GOTO_IF_ERROR(st, gather(rt, f, args, &temps, rng, &nrng), cleanup);
   tt_pjrt_event *done = NULL;
   TT_GOTO_IF_ERROR(st, tt_pjrt_execute(rt->pjrt, exe, f->device, args, f->nparams,
                                        outs, &done), cleanup);
   f->epoch++;  // the storages leave the graph: set_buffer must not detach
   for (int i = 0; i < nlive; i++) {
-    const tt_hlo_type *ty = tt_hlo_type_of(f->b, outv[i]);
+    const tt_hlo_type *ty = tt_hlo_type_of(types, outv[i]);
     tt_storage_set_buffer(live[i], outs[i], ty->dtype, tt_hlo_numel(ty));
   }
   st = tt_runtime_track_event(rt, done);
   for (int i = 0; i < temps.cap; i++)  // keep this step's scalars for the next
     if (temps.bufs[i])
-      tt_scalar_cache_put(&rt->scalars, rt->pjrt, f->device, temps.dtypes[i], temps.bits[i], temps.bufs[i]);
-  temps.n = 0;
+      tt_scalar_cache_put(&rt->scalars, rt->pjrt, f->device, temps.dtypes[i],
+                          temps.bits[i], temps.bufs[i]);
   memset(temps.bufs, 0, (size_t)temps.cap * sizeof *temps.bufs);
 cleanup:
   for (int i = 0; temps.bufs && i < temps.cap; i++)
@@ -425,15 +516,72 @@ cleanup:
   free(temps.bufs);
   free(temps.dtypes);
   free(temps.bits);
-  free(outv);
   free(outs);
   free(args);
   free(rng);
   return st;
 }
 
+// Keeps the graph just compiled as a trace (its record and builder), or as
+// another output set of the trace it followed to the end (`followed`).
+static void keep_trace(tt_fused *f, tt_trace *followed, const tt_hv *outv, int nlive,
+                       tt_pjrt_exe *exe) {
+  if (followed) {
+    tt_status_free(tt_trace_add_variant(followed, outv, nlive, exe));
+    return;
+  }
+  tt_hlo *fresh = NULL;
+  if (f->capturing || !f->rec.ok || f->rec.n != f->nops || tt_hlo_create(&fresh))
+    return;  // (a capture is kept as a graph: its ops won't come again)
+  if (tt_trace_add(f->traces, f->device, &f->rec, f->b, outv, nlive, exe)) {
+    tt_hlo_destroy(fresh);
+    return;
+  }
+  f->b = fresh;  // the trace took the builder
+}
+
+// The program for the live outputs `outv`: the trace's executable when the
+// graph followed it to its end with these outputs; else the graph's text
+// (built from the trace's builder when following) compiled through the
+// program cache, and kept as a trace. `*types` gets the builder that types
+// the outputs.
+static tt_status program_for(tt_fused *f, const tt_hv *outv, int nlive,
+                             tt_pjrt_exe **exe, const tt_hlo **types) {
+  tt_trace *followed = NULL;
+  if (f->tr && f->pos == tt_trace_nops(f->tr)) {
+    *exe = tt_trace_exe_for(f->tr, outv, nlive);
+    *types = tt_trace_builder(f->tr);
+    if (*exe) {
+      f->stats.last_graph_bytes = (int64_t)tt_hlo_body_bytes(*types);
+      return NULL;
+    }
+    followed = f->tr;
+  }
+  if (f->tr) TT_RETURN_IF_ERROR(leave_trace(f));
+  const char *text = NULL;
+  size_t len = 0;
+  TT_RETURN_IF_ERROR(tt_hlo_finish(f->b, outv, nlive, &text, &len));
+  f->stats.last_graph_bytes = (int64_t)len;
+  TT_RETURN_IF_ERROR(tt_runtime_compile(f->base.rt, text, len, exe));
+  *types = f->b;  // stays alive when a new trace takes it
+  keep_trace(f, followed, outv, nlive, *exe);
+  return NULL;
+}
+
+// Finishes (or finds), compiles and launches the graph's program; hands the
+// outputs to the live storages it wrote.
+static tt_status run(tt_fused *f, tt_storage **live, int nlive, tt_pjrt_exe **out_exe) {
+  tt_hv *outv = malloc((size_t)(nlive ? nlive : 1) * sizeof *outv);
+  if (!outv) return tt_make_status(TT_RESOURCE_EXHAUSTED, "out of memory");
+  for (int i = 0; i < nlive; i++) outv[i] = live[i]->mark.val;
+  const tt_hlo *types = NULL;
+  tt_status st = program_for(f, outv, nlive, out_exe, &types);
+  if (!st) st = launch(f, *out_exe, types, live, outv, nlive);
+  free(outv);
+  return st;
+}
+
 static tt_status flush_with(tt_fused *f, tt_exec_seen_fn seen, void *ctx) {
-  tt_runtime *rt = f->base.rt;
   if (f->nops == 0) {
     if (seen) seen(ctx, &(tt_exec_program){.device = f->device});
     return NULL;
@@ -443,7 +591,7 @@ static tt_status flush_with(tt_fused *f, tt_exec_seen_fn seen, void *ctx) {
     if (f->writes[i]) f->writes[nlive++] = f->writes[i];  // in write order
   tt_status st = NULL;
   tt_pjrt_exe *exe = NULL;
-  if (nlive > 0) st = run(rt, f, f->writes, nlive, &exe);
+  if (nlive > 0) st = run(f, f->writes, nlive, &exe);
   if (!st && seen)
     seen(ctx, &(tt_exec_program){exe, f->device, f->params, f->nparams,
                                  f->writes, nlive});
@@ -527,6 +675,14 @@ tt_status tt_fused_create(tt_runtime *rt, tt_executor **out) {
     free(f);
     return st;
   }
+  st = tt_trace_set_create(MAX_TRACES, &f->traces);
+  if (st) {
+    tt_hlo_destroy(f->b);
+    free(f);
+    return st;
+  }
+  tt_trace_rec_init(&f->rec);
+  tt_buf_init(&f->sig);
   f->base = (tt_executor){&kFusedOps, rt};
   f->epoch = 1;
   set_limit(f, 0, 0);
