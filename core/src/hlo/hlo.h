@@ -119,6 +119,10 @@ tt_hv tt_hlo_clamp(tt_hlo *b, tt_hv lo, tt_hv x, tt_hv hi);
 tt_hv tt_hlo_convert(tt_hlo *b, tt_hv x, tt_dtype d);  // no-op when same
 // Reinterprets bits; element sizes must match.
 tt_hv tt_hlo_bitcast(tt_hlo *b, tt_hv x, tt_dtype d);
+// bitcast_convert to `t` when element widths differ: x's shape plus a
+// trailing dim of the ratio when narrowing, minus it when widening (same
+// bytes, StableHLO's rule).
+tt_hv tt_hlo_bitcast_to(tt_hlo *b, tt_hv x, const tt_hlo_type *t);
 
 // --- shapes ----------------------------------------------------------------------
 

@@ -219,6 +219,21 @@ tt_hv tt_hlo_bitcast(tt_hlo *b, tt_hv x, tt_dtype d) {
   return tt_hlo_emit(b, "stablehlo.bitcast_convert", &x, 1, NULL, &t);
 }
 
+tt_hv tt_hlo_bitcast_to(tt_hlo *b, tt_hv x, const tt_hlo_type *t) {
+  if (!tt_hlo_ok(b, &x, 1)) return TT_HV_INVALID;
+  const tt_hlo_type *from = ty(b, x);
+  if (tt_hlo_numel(from) * tt_dtype_size(from->dtype) !=
+          tt_hlo_numel(t) * tt_dtype_size(t->dtype) ||
+      from->dtype == TT_BOOL || t->dtype == TT_BOOL) {
+    char s1[96], s2[96];
+    tt_hlo_failf(b, "bitcast_convert of %s to %s: sizes differ",
+                 type_str(from, s1, sizeof s1), type_str(t, s2, sizeof s2));
+    return TT_HV_INVALID;
+  }
+  if (tt_hlo_same_type(from, t)) return x;
+  return tt_hlo_emit(b, "stablehlo.bitcast_convert", &x, 1, NULL, t);
+}
+
 // --- shapes -------------------------------------------------------------------------
 
 tt_hv tt_hlo_reshape(tt_hlo *b, tt_hv x, int rank, const int64_t *dims) {

@@ -253,14 +253,56 @@ static tt_hv extract(tt_lower_ctx *c, int slot, tt_hv flat, const view *v,
   return gather_view(c, slot, flat, v, d);
 }
 
+// A view may have another dtype than its storage's buffer (x.view(torch.int32),
+// a uint8 view from UntypedStorage.copy_): storages are untyped bytes. The
+// view reads and writes the buffer's bytes as elements of its own dtype; it
+// needs the buffer's byte length to be a whole number of them.
 static tt_status check_buffer_dtype(const tt_lower_ctx *c, int slot) {
   const tt_tensor *t = c->slots[slot].t;
   tt_dtype s = buffer_dtype(c, slot);
-  if (tt_dtype_size(s) != tt_dtype_size(t->dtype))
+  tt_hv v = graph_value(c, slot);
+  const tt_hlo_type *ty = v == TT_HV_INVALID ? NULL : tt_hlo_type_of(c->b, v);
+  int64_t n = ty ? ty->dims[0] : slot_buffer_numel(c, slot);
+  if ((n * tt_dtype_size(s)) % tt_dtype_size(t->dtype) != 0)
     return tt_lower_fail(c, TT_UNIMPLEMENTED,
-                         "a %s view of a %s storage is not lowered",
-                         tt_dtype_name(t->dtype), tt_dtype_name(s));
+                         "a %s view of a %lld-byte %s buffer is not lowered",
+                         tt_dtype_name(t->dtype), (long long)(n * tt_dtype_size(s)),
+                         tt_dtype_name(s));
   return NULL;
+}
+
+// True when a view of dtype `v` reads a buffer of dtype `b` element for element.
+static bool same_width(tt_dtype b, tt_dtype v) {
+  return b == v || (tt_dtype_size(b) == tt_dtype_size(v) && b != TT_BOOL && v != TT_BOOL);
+}
+
+// The flat buffer value `flat` read as elements of `to`: the same bytes,
+// in the host's (little-endian) order, as PyTorch reinterprets storages.
+static tt_hv reinterpret(tt_lower_ctx *c, tt_hv flat, tt_dtype to) {
+  const tt_hlo_type *ty = tt_hlo_type_of(c->b, flat);
+  if (!ty || ty->dtype == to) return ty ? flat : TT_HV_INVALID;
+  if (same_width(ty->dtype, to)) return tt_hlo_bitcast(c->b, flat, to);
+  tt_dtype from = ty->dtype;
+  int64_t n = ty->dims[0];
+  if (from == TT_BOOL) {
+    flat = tt_hlo_convert(c->b, flat, TT_U8);
+    from = TT_U8;
+  }
+  tt_dtype raw = to == TT_BOOL ? TT_U8 : to;
+  int64_t fs = tt_dtype_size(from), ts = tt_dtype_size(raw);
+  tt_hv x = flat;
+  if (fs > ts) {  // narrower: each element becomes fs/ts elements
+    int64_t dims[2] = {n, fs / ts}, all = n * (fs / ts);
+    tt_hlo_type t = tt_hlo_make_type(raw, 2, dims);
+    x = tt_hlo_reshape(c->b, tt_hlo_bitcast_to(c->b, flat, &t), 1, &all);
+  } else if (fs < ts) {  // wider: ts/fs elements become one
+    int64_t r = ts / fs, dims[2] = {n / r, r}, m = n / r;
+    tt_hlo_type t = tt_hlo_make_type(raw, 1, &m);
+    x = tt_hlo_bitcast_to(c->b, tt_hlo_reshape(c->b, flat, 2, dims), &t);
+  } else if (from != raw) {
+    x = tt_hlo_bitcast(c->b, flat, raw);
+  }
+  return to == TT_BOOL ? tt_hlo_convert(c->b, x, TT_BOOL) : x;
 }
 
 static tt_hv materialize(tt_lower_ctx *c, int slot) {
@@ -285,8 +327,14 @@ static tt_hv materialize(tt_lower_ctx *c, int slot) {
     return TT_HV_INVALID;
   }
   tt_dtype bd = buffer_dtype(c, slot);
-  tt_hv x = extract(c, slot, storage_param(c, slot), &core, bd);
-  if (bd != t->dtype) x = tt_hlo_bitcast(c->b, x, t->dtype);
+  tt_hv x;
+  if (same_width(bd, t->dtype)) {
+    x = extract(c, slot, storage_param(c, slot), &core, bd);
+    if (bd != t->dtype) x = tt_hlo_bitcast(c->b, x, t->dtype);
+  } else {
+    x = extract(c, slot, reinterpret(c, storage_param(c, slot), t->dtype), &core,
+                t->dtype);
+  }
   if (expanded) {
     int64_t dims[TT_MAX_RANK];
     for (int i = 0; i < t->ndim; i++) dims[i] = i;
@@ -506,6 +554,8 @@ static tt_status fit_to_dest(tt_lower_ctx *c, int r, const tt_tensor *t,
   return NULL;
 }
 
+static tt_status patch_view(tt_lower_ctx *c, int slot, tt_hv v, int64_t numel);
+
 // Writes value v (dest dtype and shape) through the view of `slot`.
 static tt_status write_view(tt_lower_ctx *c, int slot, tt_hv v) {
   const tt_tensor *t = c->slots[slot].t;
@@ -519,8 +569,24 @@ static tt_status write_view(tt_lower_ctx *c, int slot, tt_hv v) {
   if (numel == 0) return NULL;
   TT_RETURN_IF_ERROR(check_buffer_dtype(c, slot));
   tt_dtype bd = buffer_dtype(c, slot);
-  if (bd != t->dtype) v = tt_hlo_bitcast(c->b, v, bd);
   if (c->group_cur[g] == TT_HV_INVALID) c->group_cur[g] = storage_param(c, slot);
+  if (!same_width(bd, t->dtype)) {
+    // Patch the bytes as the view's elements; the buffer keeps its dtype, so
+    // the storage's signature stays the same.
+    c->group_cur[g] = reinterpret(c, c->group_cur[g], t->dtype);
+    TT_RETURN_IF_ERROR(patch_view(c, slot, v, numel));
+    c->group_cur[g] = reinterpret(c, c->group_cur[g], bd);
+    return NULL;
+  }
+  if (bd != t->dtype) v = tt_hlo_bitcast(c->b, v, bd);
+  return patch_view(c, slot, v, numel);
+}
+
+// Writes v through the (not whole-storage) view of `slot` into its group's
+// current value, which has v's dtype.
+static tt_status patch_view(tt_lower_ctx *c, int slot, tt_hv v, int64_t numel) {
+  const tt_tensor *t = c->slots[slot].t;
+  int g = c->slots[slot].group;
   view w = {.rank = t->ndim};
   memcpy(w.sizes, t->sizes, sizeof(int64_t) * (size_t)t->ndim);
   memcpy(w.strides, t->strides, sizeof(int64_t) * (size_t)t->ndim);
