@@ -8,6 +8,8 @@ when they are not contiguous), so one group serves both devices.
 
 Every collective completes before it returns: the Work it hands back is
 already finished, so wait() orders its result before later ops, as on CUDA.
+Point-to-point is asynchronous (send posts a host snapshot; recv's wait()
+copies the received buffer in), so irecv-before-isend patterns work.
 Before each collective the ranks exchange a small descriptor (collective,
 dtype, shape, root, reduce op) through gloo; a mismatch raises a RuntimeError
 naming the collective and each rank's tensor instead of hanging or silently
@@ -40,6 +42,53 @@ def _done(result):
     fut = Future()
     fut.set_result(result)
     return _create_work_from_future(fut)
+
+
+class _RecvWork(dist.Work):
+    """An asynchronous recv: gloo receives into a host buffer in its own
+    thread; wait() waits for it and then copies the buffer into the tensor, so
+    the value is in place before any later op (irecv before isend works)."""
+
+    def __init__(self, work, tensors, hosts, back):
+        super().__init__()
+        self._work, self._tensors, self._hosts, self._back = work, tensors, hosts, back
+        self._copied = False
+
+    def wait(self, timeout=None):
+        if timeout is None:
+            self._work.wait()
+        else:
+            self._work.wait(timeout)
+        if not self._copied:
+            self._copied = True
+            for t, h in zip(self._tensors, self._hosts):
+                self._back(t, h)
+        return True
+
+    def is_completed(self):
+        return self._copied or self._work.is_completed()
+
+    def is_success(self):
+        return self._work.is_success()
+
+    def exception(self):
+        return self._work.exception()
+
+    def source_rank(self):
+        return self._work.source_rank()
+
+    def _source_rank(self):
+        return self._work._source_rank()
+
+    def result(self):
+        self.wait()
+        return self._tensors
+
+    def get_future(self):
+        self.wait()
+        fut = Future()
+        fut.set_result(self._tensors)
+        return fut
 
 
 def _red_op(opts):
@@ -339,15 +388,15 @@ class ProcessGroupTPU(dist.ProcessGroup):
         return _done(outputs)
 
     def send(self, tensors, dst, tag=0):
-        self._gloo.send([self._in(t) for t in tensors], dst, tag).wait()
-        return _done(tensors)
+        # Asynchronous: the host copy is a snapshot, later writes to the
+        # tensors do not reach it. gloo's work keeps the copy alive.
+        hosts = [self._in(t) for t in tensors]
+        hosts = [h.clone() if h is t else h for h, t in zip(hosts, tensors)]
+        return self._gloo.send(hosts, dst, tag)
 
     def recv(self, tensors, src, tag=0):
         hosts = [self._out(t) for t in tensors]
-        self._gloo.recv(hosts, src, tag).wait()
-        for t, h in zip(tensors, hosts):
-            self._back(t, h)
-        return _done(tensors)
+        return _RecvWork(self._gloo.recv(hosts, src, tag), tensors, hosts, self._back)
 
     def recv_anysource(self, tensors, tag=0):
         raise NotImplementedError("tpu process group: recv from any source is not supported; "
