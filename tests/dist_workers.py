@@ -402,3 +402,23 @@ def mismatch(args):
     except Exception as e:  # noqa: BLE001 - the text is what the test checks
         error = f"{type(e).__name__}: {e}"
     return {"error": error, "seconds": time.monotonic() - t0}
+
+
+# --- the trainer on many ranks ----------------------------------------------------------
+
+def train(args):
+    """torchtpu.train.train on this rank; returns {"losses": {step: loss}}."""
+    from torchtpu import train as trainer
+    from torchtpu.trainer.config import load_config
+    torchtpu.set_mode(args.get("mode", "strict"))
+    torchtpu.set_fallback_mode("silent")
+    cfg = load_config(overrides=args["cfg"])
+    out = trainer.train(cfg, log=print)
+    result = {"losses": {str(k): v for k, v in out["losses"].items()},
+              "grad_norms": {str(k): v for k, v in out["grad_norms"].items()},
+              "world": out["parallel"].world, "shard": out["parallel"].shard,
+              "replicate": out["parallel"].replicate,
+              "wrapped": type(out["model"]).__name__}
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    return result
