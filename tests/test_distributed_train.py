@@ -1,4 +1,4 @@
-"""The trainer on many ranks (issue 9): DDP and FSDP2 training of the tiny
+"""The trainer on many ranks (issue 9): DDP, FSDP2 and TP training of the tiny
 llama on 2 ranks gives, step by step, the loss of one process training on
 the same global batch (within 1e-4 relative); a sharded DCP checkpoint saved
 on 4 ranks resumes on 2 with the next-step loss of the uninterrupted run;
@@ -37,9 +37,9 @@ def config(tmp_path, steps=STEPS, local_batch=LOCAL_BATCH, parallelism=None, **s
     return cfg
 
 
-def single_process_losses(tmp_path, world):
-    """One process, local batch = the ranks' global batch."""
-    cfg = load_config(overrides=config(tmp_path / "single", local_batch=LOCAL_BATCH * world))
+def single_process_losses(tmp_path, dp):
+    """One process, local batch = the ranks' global batch (dp data-parallel ranks)."""
+    cfg = load_config(overrides=config(tmp_path / "single", local_batch=LOCAL_BATCH * dp))
     return trainer.train(cfg, log=lambda *a: None)["losses"]
 
 
@@ -50,15 +50,16 @@ def assert_close_per_step(got, want, rtol=1e-4):
         assert abs(g - loss) <= rtol * abs(loss), f"step {step}: {g} vs single process {loss}"
 
 
-@pytest.mark.parametrize("kind,par,wrapped", [
+@pytest.mark.parametrize("kind,par,wrapped,dp", [
     ("ddp", {"data_parallel_replicate_degree": 2, "data_parallel_shard_degree": 1},
-     "DistributedDataParallel"),
-    ("fsdp2", {"data_parallel_shard_degree": 2}, "FSDPTransformer"),
+     "DistributedDataParallel", 2),
+    ("fsdp2", {"data_parallel_shard_degree": 2}, "FSDPTransformer", 2),
+    ("tp", {"tensor_parallel_degree": 2}, "Transformer", 1),  # both ranks: the same rows
 ])
-def test_two_ranks_match_single_process(kind, par, wrapped, tmp_path):
+def test_two_ranks_match_single_process(kind, par, wrapped, dp, tmp_path):
     results = run("dist_workers:train", 2, timeout=420, env=ENV,
                   args={"cfg": config(tmp_path / kind, parallelism=par)})
-    want = single_process_losses(tmp_path, 2)
+    want = single_process_losses(tmp_path, dp)
     for r in results:
         assert r["wrapped"] == wrapped and r["world"] == 2
         assert_close_per_step(r["losses"], want)
@@ -85,12 +86,13 @@ def test_parallelism_degrees_must_fit():
     from torchtpu.trainer.parallel import degrees
     p = {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": -1,
          "tensor_parallel_degree": 1}
-    assert degrees(p, 4) == (1, 4)
-    assert degrees(dict(p, data_parallel_replicate_degree=2), 4) == (2, 2)
+    assert degrees(p, 4) == (1, 4, 1)
+    assert degrees(dict(p, data_parallel_replicate_degree=2), 4) == (2, 2, 1)
     with pytest.raises(ValueError, match="there are 4 ranks"):
         degrees(dict(p, data_parallel_shard_degree=3), 4)
-    with pytest.raises(ValueError, match="tensor parallelism"):
-        degrees(dict(p, tensor_parallel_degree=2), 2)
+    assert degrees(dict(p, tensor_parallel_degree=2), 2) == (1, 1, 2)
+    with pytest.raises(ValueError, match="together with data parallelism"):
+        degrees(dict(p, tensor_parallel_degree=2), 4)
 
 
 def test_torchrun_command_line_trains(tmp_path):

@@ -127,7 +127,7 @@ def _train(cfg, log):
     flops_tok = flops_per_token(core, t["seq_len"])
     n_params = (num_params(core), num_params(core, exclude_embedding=True))
     model = parallel.apply(model, par, device)  # DDP / FSDP2 / HSDP per [parallelism]
-    optimizer = build_optimizer(model.parameters(), cfg["optimizer"])
+    optimizer = build_optimizer(model.parameters(), parallel.optimizer_config(cfg["optimizer"], par))
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lr_lambda(cfg["lr_scheduler"], t["steps"]))
     autocast = (torch.autocast(device.type, dtype=torch.bfloat16)
@@ -178,8 +178,9 @@ def _train(cfg, log):
         f"{flops_tok / 1e6:.1f} MFLOP/token")
     if par.enabled:
         log(f"parallelism: {par.world} ranks, data_parallel_replicate_degree {par.replicate}, "
-            f"data_parallel_shard_degree {par.shard} ("
-            + ("DDP" if par.shard == 1 else "FSDP2" if par.replicate == 1 else "HSDP")
+            f"data_parallel_shard_degree {par.shard}, tensor_parallel_degree {par.tp} ("
+            + ("TP" if par.tp > 1 else "DDP" if par.shard == 1
+               else "FSDP2" if par.replicate == 1 else "HSDP")
             + f"), collectives {torchtpu_transport(device)}")
     log(f"device {_describe(device)}; peak {peak / 1e9:.1f} GFLOP/s, {peak_src}")
     log(f"training {t['steps']} steps of {tokens_per_step} tokens "
@@ -223,7 +224,7 @@ def _train(cfg, log):
             (total / accum).backward()
             loss_sum = loss.detach() if loss_sum is None else loss_sum + loss.detach()
         if t["max_norm"] > 0:
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), t["max_norm"])
+            grad_norm = parallel.clip_grad_norm(model.parameters(), t["max_norm"], par)
         else:
             grad_norm = _grad_norm(model)
         grad_norm = parallel.full(grad_norm)  # FSDP2: a DTensor

@@ -60,7 +60,7 @@ DEFAULTS = {
     "parallelism": {                    # TorchTitan's names; the product is the world size
         "data_parallel_replicate_degree": 1,   # DDP
         "data_parallel_shard_degree": -1,      # FSDP2 fully_shard; -1: the rest of the ranks
-        "tensor_parallel_degree": 1,           # not supported yet (must be 1)
+        "tensor_parallel_degree": 1,           # DTensor TP of the llama blocks (all ranks)
     },
     "metrics": {
         "log_freq": 10,

@@ -8,8 +8,10 @@ fully_shard; -1: what the other degrees leave of the world) must equal the
 number of ranks; both > 1 is HSDP (fully_shard on a 2-d mesh). Every
 data-parallel rank reads its slice of one global batch of
 local_batch_size x dp rows, so a run on N ranks computes the same steps as
-one process with an N times larger local batch. tensor_parallel_degree > 1 is
-not built yet (a clear error).
+one process with an N times larger local batch. tensor_parallel_degree (DTensor
+TP: wq/wk/wv and w1/w3 column-wise, wo and w2 row-wise in every block, the
+rest replicated) takes all the ranks for now; with data parallelism together
+it is a clear error.
 
 Checkpoints on many ranks go through torch.distributed.checkpoint: each rank
 writes its shards into step-<N>.dcp.tmp, rank 0 renames the folder when all
@@ -29,6 +31,7 @@ class Parallel:
     local_rank: int = 0
     replicate: int = 1
     shard: int = 1
+    tp: int = 1
     mesh: object = None
 
     @property
@@ -41,7 +44,7 @@ class Parallel:
 
     @property
     def dp_rank(self):
-        return self.rank  # tensor parallelism absent: every rank is a data-parallel rank
+        return self.rank // self.tp  # the ranks of one TP group read the same rows
 
     @property
     def is_main(self):
@@ -49,30 +52,30 @@ class Parallel:
 
 
 def degrees(p, world):
-    """(replicate, shard) for `world` ranks; ValueError when they do not fit."""
+    """(replicate, shard, tp) for `world` ranks; ValueError when they do not fit."""
     rep, shard, tp = (p["data_parallel_replicate_degree"], p["data_parallel_shard_degree"],
                       p["tensor_parallel_degree"])
-    if tp != 1:
-        raise ValueError(f"parallelism.tensor_parallel_degree = {tp}: tensor parallelism is not "
-                         "supported by this trainer yet (use the data-parallel degrees)")
-    if rep < 1 or (shard < 1 and shard != -1):
+    if rep < 1 or tp < 1 or (shard < 1 and shard != -1):
         raise ValueError(f"parallelism: degrees must be >= 1 (shard may be -1), got replicate "
-                         f"{rep}, shard {shard}")
+                         f"{rep}, shard {shard}, tensor {tp}")
     if shard == -1:
-        if world % rep:
-            raise ValueError(f"parallelism: data_parallel_replicate_degree {rep} does not divide "
+        if world % (rep * tp):
+            raise ValueError(f"parallelism: replicate {rep} x tensor {tp} does not divide "
                              f"the {world} ranks")
-        shard = world // rep
-    if rep * shard != world:
-        raise ValueError(f"parallelism: replicate {rep} x shard {shard} = {rep * shard}, but "
-                         f"there are {world} ranks (WORLD_SIZE)")
-    return rep, shard
+        shard = world // (rep * tp)
+    if rep * shard * tp != world:
+        raise ValueError(f"parallelism: replicate {rep} x shard {shard} x tensor {tp} = "
+                         f"{rep * shard * tp}, but there are {world} ranks (WORLD_SIZE)")
+    if tp > 1 and rep * shard > 1:
+        raise ValueError("parallelism: tensor parallelism together with data parallelism is not "
+                         "supported yet (tensor_parallel_degree must take all the ranks)")
+    return rep, shard, tp
 
 
 def setup(cfg):
     """Joins the process group when launched on several ranks (torchrun)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    rep, shard = degrees(cfg["parallelism"], world)
+    rep, shard, tp = degrees(cfg["parallelism"], world)
     if world == 1:
         return Parallel()
     device = cfg["training"]["device"]
@@ -82,8 +85,11 @@ def setup(cfg):
     if device == "tpu":
         torch.tpu.set_device(local_rank)
     par = Parallel(world=world, rank=dist.get_rank(), local_rank=local_rank, replicate=rep,
-                   shard=shard)
-    if rep > 1 and shard > 1:
+                   shard=shard, tp=tp)
+    if tp > 1:
+        from torch.distributed.device_mesh import init_device_mesh
+        par.mesh = init_device_mesh(device, (tp,), mesh_dim_names=("tp",))
+    elif rep > 1 and shard > 1:
         from torch.distributed.device_mesh import init_device_mesh
         par.mesh = init_device_mesh(device, (rep, shard),
                                     mesh_dim_names=("dp_replicate", "dp_shard"))
@@ -91,9 +97,11 @@ def setup(cfg):
 
 
 def apply(model, par, device):
-    """DDP, FSDP2 (each transformer block, then the root) or HSDP."""
+    """DDP, FSDP2 (each transformer block, then the root), HSDP or TP."""
     if not par.enabled:
         return model
+    if par.tp > 1:
+        return _tensor_parallel(model, par)
     if par.shard == 1:
         from torch.nn.parallel import DistributedDataParallel as DDP
         return DDP(model)
@@ -103,6 +111,51 @@ def apply(model, par, device):
         fully_shard(block, **kw)
     fully_shard(model, **kw)
     return model
+
+
+def _tensor_parallel(model, par):
+    """Megatron-style TP of every block (TorchTitan's plan without sequence
+    parallelism): attention heads and the feed-forward hidden size are split
+    over the ranks; each rank's attention then sees n_heads / tp heads."""
+    from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
+                                                   parallelize_module)
+    tp = par.tp
+    for block in model.layers:
+        att, ffn = block.attention, block.feed_forward
+        if att.n_heads % tp or att.n_kv % tp or not hasattr(ffn, "w1") or ffn.w1.out_features % tp:
+            raise ValueError(f"tensor_parallel_degree {tp}: needs heads ({att.n_heads}), kv heads "
+                             f"({att.n_kv}) and a dense feed-forward hidden size divisible by it")
+        parallelize_module(block, par.mesh, {
+            "attention.wq": ColwiseParallel(), "attention.wk": ColwiseParallel(),
+            "attention.wv": ColwiseParallel(), "attention.wo": RowwiseParallel(),
+            "feed_forward.w1": ColwiseParallel(), "feed_forward.w3": ColwiseParallel(),
+            "feed_forward.w2": RowwiseParallel()})
+        att.n_heads //= tp
+        att.n_kv //= tp
+    return model
+
+
+def optimizer_config(o, par):
+    """TP mixes DTensor and plain parameters: the foreach / fused kernels
+    refuse mixed lists, the per-parameter loop takes them."""
+    if par.tp > 1 and o["implementation"] != "for-loop":
+        return dict(o, implementation="for-loop")
+    return o
+
+
+@torch.no_grad()
+def clip_grad_norm(params, max_norm, par):
+    """torch.nn.utils.clip_grad_norm_ (same formula) for parameter lists that
+    mix DTensors and plain tensors (TP); elsewhere torch's own."""
+    params = [p for p in params if p.grad is not None]
+    if par.tp == 1:
+        return torch.nn.utils.clip_grad_norm_(params, max_norm)
+    sq = [full(torch.linalg.vector_norm(p.grad)).float() ** 2 for p in params]
+    total = torch.stack(sq).sum().sqrt()
+    coef = min(1.0, max_norm / (float(total) + 1e-6))
+    for p in params:
+        p.grad.mul_(coef)
+    return total
 
 
 def unwrap(model):
