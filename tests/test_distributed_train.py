@@ -66,10 +66,12 @@ def test_two_ranks_match_single_process(kind, par, wrapped, dp, tmp_path):
 
 
 def test_dcp_saved_on_4_ranks_resumes_on_2(tmp_path):
+    """Saved by HSDP on 4 ranks (2 replicas x 2 shards), loaded by FSDP2 on 2."""
     ck = {"enable": True, "interval": 2, "keep_latest_k": 0}
     full = run("dist_workers:train", 4, timeout=480, env=ENV,
                args={"cfg": config(tmp_path, steps=3, local_batch=1, checkpoint=ck,
-                                   parallelism={"data_parallel_shard_degree": 4})})
+                                   parallelism={"data_parallel_replicate_degree": 2,
+                                                "data_parallel_shard_degree": 2})})
     folder = tmp_path / "checkpoint"
     assert sorted(os.listdir(folder)) == ["step-2.dcp", "step-3.dcp"]
     shutil.rmtree(folder / "step-3.dcp")  # resume from step 2 on half the ranks
