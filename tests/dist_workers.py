@@ -283,6 +283,28 @@ def _cases(rank, world):
     cases.append(("coalescing_manager_all_reduce", f))
 
     def f(strided):
+        ps = [_Pair((k + 1, n), torch.float32, seed(20) + k, strided) for k in range(2)]
+        gathered = [torch.empty(world * (k + 1), n, device="tpu") for k in range(2)]
+        big = [_Pair((world * (k + 1), n), torch.float32, seed(21) + k, strided)
+               for k in range(2)]
+        scattered = [torch.empty(k + 1, n, device="tpu") for k in range(2)]
+        with dist._coalescing_manager():
+            for o, p in zip(gathered, ps):
+                dist.all_gather_into_tensor(o, p.tpu)
+        with dist._coalescing_manager():
+            for o, p in zip(scattered, big):
+                dist.reduce_scatter_tensor(o, p.tpu)
+        errs = []
+        for k in range(2):
+            wg = torch.empty(world * (k + 1), n)
+            dist.all_gather_into_tensor(wg, ps[k].cpu, group=ref)
+            ws = torch.empty(k + 1, n)
+            dist.reduce_scatter_tensor(ws, big[k].cpu, group=ref)
+            errs += [_close(gathered[k], wg), _close(scattered[k], ws)]
+        return next((e for e in errs if e), None)
+    cases.append(("coalescing_manager_gather_scatter", f))
+
+    def f(strided):
         import torch.distributed._functional_collectives as fc
         p = _Pair((world * 2, n), torch.float32, seed(19), strided)
         g = dist.group.WORLD
@@ -379,11 +401,27 @@ def mpmd(args):
     return {"all_reduce": value, "broadcast": got, "loaded": loaded}
 
 
-def mismatch(args):
-    """Ranks disagree (shape, dtype or collective); returns the error text."""
-    import time
+def mismatches(args):
+    """Each kind of disagreement in turn on one group (after the check raised
+    on every rank the group is still in step); {kind: error text}, and an
+    all_reduce afterwards still works."""
     rank, world = _init(args)
-    kind = args["kind"]
+    out = {kind: _mismatch(kind, rank, world)["error"] for kind in args["kinds"]}
+    t = torch.ones(3, device="tpu")
+    dist.all_reduce(t)
+    out["after"] = t.cpu().tolist()
+    _finish()
+    return out
+
+
+def mismatch(args):
+    """Ranks disagree, or one dies; returns the error text and the time."""
+    rank, world = _init(args)
+    return _mismatch(args["kind"], rank, world)
+
+
+def _mismatch(kind, rank, world):
+    import time
     t0 = time.monotonic()
     try:
         if kind == "shape":

@@ -45,6 +45,7 @@ EXPECTED = ["all_reduce_sum_float32", "all_reduce_avg_bfloat16", "all_reduce_min
             "reduce_scatter_list_int32", "all_to_all_single_uneven", "all_to_all_list",
             "gather", "scatter", "send_recv_ring", "batch_isend_irecv",
             "all_reduce_coalesced", "coalescing_manager_all_reduce",
+            "coalescing_manager_gather_scatter",
             "functional_collectives", "barrier_and_objects"]
 
 
@@ -98,17 +99,21 @@ def test_mpmd_finishes(mode, tmp_path):
 
 # --- failures are errors -------------------------------------------------------------------
 
-@pytest.mark.parametrize("kind,words", [
-    ("shape", ["all_reduce", "float32[2, 3]", "float32[3, 3]", "rank 0", "rank 1"]),
-    ("dtype", ["all_reduce", "float32[4]", "int32[4]"]),
-    ("op", ["all_reduce", "broadcast"]),
-])
-def test_mismatch_raises_naming_collective(kind, words):
-    results = launch("mismatch", 2, timeout=120, kind=kind)
+MISMATCHES = {
+    "shape": ["all_reduce", "float32[2, 3]", "float32[3, 3]", "rank 0", "rank 1"],
+    "dtype": ["all_reduce", "float32[4]", "int32[4]"],
+    "op": ["all_reduce", "broadcast"],
+}
+
+
+def test_mismatch_raises_naming_collective():
+    results = launch("mismatches", 2, timeout=120, kinds=list(MISMATCHES))
     for r in results:
-        assert r["error"] is not None and "ranks disagree" in r["error"], r
-        for w in words:
-            assert w in r["error"], (w, r["error"])
+        for kind, words in MISMATCHES.items():
+            assert r[kind] is not None and "ranks disagree" in r[kind], (kind, r)
+            for w in words:
+                assert w in r[kind], (kind, w, r[kind])
+        assert r["after"] == [2.0, 2.0, 2.0]  # the group is still usable
 
 
 def test_dead_rank_makes_others_raise():
