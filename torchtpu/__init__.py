@@ -12,6 +12,7 @@ from . import _env
 
 _env.export_site_packages()  # before the core can start
 _env.quiet_plugin_logs()
+_env.launched_devices()  # torchrun: LOCAL_WORLD_SIZE CPU-plugin devices
 
 from . import _core  # noqa: E402
 
@@ -34,6 +35,9 @@ from . import amp  # noqa: E402
 amp.install(tpu)  # torch.autocast("tpu", dtype=torch.bfloat16)
 
 from . import compile as _compile  # noqa: E402,F401  (torchtpu.compile)
+from . import distributed  # noqa: E402  c10d backend "tpu" / "tpu_dist"
+
+distributed._register()
 
 # torch.compile(backend="tpu") is found through the package's entry point
 # (pyproject.toml); _compile.register() does the same for a source checkout
@@ -65,7 +69,9 @@ def runtime_info():
     """What backs the "tpu" device: platform ("cpu", "tpu", "cuda"),
     platform_version, plugin_path, api_version (major, minor), device_count,
     device_kind, supports_f64. Raises RuntimeError if no plugin can start."""
-    return _core.info()
+    info = dict(_core.info())
+    info["distributed"] = distributed.info()  # backend "tpu", transport "host (gloo)"
+    return info
 
 
 def fallback_counts():

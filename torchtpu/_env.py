@@ -23,6 +23,10 @@ Names follow DESIGN.md (compatible with Google's TorchTPU where one exists):
     TORCHTPU_CHECK_NUMERICS 1: compare every tpu op with PyTorch's CPU result
                             (torchtpu.debug.check_numerics), raise on the first
                             divergence
+    TORCHTPU_DIST_CHECK     0: collectives skip the cross-rank dtype/shape check
+    LOCAL_RANK, LOCAL_WORLD_SIZE  set by torchrun: the CPU plugin then creates
+                            LOCAL_WORLD_SIZE devices unless TORCHTPU_CPU_DEVICES
+                            is set (torch.tpu.set_device(local_rank) works)
 """
 import os
 import site
@@ -129,3 +133,24 @@ def explain_recompiles():
 def check_numerics():
     """True when TORCHTPU_CHECK_NUMERICS asks to check every op against the CPU."""
     return os.environ.get("TORCHTPU_CHECK_NUMERICS", "").strip().lower() in _TRUE
+
+
+# --- distributed (torchrun) -----------------------------------------------------------
+
+def launched_devices():
+    """Under torchrun (LOCAL_RANK and LOCAL_WORLD_SIZE set) each process asks
+    the CPU plugin for LOCAL_WORLD_SIZE devices, so that device LOCAL_RANK
+    exists and torch.tpu.set_device(local_rank) works as on CUDA. A value of
+    TORCHTPU_CPU_DEVICES already set wins; other plugins ignore it."""
+    if os.environ.get("TORCHTPU_CPU_DEVICES") or "LOCAL_RANK" not in os.environ:
+        return
+    n = os.environ.get("LOCAL_WORLD_SIZE", "").strip()
+    if n.isdigit() and int(n) > 1:
+        os.environ["TORCHTPU_CPU_DEVICES"] = n
+
+
+def dist_check():
+    """TORCHTPU_DIST_CHECK (default on): before each collective the ranks
+    compare collective, dtype and shape and raise on a mismatch; 0 turns the
+    check (one small gloo all_gather per collective) off."""
+    return os.environ.get("TORCHTPU_DIST_CHECK", "1").strip().lower() not in _OFF

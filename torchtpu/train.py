@@ -17,8 +17,10 @@ saved). A loss-curve PNG is written to job.dump_folder at the end.
 train(cfg) is the same run as a function (the tests call it).
 """
 import contextlib
+import io
 import math
 import os
+import pickle
 import sys
 import time
 
@@ -27,7 +29,7 @@ import torch.nn.functional as F
 
 from .data import TextDataset
 from .models import build_model, flops_per_token, num_params
-from .trainer import checkpoint
+from .trainer import checkpoint, parallel
 from .trainer.config import load_config
 from .trainer.metrics import ProgressBar, TensorBoard, format_line, measure_peak_flops, memory
 from .trainer.plot import loss_curve_png
@@ -102,6 +104,10 @@ def train(cfg, log=print):
 def _train(cfg, log):
     t_start = time.perf_counter()
     job, m, t, ck, mt = (cfg[k] for k in ("job", "model", "training", "checkpoint", "metrics"))
+    par = parallel.setup(cfg)  # torchrun: join the process group, set the device
+    if not par.is_main:
+        def log(*args, **kwargs):
+            pass
     device = torch.device(t["device"])
     torch.manual_seed(t["seed"])
 
@@ -109,13 +115,19 @@ def _train(cfg, log):
     if m["vocab_size"]:
         overrides["vocab_size"] = m["vocab_size"]
     model = build_model(m["name"], m["flavor"], **overrides)  # on the CPU: same init everywhere
-    data = TextDataset(t["dataset_path"] or None, t["seq_len"], t["local_batch_size"], t["seed"])
+    # one global batch of local_batch_size x dp rows; each rank reads its slice
+    data = TextDataset(t["dataset_path"] or None, t["seq_len"], t["local_batch_size"] * par.dp,
+                       t["seed"])
     if data.tokenizer.vocab_size > model.args.vocab_size:
         raise ValueError(f"model vocab_size {model.args.vocab_size} < tokenizer's "
                          f"{data.tokenizer.vocab_size}")
     model.to(device)
     model.train()
-    optimizer = build_optimizer(model.parameters(), cfg["optimizer"])
+    core = model  # the module itself (model may become its DDP wrapper)
+    flops_tok = flops_per_token(core, t["seq_len"])
+    n_params = (num_params(core), num_params(core, exclude_embedding=True))
+    model = parallel.apply(model, par, device)  # DDP / FSDP2 / HSDP per [parallelism]
+    optimizer = build_optimizer(model.parameters(), parallel.optimizer_config(cfg["optimizer"], par))
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lr_lambda(cfg["lr_scheduler"], t["steps"]))
     autocast = (torch.autocast(device.type, dtype=torch.bfloat16)
@@ -123,7 +135,19 @@ def _train(cfg, log):
 
     ck_folder = os.path.join(job["dump_folder"], ck["folder"])
     losses, grad_norms, start = {}, {}, 0
-    if ck["enable"] and ck["resume"]:
+    if ck["enable"] and ck["resume"] and par.enabled:
+        start, extra = parallel.dcp_load_latest(model, optimizer, {"blob": io.BytesIO()},
+                                                ck_folder, par)
+        if extra is not None:
+            extra["blob"].seek(0)
+            state = pickle.loads(extra["blob"].read())
+            scheduler.load_state_dict(state["lr_scheduler"])
+            losses = dict(state.get("losses", {}))
+            log(f"resumed from {ck_folder} step {start} on {par.world} ranks "
+                f"(saved on {state.get('world', '?')})")
+        else:
+            log(f"no checkpoint in {ck_folder}; starting from step 0")
+    elif ck["enable"] and ck["resume"]:
         # Read onto the CPU: load_state_dict copies weights and moments to the
         # parameters' device and keeps Adam's step counts on the host, as in a
         # fresh run (map_location=device would put the counts on the device).
@@ -138,17 +162,26 @@ def _train(cfg, log):
         else:
             log(f"no checkpoint in {ck_folder}; starting from step 0")
 
-    tokens_per_step = t["local_batch_size"] * t["seq_len"] * t["gradient_accumulation_steps"]
-    flops_tok = flops_per_token(model, t["seq_len"])
+    tokens_per_step = (t["local_batch_size"] * t["seq_len"] * t["gradient_accumulation_steps"]
+                       * par.dp)  # all ranks together
     precision = torch.bfloat16 if t["mixed_precision"] == "bfloat16" else torch.float32
     if mt["peak_flops"] > 0:
         peak, peak_src = mt["peak_flops"], "configured"
     else:
         peak = measure_peak_flops(device, precision)
         peak_src = f"measured peak ({str(precision)[6:]} 1024x1024 matmul on {device.type})"
-    log(f"model {m['name']}/{m['flavor']}: {num_params(model):,} parameters "
-        f"({num_params(model, exclude_embedding=True):,} non-embedding), "
+    if par.enabled:
+        peak = parallel.sum_across(peak, par)  # MFU against the sum of the ranks' peaks
+        peak_src += f", summed over {par.world} ranks"
+    log(f"model {m['name']}/{m['flavor']}: {n_params[0]:,} parameters "
+        f"({n_params[1]:,} non-embedding), "
         f"{flops_tok / 1e6:.1f} MFLOP/token")
+    if par.enabled:
+        log(f"parallelism: {par.world} ranks, data_parallel_replicate_degree {par.replicate}, "
+            f"data_parallel_shard_degree {par.shard}, tensor_parallel_degree {par.tp} ("
+            + ("TP" if par.tp > 1 else "DDP" if par.shard == 1
+               else "FSDP2" if par.replicate == 1 else "HSDP")
+            + f"), collectives {torchtpu_transport(device)}")
     log(f"device {_describe(device)}; peak {peak / 1e9:.1f} GFLOP/s, {peak_src}")
     log(f"training {t['steps']} steps of {tokens_per_step} tokens "
         f"(batch {t['local_batch_size']} x seq {t['seq_len']} x accum "
@@ -157,7 +190,7 @@ def _train(cfg, log):
 
     tb = TensorBoard(mt["enable_tensorboard"], os.path.join(job["dump_folder"], mt["save_tb_folder"]),
                      log)
-    bar = ProgressBar(t["steps"], start, enabled=mt["progress_bar"])
+    bar = ProgressBar(t["steps"], start, enabled=mt["progress_bar"] and par.is_main)
     if device.type == "tpu":
         torch.tpu.reset_peak_memory_stats()
     pending = {}  # step -> (loss, grad_norm) tensors not yet read back
@@ -172,7 +205,7 @@ def _train(cfg, log):
     def forward_loss(x, y):
         logits = model(x)
         loss = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
-        aux = model.aux_loss()
+        aux = core.aux_loss()
         return loss, (loss if aux is None else loss + aux)
 
     optimizer_step = optimizer.step
@@ -184,15 +217,17 @@ def _train(cfg, log):
         loss_sum = None
         for micro in range(accum):
             x, y = data.batch((step - 1) * accum + micro)
+            x, y = parallel.local_rows(x, par), parallel.local_rows(y, par)
             x, y = x.to(device), y.to(device)
             with autocast:
                 loss, total = forward_loss(x, y)
             (total / accum).backward()
             loss_sum = loss.detach() if loss_sum is None else loss_sum + loss.detach()
         if t["max_norm"] > 0:
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), t["max_norm"])
+            grad_norm = parallel.clip_grad_norm(model.parameters(), t["max_norm"], par)
         else:
             grad_norm = _grad_norm(model)
+        grad_norm = parallel.full(grad_norm)  # FSDP2: a DTensor
         optimizer_step()  # optimizer.step, or its compiled graph (training.compile)
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
@@ -204,7 +239,7 @@ def _train(cfg, log):
 
         last = step == t["steps"]
         if step % mt["log_freq"] == 0 or last or step == start + 1:
-            values = _read_back(pending)  # waits for the device
+            values = _read_back(pending, par)  # waits for the device
             losses.update({s: v[0] for s, v in values.items()})
             grad_norms.update({s: v[1] for s, v in values.items()})
             pending.clear()
@@ -220,10 +255,19 @@ def _train(cfg, log):
             t_window, n_window = time.perf_counter(), 0
         if ck["enable"] and (step % ck["interval"] == 0 or last):
             if pending:
-                values = _read_back(pending)
+                values = _read_back(pending, par)
                 losses.update({s: v[0] for s, v in values.items()})
                 grad_norms.update({s: v[1] for s, v in values.items()})
                 pending.clear()
+            if par.enabled:
+                blob = io.BytesIO(pickle.dumps({"step": step, "lr_scheduler": scheduler.state_dict(),
+                                                "losses": losses, "config": cfg,
+                                                "world": par.world}))
+                t_save = time.perf_counter()
+                saved = parallel.dcp_save(model, optimizer, {"blob": blob}, ck_folder, step,
+                                          ck["keep_latest_k"], par)
+                t_window += time.perf_counter() - t_save
+                continue
             state = {"step": step, "model": model.state_dict(),
                      "optimizer": optimizer.state_dict(),
                      "lr_scheduler": scheduler.state_dict(), "rng": rng_state(device),
@@ -235,7 +279,7 @@ def _train(cfg, log):
     tb.close()
 
     plot = None
-    if mt["plot"] and losses:
+    if mt["plot"] and losses and par.is_main:
         os.makedirs(job["dump_folder"], exist_ok=True)
         steps = sorted(losses)
         plot = loss_curve_png(os.path.join(job["dump_folder"], "loss.png"), steps,
@@ -253,6 +297,7 @@ def _train(cfg, log):
             log("ops that ran on the CPU (no tpu lowering yet): "
                 + ", ".join(f"{k} x{v}" for k, v in sorted(fb.items(), key=lambda kv: -kv[1])))
     return {"losses": losses, "grad_norms": grad_norms, "model": model, "optimizer": optimizer,
+            "parallel": par,
             "checkpoint": saved, "plot": plot, "seconds": seconds}
 
 
@@ -261,12 +306,23 @@ def _grad_norm(model):
     return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
 
 
-def _read_back(pending):
-    """{step: (loss, grad_norm)} as floats, in one transfer."""
+def _read_back(pending, par=None):
+    """{step: (loss, grad_norm)} as floats, in one transfer; on many ranks the
+    loss is the mean over the ranks (the global batch's loss)."""
     steps = sorted(pending)
     flat = torch.stack([torch.stack((pending[s][0].float(), pending[s][1].float()))
-                        for s in steps]).cpu().tolist()
+                        for s in steps])
+    if par is not None and par.enabled:
+        flat = parallel.mean_across(flat, par)  # grad norms are equal on every rank
+    flat = flat.cpu().tolist()
     return {s: (v[0], v[1]) for s, v in zip(steps, flat)}
+
+
+def torchtpu_transport(device):
+    if device.type != "tpu":
+        return "gloo"
+    import torchtpu
+    return torchtpu.distributed.transport()
 
 
 def _describe(device):
@@ -296,6 +352,9 @@ def main(argv=None):
     argv = rest
     cfg = load_config(path, argv=argv)
     train(cfg)
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

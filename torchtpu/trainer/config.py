@@ -57,6 +57,11 @@ DEFAULTS = {
         "keep_latest_k": 2,             # 0: keep all
         "resume": False,                # continue from the latest checkpoint
     },
+    "parallelism": {                    # TorchTitan's names; the product is the world size
+        "data_parallel_replicate_degree": 1,   # DDP
+        "data_parallel_shard_degree": -1,      # FSDP2 fully_shard; -1: the rest of the ranks
+        "tensor_parallel_degree": 1,           # DTensor TP of the llama blocks (all ranks)
+    },
     "metrics": {
         "log_freq": 10,
         "peak_flops": 0.0,              # FLOP/s of the device; 0: measure at start

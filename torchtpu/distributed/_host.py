@@ -1,0 +1,411 @@
+"""The host-collective transport: a c10d process group whose collectives copy
+"tpu" tensors to the host, run PyTorch's own gloo process group (created on
+the same store) on the host copies, and copy the results back into the
+original tensors (views included: the copy back is a write through the view).
+
+CPU tensors given to this group go to the same gloo group (copied first only
+when they are not contiguous), so one group serves both devices.
+
+Every collective completes before it returns: the Work it hands back is
+already finished, so wait() orders its result before later ops, as on CUDA.
+Point-to-point is asynchronous (send posts a host snapshot; recv's wait()
+copies the received buffer in), so irecv-before-isend patterns work.
+Before each collective the ranks exchange a small descriptor (collective,
+dtype, shape, root, reduce op) through gloo; a mismatch raises a RuntimeError
+naming the collective and each rank's tensor instead of hanging or silently
+reducing garbage (TORCHTPU_DIST_CHECK=0 turns the check off).
+
+Left out: recv_anysource (raises), PREMUL_SUM (raises), the device-collective
+transport (docs/distributed.md)."""
+import datetime
+
+import torch
+import torch.distributed as dist
+import torch._C._distributed_c10d as _c10d
+from torch._C._distributed_c10d import _create_work_from_future
+from torch.futures import Future
+
+TRANSPORT = "host (gloo)"
+
+_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8,
+           torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool,
+           torch.complex64, torch.complex128]
+_COLLECTIVES = ["all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor",
+                "reduce_scatter", "reduce_scatter_tensor", "all_to_all_single", "all_to_all",
+                "gather", "scatter", "barrier", "all_reduce_coalesced"]
+_MAX_DIMS = 6
+_DESC_LEN = 6 + _MAX_DIMS  # collective, dtype, root, reduce op, ndim, numel, dims
+
+
+def _done(result):
+    """A finished Work whose future holds `result` (what DDP's reducer reads)."""
+    fut = Future()
+    fut.set_result(result)
+    return _create_work_from_future(fut)
+
+
+class _RecvWork(dist.Work):
+    """An asynchronous recv: gloo receives into a host buffer in its own
+    thread; wait() waits for it and then copies the buffer into the tensor, so
+    the value is in place before any later op (irecv before isend works)."""
+
+    def __init__(self, work, tensors, hosts, back):
+        super().__init__()
+        self._work, self._tensors, self._hosts, self._back = work, tensors, hosts, back
+        self._copied = False
+
+    def wait(self, timeout=None):
+        if timeout is None:
+            self._work.wait()
+        else:
+            self._work.wait(timeout)
+        if not self._copied:
+            self._copied = True
+            for t, h in zip(self._tensors, self._hosts):
+                self._back(t, h)
+        return True
+
+    def is_completed(self):
+        return self._copied or self._work.is_completed()
+
+    def is_success(self):
+        return self._work.is_success()
+
+    def exception(self):
+        return self._work.exception()
+
+    def source_rank(self):
+        return self._work.source_rank()
+
+    def _source_rank(self):
+        return self._work._source_rank()
+
+    def result(self):
+        self.wait()
+        return self._tensors
+
+    def get_future(self):
+        self.wait()
+        fut = Future()
+        fut.set_result(self._tensors)
+        return fut
+
+
+def _red_op(opts):
+    op = opts.reduceOp
+    op = getattr(op, "op", op)  # ReduceOp -> RedOpType
+    if op == dist.ReduceOp.PREMUL_SUM:
+        raise NotImplementedError("tpu process group: ReduceOp.PREMUL_SUM is not supported "
+                                  "(use SUM or AVG)")
+    return op
+
+
+def _describe(t):
+    return "none" if t is None else f"{str(t.dtype)[6:]}{list(t.shape)}"
+
+
+class ProcessGroupTPU(dist.ProcessGroup):
+    """The "tpu" / "tpu_dist" c10d backend (host transport). Made by
+    torch.distributed.init_process_group through register_backend; not meant
+    to be constructed directly."""
+
+    def __init__(self, store, rank, size, timeout, check=True):
+        super().__init__(rank, size)
+        self._rank, self._size, self._check_shapes = rank, size, check
+        if not isinstance(timeout, datetime.timedelta):
+            timeout = datetime.timedelta(seconds=float(timeout))
+        self._timeout = timeout
+        self._gloo = dist.ProcessGroupGloo(dist.PrefixStore("tpu_host_gloo/", store), rank, size,
+                                           timeout)
+        self.transport = TRANSPORT
+
+    @property
+    def group_name(self):
+        # The C++ ProcessGroup keeps its name on its backends; this group has none.
+        return dist.distributed_c10d._world.pg_names[self]
+
+    @property
+    def pg_name(self):
+        return self.group_name
+
+    def getBackendName(self):
+        return "tpu"
+
+    def __repr__(self):
+        return f"ProcessGroupTPU(rank={self._rank}, size={self._size}, transport={TRANSPORT!r})"
+
+    # --- consistency check across ranks ---------------------------------------------------
+
+    def _agree(self, name, t=None, root=-1, op=-1):
+        """All ranks must call the same collective on the same dtype/shape."""
+        if not self._check_shapes or self._size == 1:
+            return
+        desc = torch.full((_DESC_LEN,), -1, dtype=torch.int64)
+        desc[0] = _COLLECTIVES.index(name)
+        desc[2], desc[3] = root, int(op)
+        if t is not None:
+            if t.dim() > _MAX_DIMS:
+                shape = [t.numel()]
+            else:
+                shape = list(t.shape)
+            desc[1] = _DTYPES.index(t.dtype) if t.dtype in _DTYPES else 99
+            desc[4], desc[5] = t.dim(), t.numel()
+            desc[6:6 + len(shape)] = torch.tensor(shape, dtype=torch.int64)
+        out = torch.empty(self._size * _DESC_LEN, dtype=torch.int64)
+        self._gloo._allgather_base(out, desc).wait()
+        out = out.view(self._size, _DESC_LEN)
+        if bool((out == out[0]).all()):
+            return
+        parts = []
+        for r in range(self._size):
+            d = out[r].tolist()
+            what = _COLLECTIVES[d[0]] if 0 <= d[0] < len(_COLLECTIVES) else "?"
+            if d[1] < 0:
+                tensor = "no tensor"
+            else:
+                dt = str(_DTYPES[d[1]])[6:] if d[1] < len(_DTYPES) else "?"
+                tensor = f"{dt}{d[6:6 + d[4]] if d[4] <= _MAX_DIMS else [d[5]]}"
+            extra = (f" root {d[2]}" if d[2] >= 0 else "") + \
+                    (f" op {dist.ReduceOp.RedOpType(d[3]).name}" if d[3] >= 0 else "")
+            parts.append(f"rank {r}: {what} {tensor}{extra}")
+        raise RuntimeError(f"tpu process group: ranks disagree on {name} (this is rank "
+                           f"{self._rank}): " + "; ".join(parts))
+
+    # --- host copies ------------------------------------------------------------------------
+
+    @staticmethod
+    def _in(t):
+        """A contiguous host tensor holding t's values (t itself if it is one)."""
+        if t.device.type == "cpu" and t.is_contiguous():
+            return t
+        return t.detach().to("cpu").contiguous()
+
+    @staticmethod
+    def _out(t):
+        """A contiguous host tensor to receive t's result (t itself if it can)."""
+        if t.device.type == "cpu" and t.is_contiguous():
+            return t
+        return torch.empty(t.shape, dtype=t.dtype)
+
+    @staticmethod
+    def _back(t, h):
+        if h is not t:
+            with torch.no_grad():
+                t.copy_(h)
+
+    def _gloo_reduce_opts(self, cls, opts, op):
+        o = cls()
+        o.reduceOp = op
+        if hasattr(opts, "timeout"):
+            o.timeout = opts.timeout
+        return o
+
+    # --- collectives ------------------------------------------------------------------------
+
+    def allreduce(self, tensors, opts=_c10d.AllreduceOptions()):
+        op = _red_op(opts)
+        for t in tensors:
+            self._agree("all_reduce", t, op=op)
+        hosts = [self._in(t) for t in tensors]
+        self._gloo.allreduce(hosts, self._gloo_reduce_opts(_c10d.AllreduceOptions, opts, op)).wait()
+        for t, h in zip(tensors, hosts):
+            self._back(t, h)
+        return _done(tensors)
+
+    def allreduce_coalesced(self, tensors, opts=_c10d.AllreduceCoalescedOptions()):
+        op = _red_op(opts)
+        if not tensors:
+            return _done(tensors)
+        flat = torch.cat([self._in(t).reshape(-1) for t in tensors])
+        self._agree("all_reduce_coalesced", flat, op=op)
+        o = _c10d.AllreduceOptions()
+        o.reduceOp = op
+        self._gloo.allreduce([flat], o).wait()
+        offset = 0
+        for t in tensors:
+            self._back(t, flat[offset:offset + t.numel()].view(t.shape))
+            offset += t.numel()
+        return _done(tensors)
+
+    def broadcast(self, tensors, opts=_c10d.BroadcastOptions()):
+        for t in tensors:
+            self._agree("broadcast", t, root=opts.rootRank)
+        hosts = [self._in(t) for t in tensors]
+        o = _c10d.BroadcastOptions()
+        o.rootRank, o.rootTensor = opts.rootRank, opts.rootTensor
+        self._gloo.broadcast(hosts, o).wait()
+        if self._rank != opts.rootRank:
+            for t, h in zip(tensors, hosts):
+                self._back(t, h)
+        return _done(tensors)
+
+    def reduce(self, tensors, opts=_c10d.ReduceOptions()):
+        op = _red_op(opts)
+        for t in tensors:
+            self._agree("reduce", t, root=opts.rootRank, op=op)
+        hosts = [self._in(t) for t in tensors]
+        if self._rank != opts.rootRank:  # gloo may use non-root inputs as scratch
+            hosts = [h.clone() if h is t else h for h, t in zip(hosts, tensors)]
+        o = _c10d.ReduceOptions()
+        o.reduceOp, o.rootRank, o.rootTensor = op, opts.rootRank, opts.rootTensor
+        self._gloo.reduce(hosts, o).wait()
+        if self._rank == opts.rootRank:
+            for t, h in zip(tensors, hosts):
+                self._back(t, h)
+        return _done(tensors)
+
+    def allgather(self, output_lists, inputs, opts=_c10d.AllgatherOptions()):
+        for t in inputs:
+            self._agree("all_gather", t)
+        for outs, t in zip(output_lists, inputs):
+            self._check_list("all_gather", outs, t)
+        hin = [self._in(t) for t in inputs]
+        hout = [[self._out(o) for o in outs] for outs in output_lists]
+        self._gloo.allgather(hout, hin).wait()
+        for outs, houts in zip(output_lists, hout):
+            for o, h in zip(outs, houts):
+                self._back(o, h)
+        return _done(output_lists)
+
+    def _check_list(self, name, outs, t):
+        if len(outs) != self._size:
+            raise ValueError(f"tpu {name}: {len(outs)} tensors in the list, world size is "
+                             f"{self._size}")
+        for o in outs:
+            if o.shape != t.shape or o.dtype != t.dtype:
+                raise ValueError(f"tpu {name}: list tensor {_describe(o)} does not match "
+                                 f"{_describe(t)}")
+
+    def all_gather_single(self, output, input, opts=_c10d.AllgatherOptions()):
+        self._agree("all_gather_into_tensor", input)
+        if output.numel() != input.numel() * self._size or output.dtype != input.dtype:
+            raise ValueError(f"tpu all_gather_into_tensor: output {_describe(output)} must hold "
+                             f"world size ({self._size}) x input {_describe(input)}")
+        # gloo wants a flat output made of world-size input-shaped chunks
+        hin = self._in(input).reshape(-1)
+        hout = torch.empty(output.numel(), dtype=output.dtype)
+        self._gloo._allgather_base(hout, hin).wait()
+        self._back(output, hout.view(output.shape))
+        return _done([output])
+
+    def all_gather_single_coalesced(self, outputs, inputs, opts=_c10d.AllgatherOptions()):
+        for o, i in zip(outputs, inputs, strict=True):
+            self.all_gather_single(o, i, opts)
+        return _done(outputs)
+
+    def allgather_coalesced(self, output_lists, inputs, opts=_c10d.AllgatherOptions()):
+        for outs, t in zip(output_lists, inputs, strict=True):
+            self.allgather([outs], [t], opts)
+        return _done(output_lists)
+
+    def reduce_scatter(self, outputs, input_lists, opts=_c10d.ReduceScatterOptions()):
+        op = _red_op(opts)
+        for o in outputs:
+            self._agree("reduce_scatter", o, op=op)
+        for o, ins in zip(outputs, input_lists):
+            self._check_list("reduce_scatter", ins, o)
+        hout = [self._out(o) for o in outputs]
+        hin = [[self._in(t) for t in ins] for ins in input_lists]
+        o = _c10d.ReduceScatterOptions()
+        o.reduceOp = op
+        self._gloo.reduce_scatter(hout, hin, o).wait()
+        for t, h in zip(outputs, hout):
+            self._back(t, h)
+        return _done(outputs)
+
+    def reduce_scatter_single(self, output, input, opts=_c10d.ReduceScatterOptions()):
+        op = _red_op(opts)
+        self._agree("reduce_scatter_tensor", output, op=op)
+        if input.numel() != output.numel() * self._size or output.dtype != input.dtype:
+            raise ValueError(f"tpu reduce_scatter_tensor: input {_describe(input)} must hold "
+                             f"world size ({self._size}) x output {_describe(output)}")
+        hout = torch.empty(output.numel(), dtype=output.dtype)
+        hin = self._in(input).reshape(-1)
+        o = _c10d.ReduceScatterOptions()
+        o.reduceOp = op
+        self._gloo._reduce_scatter_base(hout, hin, o).wait()
+        self._back(output, hout.view(output.shape))
+        return _done([output])
+
+    def reduce_scatter_single_coalesced(self, outputs, inputs, opts=_c10d.ReduceScatterOptions()):
+        for o, i in zip(outputs, inputs, strict=True):
+            self.reduce_scatter_single(o, i, opts)
+        return _done(outputs)
+
+    def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes,
+                          opts=_c10d.AllToAllOptions()):
+        # Shapes legitimately differ across ranks (uneven splits): agree on dtype only.
+        self._agree("all_to_all_single", torch.empty(0, dtype=input.dtype))
+        for name, t, splits in (("input", input, input_split_sizes),
+                                ("output", output, output_split_sizes)):
+            if splits and (len(splits) != self._size or sum(splits) != (t.shape[0] if t.dim() else 1)):
+                raise ValueError(f"tpu all_to_all_single: {name} splits {list(splits)} do not "
+                                 f"cover {_describe(t)} in {self._size} parts")
+        hin, hout = self._in(input), self._out(output)
+        self._gloo.alltoall_base(hout, hin, list(output_split_sizes or []),
+                                 list(input_split_sizes or [])).wait()
+        self._back(output, hout)
+        return _done([output])
+
+    def alltoall(self, outputs, inputs, opts=_c10d.AllToAllOptions()):
+        if len(outputs) != self._size or len(inputs) != self._size:
+            raise ValueError(f"tpu all_to_all: lists of {len(outputs)} and {len(inputs)} "
+                             f"tensors, world size is {self._size}")
+        self._agree("all_to_all", torch.empty(0, dtype=inputs[0].dtype))
+        hin = torch.cat([self._in(t).reshape(-1) for t in inputs])
+        hout = torch.empty(sum(t.numel() for t in outputs), dtype=outputs[0].dtype)
+        self._gloo.alltoall_base(hout, hin, [t.numel() for t in outputs],
+                                 [t.numel() for t in inputs]).wait()
+        offset = 0
+        for t in outputs:
+            self._back(t, hout[offset:offset + t.numel()].view(t.shape))
+            offset += t.numel()
+        return _done(outputs)
+
+    def gather(self, output_lists, inputs, opts=_c10d.GatherOptions()):
+        for t in inputs:
+            self._agree("gather", t, root=opts.rootRank)
+        hin = [self._in(t) for t in inputs]
+        hout = [[self._out(o) for o in outs] for outs in output_lists]
+        o = _c10d.GatherOptions()
+        o.rootRank = opts.rootRank
+        self._gloo.gather(hout, hin, o).wait()
+        for outs, houts in zip(output_lists, hout):
+            for t, h in zip(outs, houts):
+                self._back(t, h)
+        return _done(output_lists)
+
+    def scatter(self, outputs, input_lists, opts=_c10d.ScatterOptions()):
+        for t in outputs:
+            self._agree("scatter", t, root=opts.rootRank)
+        hout = [self._out(t) for t in outputs]
+        hin = [[self._in(t) for t in ins] for ins in input_lists]
+        o = _c10d.ScatterOptions()
+        o.rootRank = opts.rootRank
+        self._gloo.scatter(hout, hin, o).wait()
+        for t, h in zip(outputs, hout):
+            self._back(t, h)
+        return _done(outputs)
+
+    def send(self, tensors, dst, tag=0):
+        # Asynchronous: the host copy is a snapshot, later writes to the
+        # tensors do not reach it. gloo's work keeps the copy alive.
+        hosts = [self._in(t) for t in tensors]
+        hosts = [h.clone() if h is t else h for h, t in zip(hosts, tensors)]
+        return self._gloo.send(hosts, dst, tag)
+
+    def recv(self, tensors, src, tag=0):
+        hosts = [self._out(t) for t in tensors]
+        return _RecvWork(self._gloo.recv(hosts, src, tag), tensors, hosts, self._back)
+
+    def recv_anysource(self, tensors, tag=0):
+        raise NotImplementedError("tpu process group: recv from any source is not supported; "
+                                  "name the source rank")
+
+    def barrier(self, opts=_c10d.BarrierOptions()):
+        self._agree("barrier")
+        self._gloo.barrier().wait()
+        return _done([])
+
+    def monitored_barrier(self, timeout=None, wait_all_ranks=False):
+        return self._gloo.monitored_barrier(timeout or self._timeout, wait_all_ranks)
