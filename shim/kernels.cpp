@@ -2,7 +2,7 @@
 // empty_strided), metadata-only views (as_strided, view, _reshape_alias,
 // unfold), storage changes (resize_, set_), host <-> device copies
 // (_copy_from, _copy_from_and_resize, _local_scalar_dense), and trivial
-// queries (is_set_to, record_stream).
+// queries (is_set_to, record_stream, _has_compatible_shallow_copy_type).
 //
 // Views reuse ATen's device-agnostic implementations. Nothing here touches
 // device memory except through tt_tensor_upload / tt_tensor_download, and
@@ -216,6 +216,25 @@ bool is_set_to(const at::Tensor &self, const at::Tensor &tensor) {
   return at::native::is_set_to(self, tensor);
 }
 
+// Module._apply (model.to("tpu")) moves a parameter in place (`param.data =
+// moved`) only when this holds, else it makes a new Parameter per alias and
+// tied weights come apart. PyTorch's own answer covers its built-in dense
+// backends; PrivateUse1 backends are asked to extend it: a plain strided
+// tpu tensor and a plain strided CPU (or tpu) tensor are interchangeable.
+bool has_compatible_shallow_copy_type(const at::Tensor &self, const at::Tensor &from) {
+  if (self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set())) return true;
+  const c10::DispatchKeySet wrapped({c10::DispatchKey::Python, c10::DispatchKey::Functionalize,
+                                     c10::DispatchKey::FuncTorchBatched,
+                                     c10::DispatchKey::Conjugate, c10::DispatchKey::Negative});
+  auto plain = [&](const at::Tensor &t) {
+    const c10::DeviceType d = t.device().type();
+    return (d == c10::DeviceType::CPU || d == c10::DeviceType::PrivateUse1) &&
+           t.layout() == c10::kStrided && !t.is_quantized() && !t.is_nested() &&
+           !t.key_set().has_any(wrapped);
+  };
+  return plain(self) && plain(from);
+}
+
 void record_stream(at::Tensor & /*self*/, c10::Stream /*s*/) {
   // One stream per device: nothing to record.
 }
@@ -239,6 +258,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
   m.impl("is_set_to", TORCH_FN(is_set_to));
   m.impl("record_stream", TORCH_FN(record_stream));
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
   register_structured_ops(m);
 }
 
