@@ -1,7 +1,8 @@
 // device.cpp — the "tpu" device as PyTorch sees it: runtime access and error
 // conversion, dtype mapping, the allocator (a storage's data pointer is an
 // opaque core handle, never host memory), storage and tensor descriptors, the
-// device guard (current device per thread, one default stream, no-op events),
+// device guard (current device and stream per thread, streams feeding one
+// in-order queue, events that wait for the device),
 // the PrivateUse1 hooks and the generator.
 //
 // Leaves out: kernels (kernels.cpp), op dispatch (fallback.cpp).
@@ -17,6 +18,8 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -297,17 +300,46 @@ tt_tensor describe(const at::Tensor &t, const std::string &what) {
 
 // --- device guard ------------------------------------------------------------
 //
-// One default stream per device: the core orders work itself. Events are
-// accepted and recorded as nothing; waiting on one waits for the device.
+// Streams: torch.tpu.Stream() objects are distinct (ids from a counter, a
+// current stream per thread and device), but every stream feeds the core's
+// one in-order queue, so work on any stream runs in program order: an event
+// waited on (block) has always been reached already, and wait_stream /
+// wait_event need no device work. Events record where in that order they
+// were taken; query and synchronize wait for the device (the core has no
+// per-point fence yet), so a True answer is always true. Timing events
+// (enable_timing=True) wait for the work before them when recorded and take
+// the host clock then: elapsed_time is the wall time between the two points
+// of completion.
 
 namespace {
+
+struct TpuEvent {
+  bool timing = false;
+  double ms = 0;  // host clock when the work before the record had finished
+};
+
+thread_local std::vector<c10::StreamId> g_current_stream;  // per device; 0: default
+std::atomic<c10::StreamId> g_next_stream{1};
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   static constexpr c10::DeviceType kType = c10::DeviceType::PrivateUse1;
 
-  static c10::Stream default_stream(c10::Device d) noexcept {
-    const c10::DeviceIndex index = d.index() >= 0 ? d.index() : current_device();
-    return c10::Stream(c10::Stream::DEFAULT, c10::Device(kType, index));
+  static c10::DeviceIndex index_of(c10::Device d) noexcept {
+    return d.index() >= 0 ? d.index() : current_device();
+  }
+  static c10::Stream make_stream(c10::DeviceIndex index, c10::StreamId id) noexcept {
+    return c10::Stream(c10::Stream::UNSAFE, c10::Device(kType, index), id);
+  }
+  static c10::Stream current_stream(c10::Device d) noexcept {
+    const c10::DeviceIndex index = index_of(d);
+    const auto i = static_cast<size_t>(index);
+    return make_stream(index, i < g_current_stream.size() ? g_current_stream[i] : 0);
   }
 
   c10::DeviceType type() const override { return kType; }
@@ -325,35 +357,69 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     if (d.index() >= 0) g_current_device = d.index();
   }
 
-  c10::Stream getStream(c10::Device d) const override { return default_stream(d); }
+  c10::Stream getStream(c10::Device d) const override { return current_stream(d); }
   c10::Stream getDefaultStream(c10::Device d) const override {
-    return default_stream(d);
+    return make_stream(index_of(d), 0);
   }
   c10::Stream getNewStream(c10::Device d, int /*priority*/) const override {
-    return default_stream(d);
+    return make_stream(index_of(d), g_next_stream.fetch_add(1));
   }
   c10::Stream getStreamFromGlobalPool(c10::Device d, bool /*high*/) const override {
-    return default_stream(d);
+    return getNewStream(d, 0);
   }
   c10::Stream exchangeStream(c10::Stream s) const noexcept override {
-    return default_stream(s.device());
+    const c10::Stream old = current_stream(s.device());
+    const auto i = static_cast<size_t>(old.device_index());
+    if (g_current_stream.size() <= i) g_current_stream.resize(i + 1, 0);
+    g_current_stream[i] = s.id();
+    return old;
   }
 
   c10::DeviceIndex deviceCount() const noexcept override {
     return static_cast<c10::DeviceIndex>(device_count_noexcept());
   }
 
-  void destroyEvent(void * /*event*/, const c10::DeviceIndex /*index*/) const noexcept override {}
-  void record(void ** /*event*/, const c10::Stream & /*stream*/,
+  void destroyEvent(void *event, const c10::DeviceIndex /*index*/) const noexcept override {
+    delete static_cast<TpuEvent *>(event);
+  }
+  void record(void **event, const c10::Stream & /*stream*/,
               const c10::DeviceIndex /*index*/,
-              const c10::EventFlag /*flag*/) const override {}
-  void block(void * /*event*/, const c10::Stream & /*stream*/) const override {}
-  bool queryEvent(void * /*event*/) const override { return true; }
-  void synchronizeEvent(void * /*event*/) const override {
-    check(tt_runtime_synchronize(runtime()), "tpu synchronize");
+              const c10::EventFlag flag) const override {
+    if (*event == nullptr) *event = new TpuEvent();
+    auto *e = static_cast<TpuEvent *>(*event);
+    e->timing = flag == c10::EventFlag::BACKEND_DEFAULT;
+    if (e->timing) {
+      check(tt_runtime_synchronize(runtime()), "tpu event record");
+      e->ms = now_ms();
+    }
+  }
+  void block(void * /*event*/, const c10::Stream & /*stream*/) const override {
+    // One in-order queue: the recorded point is always before the waiter's work.
+  }
+  bool queryEvent(void *event) const override {
+    if (event == nullptr) return true;
+    check(tt_runtime_synchronize(runtime()), "tpu event query");
+    return true;
+  }
+  void synchronizeEvent(void *event) const override {
+    if (event == nullptr) return;
+    check(tt_runtime_synchronize(runtime()), "tpu event synchronize");
+  }
+  double elapsedTime(void *event1, void *event2,
+                     const c10::DeviceIndex /*index*/) const override {
+    TORCH_CHECK(event1 != nullptr && event2 != nullptr,
+                "tpu elapsed_time: both events must be recorded");
+    const auto *a = static_cast<const TpuEvent *>(event1);
+    const auto *b = static_cast<const TpuEvent *>(event2);
+    TORCH_CHECK(a->timing && b->timing,
+                "tpu elapsed_time: both events need enable_timing=True");
+    return b->ms - a->ms;
   }
 
-  bool queryStream(const c10::Stream & /*stream*/) const override { return true; }
+  bool queryStream(const c10::Stream & /*stream*/) const override {
+    check(tt_runtime_synchronize(runtime()), "tpu stream query");
+    return true;
+  }
   void synchronizeStream(const c10::Stream & /*stream*/) const override {
     check(tt_runtime_synchronize(runtime()), "tpu synchronize");
   }

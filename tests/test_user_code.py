@@ -235,3 +235,49 @@ def test_import_torch_alone_loads_torchtpu(tmp_path):
     off = _run("import torch, sys; print('torchtpu' in sys.modules)", PYTHONPATH=path,
                TORCH_DEVICE_BACKEND_AUTOLOAD="0")
     assert off == "False"
+
+
+# --- torch.compile's default backend -----------------------------------------------------
+
+
+def test_compile_default_backend_on_tpu_tensors(strict):
+    # Inductor's own "tpu" (Pallas) device would fail with "No module named
+    # 'torch_tpu'"; graphs on tpu tensors go to the "tpu" backend.
+    torch.manual_seed(0)
+    torch._dynamo.reset()
+    m = nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 2))
+    dev = copy.deepcopy(m).to("tpu")
+    x = torch.randn(3, 4)
+    before = torchtpu.compile.stats()["graphs"]
+    compiled = torch.compile(dev)
+    got = compiled(x.to("tpu"))
+    got.sum().backward()
+    m(x).sum().backward()
+    assert torchtpu.compile.stats()["graphs"] > before
+    torch.testing.assert_close(got.cpu(), m(x), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(dev[0].weight.grad.cpu(), m[0].weight.grad, atol=1e-5, rtol=1e-5)
+
+
+def test_compile_modes_and_options():
+    torch._dynamo.reset()
+    f = lambda a: torch.sin(a) * 2  # noqa: E731
+    x = torch.randn(5)
+    with pytest.warns(UserWarning, match="no effect"):
+        got = torch.compile(f, mode="reduce-overhead")(x.to("tpu"))
+    torch.testing.assert_close(got.cpu(), f(x))
+    torch._dynamo.reset()
+    got = torch.compile(f, backend="tpu", mode="max-autotune")(x.to("tpu"))
+    torch.testing.assert_close(got.cpu(), f(x))
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="unknown mode 'fastest'"):
+        torch.compile(f, backend="tpu", mode="fastest")(x.to("tpu"))
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="unknown options.*'bogus'"):
+        torch.compile(f, backend="tpu", options={"bogus": 1})(x.to("tpu"))
+    with pytest.raises(RuntimeError, match="Unexpected optimization option bogus"):
+        torch.compile(f, options={"bogus": 1})
+    # CPU graphs keep Inductor.
+    torch._dynamo.reset()
+    before = torchtpu.compile.stats()["graphs"]
+    torch.testing.assert_close(torch.compile(f)(x), f(x))
+    assert torchtpu.compile.stats()["graphs"] == before
