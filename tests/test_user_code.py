@@ -281,3 +281,64 @@ def test_compile_modes_and_options():
     before = torchtpu.compile.stats()["graphs"]
     torch.testing.assert_close(torch.compile(f)(x), f(x))
     assert torchtpu.compile.stats()["graphs"] == before
+
+
+# --- fused optimizers, _assert_async --------------------------------------------------------
+
+
+@pytest.mark.parametrize("opt_name,kw", [
+    ("AdamW", {}), ("AdamW", {"amsgrad": True}), ("AdamW", {"maximize": True}),
+    ("Adam", {"weight_decay": 0.1}), ("AdamW", {"lr": "tensor"}),
+])
+def test_fused_adam_runs_natively(opt_name, kw, strict):
+    torch.manual_seed(0)
+    kw = dict(kw)
+    ps = [torch.randn(5, 3), torch.randn(7)]
+    grads = [[torch.randn_like(p) for p in ps] for _ in range(3)]
+    finals = []
+    for device in ("cpu", "tpu"):
+        params = [p.clone().to(device).requires_grad_() for p in ps]
+        lr = torch.tensor(1e-2, device=device) if kw.get("lr") == "tensor" else 1e-2
+        opts = {k: v for k, v in kw.items() if k != "lr"}
+        opt = getattr(torch.optim, opt_name)(params, lr=lr, fused=True, **opts)
+        for step in grads:
+            for p, g in zip(params, step):
+                p.grad = g.to(device)
+            opt.step()
+        finals.append(([p.detach().cpu() for p in params],
+                       [s["exp_avg_sq"].cpu() for s in opt.state.values()]))
+    for a, b in zip(finals[1][0] + finals[1][1], finals[0][0] + finals[0][1]):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+
+
+def test_fused_adamw_with_grad_scaler_skips_inf_steps(strict):
+    # found_inf == 1 leaves params and state untouched; grad_scale unscales.
+    p_cpu = torch.randn(4)
+    for device in ("cpu", "tpu"):
+        p = p_cpu.clone().to(device)
+        g = torch.full_like(p, 8.0)
+        m, v = torch.zeros_like(p), torch.zeros_like(p)
+        step = torch.tensor(1.0, device=device)
+        scale = torch.tensor(4.0, device=device)
+        for found in (1.0, 0.0):
+            torch._fused_adamw_([p], [g], [m], [v], [], [step], lr=0.1, beta1=0.9, beta2=0.999,
+                                weight_decay=0.01, eps=1e-8, amsgrad=False, maximize=False,
+                                grad_scale=scale, found_inf=torch.tensor(found, device=device))
+            if found == 1.0:
+                assert torch.equal(p.cpu(), p_cpu) and torch.equal(m.cpu(), torch.zeros(4))
+        if device == "cpu":
+            want = (p.clone(), g.clone(), m.clone(), v.clone())
+        else:
+            for a, b in zip((p, g, m, v), want):
+                torch.testing.assert_close(a.cpu(), b, atol=1e-6, rtol=1e-6)
+
+
+def test_assert_async(strict):
+    torch._assert_async(torch.tensor(1, device="tpu"))
+    torch._assert_async(torch.tensor(0.5, device="tpu"), "unused")
+    with pytest.raises(RuntimeError, match="single nonzero value, but got zero"):
+        torch._assert_async(torch.tensor(0, device="tpu"))
+    with pytest.raises(RuntimeError, match="my message"):
+        torch._assert_async(torch.tensor(False, device="tpu"), "my message")
+    with pytest.raises(RuntimeError, match="more than one value"):
+        torch._assert_async(torch.ones(2, device="tpu"))
