@@ -116,6 +116,20 @@ def test_dtype_argument_is_honoured(name, strict):
     torch.testing.assert_close(got.cpu(), want, atol=1e-2, rtol=1e-2)
 
 
+@pytest.mark.parametrize("fn", [torch.softmax, torch.log_softmax])
+def test_softmax_backward_input_dtype(fn, strict):
+    # _softmax_backward_data(..., ScalarType input_dtype) gives the input's dtype.
+    grads = []
+    for device in ("cpu", "tpu"):
+        x = bf.clone().to(device).requires_grad_()
+        y = fn(x, -1, dtype=torch.float32)
+        assert y.dtype == torch.float32
+        (y * torch.arange(3.0, device=device)).sum().backward()
+        grads.append(x.grad)
+    assert grads[1].dtype == grads[0].dtype == torch.bfloat16
+    torch.testing.assert_close(grads[1].cpu(), grads[0], atol=1e-2, rtol=1e-2)
+
+
 def test_memory_format_argument_is_honoured(strict):
     x = torch.randn(2, 3, 4, 4)
     want = x.clone(memory_format=torch.channels_last)
