@@ -17,6 +17,7 @@ CUDA_NAMES_USED = [
     "set_stream", "StreamContext", "manual_seed", "manual_seed_all", "get_rng_state",
     "set_rng_state", "is_bf16_supported", "OutOfMemoryError", "reset_max_memory_allocated",
     "memory_stats_as_nested_dict", "reset_accumulated_memory_stats", "ipc_collect",
+    "is_current_stream_capturing", "get_sync_debug_mode",
 ]
 
 

@@ -25,7 +25,8 @@ __all__ = [
     "memory_stats_as_nested_dict", "memory_cached", "max_memory_cached",
     "reset_max_memory_allocated", "reset_max_memory_cached",
     "reset_accumulated_memory_stats", "mem_get_info", "device_memory_used",
-    "memory_summary", "memory_snapshot", "ipc_collect",
+    "memory_summary", "memory_snapshot", "ipc_collect", "has_half",
+    "is_current_stream_capturing", "get_sync_debug_mode", "set_sync_debug_mode",
 ]
 
 # --- initialisation ----------------------------------------------------------------
@@ -288,6 +289,26 @@ def can_device_access_peer(device, peer_device):
     """Copies between tpu devices work (through the host where the plugin
     cannot copy directly)."""
     return 0 <= _index(device) < device_count() and 0 <= _index(peer_device) < device_count()
+
+
+has_half = True
+
+
+def is_current_stream_capturing():
+    """No CUDA-graph-style stream capture on tpu (torch.compile captures
+    graphs instead), so never."""
+    return False
+
+
+def get_sync_debug_mode():
+    return 0
+
+
+def set_sync_debug_mode(debug_mode):
+    """Only 0 / "default": host synchronisations are not reported on tpu."""
+    if debug_mode not in (0, "default"):
+        raise ValueError(f"torch.tpu.set_sync_debug_mode({debug_mode!r}): only 0 / 'default' "
+                         f"is supported on tpu")
 
 
 OutOfMemoryError = torch.OutOfMemoryError
