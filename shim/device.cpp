@@ -18,8 +18,11 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -200,6 +203,56 @@ struct TpuAllocator final : public c10::DeviceAllocator {
       (*arr)[0].current = st.buffers_in_use;
     }
     return out;
+  }
+
+  // (free, total) bytes: torch.accelerator.get_memory_info, torch.tpu.mem_get_info.
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex /*device*/) override {
+    tt_runtime_info info;
+    tt_runtime_info_get(runtime(), &info);
+    if (std::strcmp(info.platform, "cpu") == 0) return host_memory();
+    const size_t total = known_device_memory(info.device_kind);
+    TORCH_CHECK_NOT_IMPLEMENTED(total > 0, "tpu: the memory size of a '", info.device_kind,
+                                "' device is not known (PJRT's device memory statistics "
+                                "are not read yet)");
+    tt_stats st;
+    std::memset(&st, 0, sizeof(st));
+    tt_runtime_stats(runtime(), &st);
+    const auto used = static_cast<size_t>(st.bytes_in_use);
+    return {total > used ? total - used : 0, total};
+  }
+
+  // The CPU plugin's device memory is the host's: (available, physical).
+  static std::pair<size_t, size_t> host_memory() {
+    const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t total = page * static_cast<size_t>(sysconf(_SC_PHYS_PAGES));
+    size_t avail = page * static_cast<size_t>(sysconf(_SC_AVPHYS_PAGES));
+    if (FILE *f = std::fopen("/proc/meminfo", "r")) {  // counts reclaimable cache too
+      char line[256];
+      unsigned long long kb = 0;
+      while (std::fgets(line, sizeof line, f) != nullptr) {
+        if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+          avail = static_cast<size_t>(kb) * 1024;
+          break;
+        }
+      }
+      std::fclose(f);
+    }
+    return {avail, total};
+  }
+
+  // HBM per device of TPU kinds, by PJRT's device_kind.
+  static size_t known_device_memory(const char *kind) {
+    static const std::pair<const char *, size_t> kKinds[] = {
+        {"TPU v2", size_t{8} << 30},       {"TPU v3", size_t{16} << 30},
+        {"TPU v4", size_t{32} << 30},      {"TPU v5 lite", size_t{16} << 30},
+        {"TPU v5e", size_t{16} << 30},     {"TPU v5p", size_t{95} << 30},
+        {"TPU v5", size_t{95} << 30},      {"TPU v6 lite", size_t{32} << 30},
+        {"TPU v6e", size_t{32} << 30},
+    };
+    for (const auto &k : kKinds) {
+      if (kind != nullptr && std::strcmp(kind, k.first) == 0) return k.second;
+    }
+    return 0;
   }
 
   void resetAccumulatedStats(c10::DeviceIndex /*device*/) override {}

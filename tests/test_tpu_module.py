@@ -40,6 +40,8 @@ def test_device_properties():
         torch.tpu.get_device_properties(torch.tpu.device_count())
     free, total = torch.tpu.mem_get_info()
     assert 0 <= free <= total and total == p.total_memory
+    free2, total2 = torch.accelerator.get_memory_info(torch.device("tpu", 0))
+    assert total2 == total and 0 <= free2 <= total2
 
 
 def test_memory_stats_keys_and_values():

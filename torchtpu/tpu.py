@@ -208,32 +208,13 @@ def get_device_name(device=None):
     return f"{info['device_kind']} ({info['platform']})"
 
 
-# Per-device memory of known TPU kinds (bytes), until the core reads PJRT's
-# device memory statistics; the CPU plugin's device memory is the host's.
-_TPU_MEMORY = {"TPU v2": 8 << 30, "TPU v3": 16 << 30, "TPU v4": 32 << 30,
-               "TPU v5 lite": 16 << 30, "TPU v5e": 16 << 30, "TPU v5p": 95 << 30,
-               "TPU v5": 95 << 30, "TPU v6 lite": 32 << 30, "TPU v6e": 32 << 30}
-
-
-def _host_memory():
-    """(available, total) bytes of host memory."""
-    import os
-    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    avail = total
+def _total_memory(idx):
+    """Bytes of device memory (the allocator's get_memory_info: host memory
+    on the CPU plugin, HBM by device kind on TPUs); 0 when unknown."""
     try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    avail = int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return avail, total
-
-
-def _total_memory(info):
-    if info["platform"] == "cpu":
-        return _host_memory()[1]
-    return _TPU_MEMORY.get(info["device_kind"], 0)
+        return torch.accelerator.get_memory_info(torch.device("tpu", idx))[1]
+    except NotImplementedError:
+        return 0
 
 
 class _DeviceProperties:
@@ -249,7 +230,7 @@ class _DeviceProperties:
         self.platform_version = info["platform_version"]
         self.index = idx
         self.supports_f64 = info["supports_f64"]
-        self.total_memory = _total_memory(info)
+        self.total_memory = _total_memory(idx)
         self.multi_processor_count = 1
         self.major = 0
         self.minor = 0
@@ -476,13 +457,10 @@ def reset_accumulated_memory_stats(device=None):
 
 def mem_get_info(device=None):
     """(free, total) bytes of the device's memory: host memory on the CPU
-    plugin (free is what the OS reports available)."""
+    plugin (free is what the OS reports available); raises
+    NotImplementedError for a device kind whose memory size is unknown."""
     _lazy_init()
-    info = _core.info()
-    if info["platform"] == "cpu":
-        return _host_memory()
-    total = _total_memory(info)
-    return max(total - memory_reserved(device), 0), total
+    return torch.accelerator.get_memory_info(torch.device("tpu", _index(device)))
 
 
 def device_memory_used(device=None):
