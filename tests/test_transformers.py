@@ -217,8 +217,18 @@ def test_greedy_generate_with_static_cache(name, strict):
     cpu, dev, kind, _ = _pair(name)
     cpu.eval(), dev.eval()
     want = _generate(cpu, _inputs(kind, "cpu"))
+    calls = torchtpu.compile.stats()["calls"]
     got = _generate(dev, _inputs(kind, "tpu"), cache_implementation="static")
     assert torch.equal(got.cpu(), want), f"{name}: {got.cpu().tolist()} vs {want.tolist()}"
+    # transformers compiles the static-cache decode step (its default for
+    # "tpu" is the "tpu" backend); with the CUDA default CompileConfig
+    # (Inductor, reduce-overhead) the step is routed to the "tpu" backend too.
+    assert torchtpu.compile.stats()["calls"] > calls
+    if name == "llama":
+        with pytest.warns(UserWarning, match="no effect"):
+            got = _generate(dev, _inputs(kind, "tpu"), cache_implementation="static",
+                            compile_config=transformers.CompileConfig())
+        assert torch.equal(got.cpu(), want)
 
 
 @pytest.mark.parametrize("name", COMPILE)
