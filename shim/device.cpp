@@ -14,6 +14,7 @@
 #include <ATen/ops/empty.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/DeviceCapability.h>
 #include <c10/core/GeneratorImpl.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
@@ -430,6 +431,24 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   c10::DeviceIndex deviceCount() const noexcept override {
     return static_cast<c10::DeviceIndex>(device_count_noexcept());
+  }
+
+  // torch.accelerator.get_device_capability: the dtypes tpu tensors can have
+  // (float64 only where the plugin has it).
+  c10::DeviceCapability getDeviceCapability(c10::Device /*d*/) const override {
+    tt_runtime_info info;
+    tt_runtime_info_get(runtime(), &info);
+    auto supported = [&](c10::ScalarType t) {
+      const tt_dtype d = to_tt_dtype(t);
+      return d != TT_DTYPE_NONE && (d != TT_F64 || info.supports_f64);
+    };
+    c10::DeviceCapability cap;
+    cap.capability_data.capability_bits = 0;
+#define TT_SET_SUPPORTED(_1, n) \
+  cap.capability_data.supported_scalar_types.has_##n = supported(c10::ScalarType::n) ? 1 : 0;
+    AT_FORALL_SCALAR_TYPES_WITH_COMPLEX_AND_QINTS(TT_SET_SUPPORTED)
+#undef TT_SET_SUPPORTED
+    return cap;
   }
 
   void destroyEvent(void *event, const c10::DeviceIndex /*index*/) const noexcept override {

@@ -145,3 +145,13 @@ def test_accelerator_api():
         assert torch.tpu.current_stream() == s
     finally:
         torch.accelerator.set_stream(torch.tpu.default_stream())
+
+
+def test_accelerator_device_capability_lists_tpu_dtypes():
+    dtypes = torch.accelerator.get_device_capability(torch.device("tpu", 0))["supported_dtypes"]
+    for d in (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+              torch.float16, torch.bfloat16, torch.float32):
+        assert d in dtypes
+        assert torch.zeros(2, dtype=d, device="tpu").cpu().dtype == d
+    assert (torch.float64 in dtypes) == torchtpu.runtime_info()["supports_f64"]
+    assert torch.complex64 not in dtypes  # not yet on tpu
