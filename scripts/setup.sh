@@ -40,9 +40,11 @@ fi
 
 make -j2 PYTHON="$PY"
 
-# (Re)install when missing or when its metadata predates the Dynamo entry point.
+# (Re)install when missing or when its metadata predates the Dynamo or the
+# torch.backends (autoload) entry point.
 if ! "$PY" -c "import importlib.metadata as m; m.version('torchtpu'); \
-    assert any(e.name == 'tpu' for e in m.entry_points(group='torch_dynamo_backends'))" \
+    assert any(e.name == 'tpu' for e in m.entry_points(group='torch_dynamo_backends')); \
+    assert any(e.value.startswith('torchtpu') for e in m.entry_points(group='torch.backends'))" \
     2>/dev/null; then
   echo "setup: installing torchtpu (editable)"
   "$PY" -m pip install --quiet --no-build-isolation --no-deps -e .
