@@ -18,7 +18,11 @@ fi
 mapfile -t missing < <("$PY" - "$TORCH_VERSION" <<'PYEOF'
 import importlib.metadata as md, sys
 want = {"torch": sys.argv[1], "lammps-jax-pjrt-cpu": "0.11.2",
-        "numpy": None, "pytest": None, "expecttest": None}
+        "numpy": None, "pytest": None, "expecttest": None,
+        # tests/test_transformers.py; none of these requires torch.
+        "transformers": "5.24.0", "huggingface-hub": "2.4.0", "tokenizers": "0.23.3",
+        "safetensors": "0.8.0", "pyyaml": "6.0.4", "regex": "2026.11.19",
+        "tqdm": "4.70.1", "typer": "0.29.2"}
 for name, version in want.items():
     try:
         have = md.version(name).split("+")[0]
@@ -36,9 +40,11 @@ fi
 
 make -j2 PYTHON="$PY"
 
-# (Re)install when missing or when its metadata predates the Dynamo entry point.
+# (Re)install when missing or when its metadata predates the Dynamo or the
+# torch.backends (autoload) entry point.
 if ! "$PY" -c "import importlib.metadata as m; m.version('torchtpu'); \
-    assert any(e.name == 'tpu' for e in m.entry_points(group='torch_dynamo_backends'))" \
+    assert any(e.name == 'tpu' for e in m.entry_points(group='torch_dynamo_backends')); \
+    assert any(e.value.startswith('torchtpu') for e in m.entry_points(group='torch.backends'))" \
     2>/dev/null; then
   echo "setup: installing torchtpu (editable)"
   "$PY" -m pip install --quiet --no-build-isolation --no-deps -e .

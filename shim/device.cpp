@@ -1,7 +1,8 @@
 // device.cpp — the "tpu" device as PyTorch sees it: runtime access and error
 // conversion, dtype mapping, the allocator (a storage's data pointer is an
 // opaque core handle, never host memory), storage and tensor descriptors, the
-// device guard (current device per thread, one default stream, no-op events),
+// device guard (current device and stream per thread, streams feeding one
+// in-order queue, events that wait for the device),
 // the PrivateUse1 hooks and the generator.
 //
 // Leaves out: kernels (kernels.cpp), op dispatch (fallback.cpp).
@@ -13,10 +14,16 @@
 #include <ATen/ops/empty.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/DeviceCapability.h>
 #include <c10/core/GeneratorImpl.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -199,6 +206,56 @@ struct TpuAllocator final : public c10::DeviceAllocator {
     return out;
   }
 
+  // (free, total) bytes: torch.accelerator.get_memory_info, torch.tpu.mem_get_info.
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex /*device*/) override {
+    tt_runtime_info info;
+    tt_runtime_info_get(runtime(), &info);
+    if (std::strcmp(info.platform, "cpu") == 0) return host_memory();
+    const size_t total = known_device_memory(info.device_kind);
+    TORCH_CHECK_NOT_IMPLEMENTED(total > 0, "tpu: the memory size of a '", info.device_kind,
+                                "' device is not known (PJRT's device memory statistics "
+                                "are not read yet)");
+    tt_stats st;
+    std::memset(&st, 0, sizeof(st));
+    tt_runtime_stats(runtime(), &st);
+    const auto used = static_cast<size_t>(st.bytes_in_use);
+    return {total > used ? total - used : 0, total};
+  }
+
+  // The CPU plugin's device memory is the host's: (available, physical).
+  static std::pair<size_t, size_t> host_memory() {
+    const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t total = page * static_cast<size_t>(sysconf(_SC_PHYS_PAGES));
+    size_t avail = page * static_cast<size_t>(sysconf(_SC_AVPHYS_PAGES));
+    if (FILE *f = std::fopen("/proc/meminfo", "r")) {  // counts reclaimable cache too
+      char line[256];
+      unsigned long long kb = 0;
+      while (std::fgets(line, sizeof line, f) != nullptr) {
+        if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+          avail = static_cast<size_t>(kb) * 1024;
+          break;
+        }
+      }
+      std::fclose(f);
+    }
+    return {avail, total};
+  }
+
+  // HBM per device of TPU kinds, by PJRT's device_kind.
+  static size_t known_device_memory(const char *kind) {
+    static const std::pair<const char *, size_t> kKinds[] = {
+        {"TPU v2", size_t{8} << 30},       {"TPU v3", size_t{16} << 30},
+        {"TPU v4", size_t{32} << 30},      {"TPU v5 lite", size_t{16} << 30},
+        {"TPU v5e", size_t{16} << 30},     {"TPU v5p", size_t{95} << 30},
+        {"TPU v5", size_t{95} << 30},      {"TPU v6 lite", size_t{32} << 30},
+        {"TPU v6e", size_t{32} << 30},
+    };
+    for (const auto &k : kKinds) {
+      if (kind != nullptr && std::strcmp(kind, k.first) == 0) return k.second;
+    }
+    return 0;
+  }
+
   void resetAccumulatedStats(c10::DeviceIndex /*device*/) override {}
   void resetPeakStats(c10::DeviceIndex /*device*/) override {
     tt_runtime_reset_peak(runtime());
@@ -297,17 +354,46 @@ tt_tensor describe(const at::Tensor &t, const std::string &what) {
 
 // --- device guard ------------------------------------------------------------
 //
-// One default stream per device: the core orders work itself. Events are
-// accepted and recorded as nothing; waiting on one waits for the device.
+// Streams: torch.tpu.Stream() objects are distinct (ids from a counter, a
+// current stream per thread and device), but every stream feeds the core's
+// one in-order queue, so work on any stream runs in program order: an event
+// waited on (block) has always been reached already, and wait_stream /
+// wait_event need no device work. Events record where in that order they
+// were taken; query and synchronize wait for the device (the core has no
+// per-point fence yet), so a True answer is always true. Timing events
+// (enable_timing=True) wait for the work before them when recorded and take
+// the host clock then: elapsed_time is the wall time between the two points
+// of completion.
 
 namespace {
+
+struct TpuEvent {
+  bool timing = false;
+  double ms = 0;  // host clock when the work before the record had finished
+};
+
+thread_local std::vector<c10::StreamId> g_current_stream;  // per device; 0: default
+std::atomic<c10::StreamId> g_next_stream{1};
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   static constexpr c10::DeviceType kType = c10::DeviceType::PrivateUse1;
 
-  static c10::Stream default_stream(c10::Device d) noexcept {
-    const c10::DeviceIndex index = d.index() >= 0 ? d.index() : current_device();
-    return c10::Stream(c10::Stream::DEFAULT, c10::Device(kType, index));
+  static c10::DeviceIndex index_of(c10::Device d) noexcept {
+    return d.index() >= 0 ? d.index() : current_device();
+  }
+  static c10::Stream make_stream(c10::DeviceIndex index, c10::StreamId id) noexcept {
+    return c10::Stream(c10::Stream::UNSAFE, c10::Device(kType, index), id);
+  }
+  static c10::Stream current_stream(c10::Device d) noexcept {
+    const c10::DeviceIndex index = index_of(d);
+    const auto i = static_cast<size_t>(index);
+    return make_stream(index, i < g_current_stream.size() ? g_current_stream[i] : 0);
   }
 
   c10::DeviceType type() const override { return kType; }
@@ -325,35 +411,87 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     if (d.index() >= 0) g_current_device = d.index();
   }
 
-  c10::Stream getStream(c10::Device d) const override { return default_stream(d); }
+  c10::Stream getStream(c10::Device d) const override { return current_stream(d); }
   c10::Stream getDefaultStream(c10::Device d) const override {
-    return default_stream(d);
+    return make_stream(index_of(d), 0);
   }
   c10::Stream getNewStream(c10::Device d, int /*priority*/) const override {
-    return default_stream(d);
+    return make_stream(index_of(d), g_next_stream.fetch_add(1));
   }
   c10::Stream getStreamFromGlobalPool(c10::Device d, bool /*high*/) const override {
-    return default_stream(d);
+    return getNewStream(d, 0);
   }
   c10::Stream exchangeStream(c10::Stream s) const noexcept override {
-    return default_stream(s.device());
+    const c10::Stream old = current_stream(s.device());
+    const auto i = static_cast<size_t>(old.device_index());
+    if (g_current_stream.size() <= i) g_current_stream.resize(i + 1, 0);
+    g_current_stream[i] = s.id();
+    return old;
   }
 
   c10::DeviceIndex deviceCount() const noexcept override {
     return static_cast<c10::DeviceIndex>(device_count_noexcept());
   }
 
-  void destroyEvent(void * /*event*/, const c10::DeviceIndex /*index*/) const noexcept override {}
-  void record(void ** /*event*/, const c10::Stream & /*stream*/,
-              const c10::DeviceIndex /*index*/,
-              const c10::EventFlag /*flag*/) const override {}
-  void block(void * /*event*/, const c10::Stream & /*stream*/) const override {}
-  bool queryEvent(void * /*event*/) const override { return true; }
-  void synchronizeEvent(void * /*event*/) const override {
-    check(tt_runtime_synchronize(runtime()), "tpu synchronize");
+  // torch.accelerator.get_device_capability: the dtypes tpu tensors can have
+  // (float64 only where the plugin has it).
+  c10::DeviceCapability getDeviceCapability(c10::Device /*d*/) const override {
+    tt_runtime_info info;
+    tt_runtime_info_get(runtime(), &info);
+    auto supported = [&](c10::ScalarType t) {
+      const tt_dtype d = to_tt_dtype(t);
+      return d != TT_DTYPE_NONE && (d != TT_F64 || info.supports_f64);
+    };
+    c10::DeviceCapability cap;
+    cap.capability_data.capability_bits = 0;
+#define TT_SET_SUPPORTED(_1, n) \
+  cap.capability_data.supported_scalar_types.has_##n = supported(c10::ScalarType::n) ? 1 : 0;
+    AT_FORALL_SCALAR_TYPES_WITH_COMPLEX_AND_QINTS(TT_SET_SUPPORTED)
+#undef TT_SET_SUPPORTED
+    return cap;
   }
 
-  bool queryStream(const c10::Stream & /*stream*/) const override { return true; }
+  void destroyEvent(void *event, const c10::DeviceIndex /*index*/) const noexcept override {
+    delete static_cast<TpuEvent *>(event);
+  }
+  void record(void **event, const c10::Stream & /*stream*/,
+              const c10::DeviceIndex /*index*/,
+              const c10::EventFlag flag) const override {
+    if (*event == nullptr) *event = new TpuEvent();
+    auto *e = static_cast<TpuEvent *>(*event);
+    e->timing = flag == c10::EventFlag::BACKEND_DEFAULT;
+    if (e->timing) {
+      check(tt_runtime_synchronize(runtime()), "tpu event record");
+      e->ms = now_ms();
+    }
+  }
+  void block(void * /*event*/, const c10::Stream & /*stream*/) const override {
+    // One in-order queue: the recorded point is always before the waiter's work.
+  }
+  bool queryEvent(void *event) const override {
+    if (event == nullptr) return true;
+    check(tt_runtime_synchronize(runtime()), "tpu event query");
+    return true;
+  }
+  void synchronizeEvent(void *event) const override {
+    if (event == nullptr) return;
+    check(tt_runtime_synchronize(runtime()), "tpu event synchronize");
+  }
+  double elapsedTime(void *event1, void *event2,
+                     const c10::DeviceIndex /*index*/) const override {
+    TORCH_CHECK(event1 != nullptr && event2 != nullptr,
+                "tpu elapsed_time: both events must be recorded");
+    const auto *a = static_cast<const TpuEvent *>(event1);
+    const auto *b = static_cast<const TpuEvent *>(event2);
+    TORCH_CHECK(a->timing && b->timing,
+                "tpu elapsed_time: both events need enable_timing=True");
+    return b->ms - a->ms;
+  }
+
+  bool queryStream(const c10::Stream & /*stream*/) const override {
+    check(tt_runtime_synchronize(runtime()), "tpu stream query");
+    return true;
+  }
   void synchronizeStream(const c10::Stream & /*stream*/) const override {
     check(tt_runtime_synchronize(runtime()), "tpu synchronize");
   }

@@ -155,7 +155,10 @@ std::unique_ptr<OpInfo> read_schema(const c10::FunctionSchema &schema) {
   const auto &args = schema.arguments();
   for (const auto &a : args) {
     const c10::AliasInfo *alias = a.alias_info();
-    ArgSpec spec{classify(a.type()), alias != nullptr && alias->isWrite(), a.name()};
+    // real_type(), not type(): the latter shows ScalarType, Layout and
+    // MemoryFormat as int (Optional[ScalarType] as Optional[int]), so a
+    // dtype= argument would reach the core as a plain integer and be ignored.
+    ArgSpec spec{classify(a.real_type()), alias != nullptr && alias->isWrite(), a.name()};
     if (spec.kind == ArgKind::kUnsupported) supported = false;
     info->args.push_back(spec);
   }

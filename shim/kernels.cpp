@@ -1,8 +1,8 @@
 // kernels.cpp — the ops that must be explicit on "tpu": creation (empty,
 // empty_strided), metadata-only views (as_strided, view, _reshape_alias,
 // unfold), storage changes (resize_, set_), host <-> device copies
-// (_copy_from, _copy_from_and_resize, _local_scalar_dense), and trivial
-// queries (is_set_to, record_stream).
+// (_copy_from, _copy_from_and_resize, _local_scalar_dense), _assert_async, and trivial
+// queries (is_set_to, record_stream, _has_compatible_shallow_copy_type).
 //
 // Views reuse ATen's device-agnostic implementations. Nothing here touches
 // device memory except through tt_tensor_upload / tt_tensor_download, and
@@ -210,10 +210,51 @@ at::Scalar local_scalar_dense(const at::Tensor &self) {
   return download(self).item();
 }
 
+// _assert_async: checked when called, by reading the one value (as
+// `bool(t)` would), so the error names the assertion where CUDA's would come
+// later. Running no CPU op, it is not a fallback. (Checking inside the next
+// program instead needs the core's device-side error flags.)
+void assert_async_msg(const at::Tensor &self, c10::string_view assert_msg) {
+  TORCH_CHECK(self.numel() != 0, "Boolean value of Tensor with no values is ambiguous");
+  TORCH_CHECK(self.numel() == 1,
+              "Boolean value of Tensor with more than one value is ambiguous");
+  const c10::Scalar s = local_scalar_dense(self);
+  const bool nonzero = s.isFloatingPoint() ? s.toDouble() != 0.0
+                       : s.isBoolean()     ? s.toBool()
+                                           : s.toLong() != 0;
+  if (!nonzero) {
+    if (assert_msg.empty()) {
+      TORCH_CHECK(false, "Expected Tensor with single nonzero value, but got zero");
+    }
+    TORCH_CHECK(false, std::string(assert_msg));
+  }
+}
+
+void assert_async(const at::Tensor &self) { assert_async_msg(self, ""); }
+
 // --- queries -------------------------------------------------------------------
 
 bool is_set_to(const at::Tensor &self, const at::Tensor &tensor) {
   return at::native::is_set_to(self, tensor);
+}
+
+// Module._apply (model.to("tpu")) moves a parameter in place (`param.data =
+// moved`) only when this holds, else it makes a new Parameter per alias and
+// tied weights come apart. PyTorch's own answer covers its built-in dense
+// backends; PrivateUse1 backends are asked to extend it: a plain strided
+// tpu tensor and a plain strided CPU (or tpu) tensor are interchangeable.
+bool has_compatible_shallow_copy_type(const at::Tensor &self, const at::Tensor &from) {
+  if (self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set())) return true;
+  const c10::DispatchKeySet wrapped({c10::DispatchKey::Python, c10::DispatchKey::Functionalize,
+                                     c10::DispatchKey::FuncTorchBatched,
+                                     c10::DispatchKey::Conjugate, c10::DispatchKey::Negative});
+  auto plain = [&](const at::Tensor &t) {
+    const c10::DeviceType d = t.device().type();
+    return (d == c10::DeviceType::CPU || d == c10::DeviceType::PrivateUse1) &&
+           t.layout() == c10::kStrided && !t.is_quantized() && !t.is_nested() &&
+           !t.key_set().has_any(wrapped);
+  };
+  return plain(self) && plain(from);
 }
 
 void record_stream(at::Tensor & /*self*/, c10::Stream /*s*/) {
@@ -237,8 +278,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", TORCH_FN(copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
   m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+  m.impl("_assert_async", TORCH_FN(assert_async));
+  m.impl("_assert_async.msg", TORCH_FN(assert_async_msg));
   m.impl("is_set_to", TORCH_FN(is_set_to));
   m.impl("record_stream", TORCH_FN(record_stream));
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
   register_structured_ops(m);
 }
 

@@ -316,7 +316,10 @@ def tpu_backend(gm, example_inputs, options=None, mode=None):
                       eager is available (for comparison).
       "replay": False records every call under fused eager instead of
                       replaying the captured program."""
-    del mode  # torch.compile's mode= ("reduce-overhead" ...) has no meaning here
+    if mode not in _MODES:
+        raise ValueError(f"torch.compile(backend='tpu'): unknown mode {mode!r}; known: "
+                         f"{sorted(m for m in _MODES if m)} (every mode compiles each graph "
+                         f"into one program and replays it)")
     from torch._dynamo.backends.common import aot_autograd
 
     options = dict(options or {})
@@ -332,6 +335,64 @@ def tpu_backend(gm, example_inputs, options=None, mode=None):
         keep_inference_input_mutations=True,
     )
     return backend(gm, example_inputs)
+
+
+# torch.compile's modes: all mean the same here (one program per graph,
+# replayed without Python per op, which is what "reduce-overhead" asks for).
+_MODES = {None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"}
+
+
+# --- torch.compile's default backend on tpu tensors -----------------------------------------
+#
+# torch.compile(model) with no backend= is Inductor, whose own "tpu" device
+# (Pallas code generation for Google's torch_tpu) fails here with "No module
+# named 'torch_tpu'". Graphs that touch tpu tensors go to the "tpu" backend
+# instead, as CUDA code expects its default to work; other graphs keep
+# Inductor. Inductor has already validated mode= and options= (an unknown
+# key raises there); the ones it set are performance settings with no
+# meaning for the tpu backend, named once in a warning.
+
+_warned_options = set()
+
+
+def _is_tpu(v):
+    return isinstance(v, torch.Tensor) and v.device.type == "tpu"
+
+
+def _graph_on_tpu(gm, inputs):
+    if any(_is_tpu(x) for x in inputs):
+        return True
+    for node in getattr(getattr(gm, "graph", None), "nodes", ()):
+        val = node.meta.get("val", node.meta.get("example_value"))
+        vals = val if isinstance(val, (list, tuple)) else (val,)
+        if any(_is_tpu(v) for v in vals):
+            return True
+    return False
+
+
+def _route_default_backend():
+    wrapper = getattr(torch, "_TorchCompileInductorWrapper", None)
+    if wrapper is None or getattr(wrapper.__call__, "_torchtpu", False):
+        return
+    inductor_call = wrapper.__call__
+
+    def __call__(self, model_, inputs_, *, config_patches=None):
+        if not _graph_on_tpu(model_, inputs_):
+            return inductor_call(self, model_, inputs_, config_patches=config_patches)
+        ignored = sorted(set({**self.config, **(config_patches or {})}) - _warned_options)
+        if ignored:
+            import warnings
+            _warned_options.update(ignored)
+            warnings.warn(f"torch.compile on tpu tensors runs through torchtpu's 'tpu' backend "
+                          f"(not Inductor); these Inductor settings have no effect there: "
+                          f"{ignored}", stacklevel=2)
+        return tpu_backend(model_, inputs_)
+
+    __call__._torchtpu = True
+    wrapper.__call__ = __call__
+
+
+_route_default_backend()
 
 
 def register():

@@ -19,7 +19,14 @@ __all__ = [
     "set_rng_state", "set_rng_state_all", "memory_allocated", "max_memory_allocated",
     "memory_reserved", "max_memory_reserved", "reset_peak_memory_stats",
     "memory_stats", "empty_cache", "default_generators", "Stream", "Event",
-    "current_stream", "default_stream",
+    "current_stream", "default_stream", "set_stream", "stream", "StreamContext",
+    "get_device_capability", "get_arch_list", "is_tf32_supported",
+    "can_device_access_peer", "OutOfMemoryError", "AcceleratorError",
+    "memory_stats_as_nested_dict", "memory_cached", "max_memory_cached",
+    "reset_max_memory_allocated", "reset_max_memory_cached",
+    "reset_accumulated_memory_stats", "mem_get_info", "device_memory_used",
+    "memory_summary", "memory_snapshot", "ipc_collect", "has_half",
+    "is_current_stream_capturing", "get_sync_debug_mode", "set_sync_debug_mode",
 ]
 
 # --- initialisation ----------------------------------------------------------------
@@ -115,10 +122,46 @@ def synchronize(device=None):
     _core.synchronize()
 
 
-# One stream per device: the core orders work itself. torch.Stream/Event work
-# on "tpu"; events record nothing and waiting on one waits for the device.
-Stream = torch.Stream
-Event = torch.Event
+# --- streams and events ------------------------------------------------------------
+#
+# Every stream feeds the core's one in-order queue (see shim/device.cpp), so
+# work runs in program order whatever stream it is issued on; waits between
+# streams are satisfied by construction. Events wait for the device when
+# queried or synchronized; timing events record the host clock once the work
+# before them has finished.
+
+
+class _OnTpu(type):
+    """isinstance(x, torch.tpu.Stream / Event): a torch.Stream / torch.Event
+    on a tpu device (torch's methods take only those exact types, so the
+    constructors below return them rather than subclasses)."""
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, cls._base) and obj.device.type == "tpu"
+
+
+class Stream(metaclass=_OnTpu):
+    """torch.cuda.Stream's counterpart: Stream(device=None, priority=0), a
+    torch.Stream on a tpu device (wait_event, wait_stream, record_event,
+    query, synchronize)."""
+
+    _base = torch.Stream
+
+    def __new__(cls, device=None, priority=0):
+        return torch.Stream(device=torch.device("tpu", _index(device)), priority=priority)
+
+
+class Event(metaclass=_OnTpu):
+    """torch.cuda.Event's counterpart: Event(enable_timing=False, blocking=False,
+    interprocess=False), a torch.Event on a tpu device (record, wait, query,
+    synchronize, elapsed_time)."""
+
+    _base = torch.Event
+
+    def __new__(cls, enable_timing=False, blocking=False, interprocess=False, device=None):
+        return torch.Event(device=torch.device("tpu", _index(device)),
+                           enable_timing=enable_timing, blocking=blocking,
+                           interprocess=interprocess)
 
 
 def current_stream(device=None):
@@ -126,7 +169,37 @@ def current_stream(device=None):
 
 
 def default_stream(device=None):
-    return current_stream(device)
+    s = current_stream(device)
+    return torch.Stream(stream_id=0, device_index=s.device_index, device_type=s.device_type)
+
+
+def set_stream(stream):
+    if stream is not None:
+        torch.accelerator.set_stream(stream)
+
+
+class StreamContext:
+    """Makes `stream` current on its device for the block (None: no change)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.prev = None
+
+    def __enter__(self):
+        if self.stream is not None:
+            self.prev = torch.accelerator.current_stream(self.stream.device)
+            torch.accelerator.set_stream(self.stream)
+        return self.stream
+
+    def __exit__(self, *exc):
+        if self.prev is not None:
+            torch.accelerator.set_stream(self.prev)
+        return False
+
+
+def stream(stream):
+    """with torch.tpu.stream(s): ... -- as torch.cuda.stream."""
+    return StreamContext(stream)
 
 
 def get_device_name(device=None):
@@ -135,21 +208,92 @@ def get_device_name(device=None):
     return f"{info['device_kind']} ({info['platform']})"
 
 
+def _total_memory(idx):
+    """Bytes of device memory (the allocator's get_memory_info: host memory
+    on the CPU plugin, HBM by device kind on TPUs); 0 when unknown."""
+    try:
+        return torch.accelerator.get_memory_info(torch.device("tpu", idx))[1]
+    except NotImplementedError:
+        return 0
+
+
 class _DeviceProperties:
+    """torch.cuda's device properties, where they mean something for a PJRT
+    device: name, total_memory (bytes), multi_processor_count (1: one core
+    per device), major/minor (0: no CUDA compute capability), is_integrated,
+    uuid; and the platform's own (platform, platform_version, supports_f64)."""
+
     def __init__(self, info, idx):
         self.name = info["device_kind"]
+        self.type = "tpu"
         self.platform = info["platform"]
         self.platform_version = info["platform_version"]
         self.index = idx
         self.supports_f64 = info["supports_f64"]
+        self.total_memory = _total_memory(idx)
+        self.multi_processor_count = 1
+        self.major = 0
+        self.minor = 0
+        self.is_integrated = info["platform"] == "cpu"
+        self.is_multi_gpu_board = False
+        self.uuid = f"tpu-{info['platform']}-{idx}"
 
     def __repr__(self):
         return (f"_TpuDeviceProperties(name='{self.name}', platform='{self.platform}', "
-                f"index={self.index})")
+                f"index={self.index}, total_memory={self.total_memory // (1 << 20)}MB)")
 
 
 def get_device_properties(device=None):
-    return _DeviceProperties(_core.info(), _index(device))
+    idx = _index(device)
+    n = device_count()
+    if not 0 <= idx < n:
+        raise AssertionError(f"Invalid device id {idx}: {n} tpu device(s)")
+    return _DeviceProperties(_core.info(), idx)
+
+
+def get_device_capability(device=None):
+    """(0, 0): no CUDA compute capability; code that gates on it takes its
+    generic path."""
+    del device
+    return (0, 0)
+
+
+def get_arch_list():
+    return []
+
+
+def is_tf32_supported():
+    return False
+
+
+def can_device_access_peer(device, peer_device):
+    """Copies between tpu devices work (through the host where the plugin
+    cannot copy directly)."""
+    return 0 <= _index(device) < device_count() and 0 <= _index(peer_device) < device_count()
+
+
+has_half = True
+
+
+def is_current_stream_capturing():
+    """No CUDA-graph-style stream capture on tpu (torch.compile captures
+    graphs instead), so never."""
+    return False
+
+
+def get_sync_debug_mode():
+    return 0
+
+
+def set_sync_debug_mode(debug_mode):
+    """Only 0 / "default": host synchronisations are not reported on tpu."""
+    if debug_mode not in (0, "default"):
+        raise ValueError(f"torch.tpu.set_sync_debug_mode({debug_mode!r}): only 0 / 'default' "
+                         f"is supported on tpu")
+
+
+OutOfMemoryError = torch.OutOfMemoryError
+AcceleratorError = torch.AcceleratorError if hasattr(torch, "AcceleratorError") else RuntimeError
 
 
 def is_bf16_supported(including_emulation=True):
@@ -251,22 +395,29 @@ def set_rng_state_all(new_states):
 # caching allocator, so "reserved" equals "allocated".
 
 def memory_stats(device=None):
-    del device
+    """torch.cuda.memory_stats' keys (from the allocator's statistics, as
+    torch.accelerator.memory_stats), plus host_to_device_bytes and
+    device_to_host_bytes. There is no caching allocator: reserved equals
+    allocated, and the pool, split and retry counters stay 0."""
     if not is_initialized() and not is_available():
         return {}
+    _lazy_init()
+    out = dict(torch.accelerator.memory_stats(torch.device("tpu", _index(device))))
     st = _core.stats()
-    cur, peak = st["bytes_in_use"], st["peak_bytes_in_use"]
-    out = {}
-    for what in ("allocated_bytes", "reserved_bytes", "active_bytes", "requested_bytes"):
-        out[f"{what}.all.current"] = cur
-        out[f"{what}.all.peak"] = peak
-    out["allocation.all.current"] = st["buffers_in_use"]
-    out["active.all.current"] = st["buffers_in_use"]
     out["host_to_device_bytes"] = st["host_to_device_bytes"]
     out["device_to_host_bytes"] = st["device_to_host_bytes"]
-    out["num_alloc_retries"] = 0
-    out["num_ooms"] = 0
     return dict(sorted(out.items()))
+
+
+def memory_stats_as_nested_dict(device=None):
+    nested = {}
+    for key, value in memory_stats(device).items():
+        node = nested
+        parts = key.split(".")
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+        node[parts[-1]] = value
+    return nested
 
 
 def memory_allocated(device=None):
@@ -285,14 +436,59 @@ def max_memory_reserved(device=None):
     return memory_stats(device).get("reserved_bytes.all.peak", 0)
 
 
+memory_cached = memory_reserved
+max_memory_cached = max_memory_reserved
+
+
 def reset_peak_memory_stats(device=None):
     del device
     _lazy_init()
     _core.reset_peak()
 
 
+reset_max_memory_allocated = reset_peak_memory_stats
+reset_max_memory_cached = reset_peak_memory_stats
+
+
+def reset_accumulated_memory_stats(device=None):
+    """Nothing accumulates: the allocator keeps current and peak values only."""
+    del device
+
+
+def mem_get_info(device=None):
+    """(free, total) bytes of the device's memory: host memory on the CPU
+    plugin (free is what the OS reports available); raises
+    NotImplementedError for a device kind whose memory size is unknown."""
+    _lazy_init()
+    return torch.accelerator.get_memory_info(torch.device("tpu", _index(device)))
+
+
+def device_memory_used(device=None):
+    return memory_reserved(device)
+
+
+def memory_summary(device=None, abbreviated=False):
+    del abbreviated
+    st = memory_stats(device)
+    lines = [f"tpu memory ({get_device_name(device)}):"]
+    for key in ("allocated_bytes.all.current", "allocated_bytes.all.peak",
+                "reserved_bytes.all.current", "reserved_bytes.all.peak",
+                "allocation.all.current", "host_to_device_bytes", "device_to_host_bytes"):
+        lines.append(f"  {key:32s} {st.get(key, 0):>16,d}")
+    return "\n".join(lines) + "\n"
+
+
+def memory_snapshot():
+    """No caching allocator, hence no segments to list."""
+    return []
+
+
 def empty_cache():
     """Nothing is cached: device buffers are freed with their storages."""
+
+
+def ipc_collect():
+    """No inter-process memory sharing: nothing to collect."""
 
 
 # --- compilation cache -------------------------------------------------------------------

@@ -11,9 +11,12 @@
 // The rules replace PyTorch's CompositeExplicitAutograd kernels
 // (TT_RULE_REPLACES_COMPOSITE): the shim registers them for the device.
 //
+// Also the fused Adam / AdamW steps (optim's fused=True, TorchTitan's default).
+//
 // Leaves out: the .Tensor overloads of addcmul/addcdiv (their scalars are a
 // CPU tensor), _foreach_copy_, integer pow corner cases, complex numbers.
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lower/lower.h"
@@ -255,6 +258,96 @@ static tt_status f_norm(tt_lower_ctx *c) {
   return NULL;
 }
 
+// --- fused Adam / AdamW ------------------------------------------------------------------
+//
+// _fused_adam(w)_(params[], grads[], exp_avgs[], exp_avg_sqs[], max_exp_avg_sqs[],
+// state_steps[], lr, beta1, beta2, weight_decay, eps, amsgrad, maximize,
+// grad_scale?, found_inf?), as PyTorch's CPU kernel computes it: the step
+// counts are already incremented; grad_scale unscales the grads (written
+// back); found_inf == 1 leaves everything as it was. Results follow the
+// written lists: all params, then grads, exp_avgs, exp_avg_sqs and (amsgrad)
+// max_exp_avg_sqs. lr (a float or a 0-d tensor), betas, weight decay and eps
+// are runtime values; amsgrad and maximize shape the program.
+
+enum { A_PARAM, A_GRAD, A_AVG, A_SQ, A_MAX, A_STEP, A_LR, A_B1, A_B2, A_WD, A_EPS,
+       A_AMSGRAD, A_MAXIMIZE, A_SCALE, A_FOUND_INF };
+
+static tt_status fused_adam(tt_lower_ctx *c, bool adamw) {
+  tt_hlo *b = tt_lower_hlo(c);
+  int n = list_len(c, A_PARAM);
+  bool amsgrad = tt_lower_bool(c, A_AMSGRAD), maximize = tt_lower_bool(c, A_MAXIMIZE);
+  static const int lists[] = {A_GRAD, A_AVG, A_SQ, A_STEP};
+  TT_RETURN_IF_ERROR(same_lengths(c, lists, 4));
+  if (amsgrad && list_len(c, A_MAX) != n)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "amsgrad needs %d max_exp_avg_sqs, got %d", n,
+                         list_len(c, A_MAX));
+  int nout = amsgrad ? 5 : 4;
+  tt_hv *out = calloc((size_t)(n * nout + 1), sizeof *out);
+  if (!out) return tt_make_status(TT_RESOURCE_EXHAUSTED, "out of memory");
+  bool scaled = !tt_lower_is_none(c, A_SCALE), skippable = !tt_lower_is_none(c, A_FOUND_INF);
+  for (int j = 0; j < n; j++) {
+    tt_dtype pd = tt_lower_tensor_type(c, A_PARAM, j).dtype;
+    if (!tt_dtype_is_float(pd)) {
+      free(out);
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "params must be floating, got %s",
+                           tt_dtype_name(pd));
+    }
+    tt_dtype d = tt_opmath(pd);
+    tt_hv p0 = tt_lower_list_tensor(c, A_PARAM, j), g0 = tt_lower_list_tensor(c, A_GRAD, j);
+    tt_hv m0 = tt_lower_list_tensor(c, A_AVG, j), v0 = tt_lower_list_tensor(c, A_SQ, j);
+    tt_hv p = tt_hlo_convert(b, p0, d), g = tt_hlo_convert(b, g0, d);
+    tt_hv m = tt_hlo_convert(b, m0, d), v = tt_hlo_convert(b, v0, d);
+    tt_hv one = tt_lower_splat_like(c, p, 1);
+    tt_hv lr = tt_lower_expand_like(c, tt_lower_scalar(c, A_LR, d), p);
+    tt_hv b1 = tt_lower_expand_like(c, tt_lower_scalar(c, A_B1, d), p);
+    tt_hv b2 = tt_lower_expand_like(c, tt_lower_scalar(c, A_B2, d), p);
+    tt_hv wd = tt_lower_expand_like(c, tt_lower_scalar(c, A_WD, d), p);
+    tt_hv eps = tt_lower_expand_like(c, tt_lower_scalar(c, A_EPS, d), p);
+    tt_hv step = tt_lower_expand_like(c, tt_hlo_convert(b, tt_lower_list_tensor(c, A_STEP, j), d), p);
+    if (scaled) g = tt_lower_bin(c, TT_HLO_DIV, g, tt_lower_expand_like(c, tt_hlo_convert(b, tt_lower_tensor(c, A_SCALE), d), p));
+    tt_hv gw = g;  // the grad as written back
+    if (maximize) g = tt_hlo_unary(b, TT_HLO_NEG, g);
+    if (adamw)
+      p = tt_lower_bin(c, TT_HLO_MUL, p, tt_lower_bin(c, TT_HLO_SUB, one, tt_lower_bin(c, TT_HLO_MUL, lr, wd)));
+    else
+      g = tt_lower_bin(c, TT_HLO_ADD, g, tt_lower_bin(c, TT_HLO_MUL, p, wd));
+    m = tt_lower_bin(c, TT_HLO_ADD, tt_lower_bin(c, TT_HLO_MUL, m, b1),
+                     tt_lower_bin(c, TT_HLO_MUL, g, tt_lower_bin(c, TT_HLO_SUB, one, b1)));
+    v = tt_lower_bin(c, TT_HLO_ADD, tt_lower_bin(c, TT_HLO_MUL, v, b2),
+                     tt_lower_bin(c, TT_HLO_MUL, tt_lower_bin(c, TT_HLO_MUL, g, g),
+                                  tt_lower_bin(c, TT_HLO_SUB, one, b2)));
+    tt_hv bc1 = tt_lower_bin(c, TT_HLO_SUB, one, tt_lower_bin(c, TT_HLO_POW, b1, step));
+    tt_hv bc2 = tt_lower_bin(c, TT_HLO_SUB, one, tt_lower_bin(c, TT_HLO_POW, b2, step));
+    tt_hv mx = v, mx0 = TT_HV_INVALID;
+    if (amsgrad) {
+      mx0 = tt_lower_list_tensor(c, A_MAX, j);
+      mx = tt_lower_bin(c, TT_HLO_MAX, tt_hlo_convert(b, mx0, d), v);
+    }
+    tt_hv denom = tt_lower_bin(c, TT_HLO_ADD, tt_lower_bin(c, TT_HLO_DIV, tt_hlo_unary(b, TT_HLO_SQRT, mx),
+                                                           tt_hlo_unary(b, TT_HLO_SQRT, bc2)), eps);
+    tt_hv step_size = tt_lower_bin(c, TT_HLO_DIV, lr, bc1);
+    p = tt_lower_bin(c, TT_HLO_SUB, p, tt_lower_bin(c, TT_HLO_DIV, tt_lower_bin(c, TT_HLO_MUL, step_size, m), denom));
+    tt_hv newv[5] = {p, gw, m, v, mx}, oldv[5] = {p0, g0, m0, v0, mx0};
+    tt_hv skip = TT_HV_INVALID;
+    if (skippable) {
+      tt_hv fi = tt_hlo_convert(b, tt_lower_tensor(c, A_FOUND_INF), TT_F32);
+      skip = tt_lower_expand_like(c, tt_hlo_compare(b, TT_HLO_EQ, fi, tt_hlo_const(b, TT_F32, 1)), p);
+    }
+    for (int k = 0; k < nout; k++) {
+      tt_dtype od = tt_lower_tensor_type(c, A_PARAM + k, j).dtype;
+      tt_hv r = tt_hlo_convert(b, newv[k], od);
+      if (skippable) r = tt_hlo_select(b, skip, oldv[k], r);
+      out[k * n + j] = r;
+    }
+  }
+  for (int i = 0; i < n * nout; i++) tt_lower_result(c, out[i]);
+  free(out);
+  return NULL;
+}
+
+static tt_status fused_adam_(tt_lower_ctx *c) { return fused_adam(c, false); }
+static tt_status fused_adamw_(tt_lower_ctx *c) { return fused_adam(c, true); }
+
 // --- the table -------------------------------------------------------------------------------
 
 #define RC(name, fn) {"aten::_foreach_" name, fn, TT_RULE_REPLACES_COMPOSITE}
@@ -288,6 +381,8 @@ static const tt_rule kRules[] = {
     BOTH("lerp", "ScalarList", lerp_scalarlist),
     {"aten::_foreach_norm.Scalar", f_norm,
      TT_RULE_REPLACES_COMPOSITE | TT_RULE_SCALARS_IN_SIGNATURE},
+    {"aten::_fused_adam_", fused_adam_, 0}, {"aten::_fused_adam_.tensor_lr", fused_adam_, 0},
+    {"aten::_fused_adamw_", fused_adamw_, 0}, {"aten::_fused_adamw_.tensor_lr", fused_adamw_, 0},
 };
 #undef RC
 #undef BOTH

@@ -17,7 +17,7 @@
 //
 // Leaves out: mode of NaN data (NaNs never compare equal), integer kthvalue (tied indices follow
 // the CPU's quickselect), integer index_reduce "mean", segment_reduce's
-// `indices`, 16-bit segment_reduce and histc (the CPU rounds every step),
+// `indices`, 16-bit segment_reduce and 16-bit float histc (the CPU rounds every step),
 // bounds checks of indices (XLA clamps where PyTorch raises).
 #include <inttypes.h>
 #include <math.h>
@@ -799,27 +799,38 @@ static tt_status lower_multinomial(tt_lower_ctx *c) {
 
 // histc(self, bins, min, max): counts in `bins` equal bins over [min, max]
 // (the data's range when min == max, widened by 1 each side if still
-// equal); max falls in the last bin, values outside are dropped.
+// equal); max falls in the last bin, values outside are dropped. Integer
+// inputs follow CUDA (the CPU has no integer histc): min and max truncate
+// to the input's dtype, the bin is (x - min) * bins / (max - min) in int64
+// arithmetic, and the counts have the input's dtype.
 static tt_status lower_histc(tt_lower_ctx *c) {
   tt_hlo *b = tt_lower_hlo(c);
   tt_hlo_type xt = tt_lower_tensor_type(c, 0, -1);
   int64_t bins = tt_lower_is_none(c, 1) ? 100 : tt_lower_int(c, 1);
-  if (bins <= 0 || !tt_dtype_is_float(xt.dtype))
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "bins must be > 0 and self floating, got %"
-                         PRId64 " bins of %s", bins, tt_dtype_name(xt.dtype));
-  if (xt.dtype != TT_F32 && xt.dtype != TT_F64)
+  bool integral = tt_dtype_is_int(xt.dtype);
+  if (bins <= 0)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "bins must be > 0, got %" PRId64, bins);
+  if (!integral && !tt_dtype_is_float(xt.dtype))
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "histc of %s (PyTorch takes floating inputs, "
+                         "and integer ones on CUDA)", tt_dtype_name(xt.dtype));
+  if (!integral && xt.dtype != TT_F32 && xt.dtype != TT_F64)
     return tt_lower_fail(c, TT_UNIMPLEMENTED, "histc of %s (the CPU rounds each step of the bin "
                          "position)", tt_dtype_name(xt.dtype));
   int64_t n = tt_hlo_numel(&xt);
-  tt_dtype d = xt.dtype;
-  tt_hlo_type ht = tt_hlo_make_type(d, 1, &bins);
+  tt_dtype d = integral ? TT_I64 : xt.dtype;  // the arithmetic's dtype
+  tt_hlo_type ht = tt_hlo_make_type(xt.dtype, 1, &bins);
   if (n == 0) {
     tt_lower_result(c, tt_hlo_splat(b, &ht, 0));
     return NULL;
   }
   tt_hv x = flat(c, tt_lower_tensor(c, 0));
-  tt_hv lo = tt_lower_is_none(c, 2) ? tt_hlo_const(b, d, 0) : tt_lower_scalar(c, 2, d);
-  tt_hv hi = tt_lower_is_none(c, 3) ? tt_hlo_const(b, d, 0) : tt_lower_scalar(c, 3, d);
+  if (integral) x = tt_hlo_convert(b, x, d);
+  tt_hv lo = tt_lower_is_none(c, 2) ? tt_hlo_const(b, d, 0) : tt_lower_scalar(c, 2, xt.dtype);
+  tt_hv hi = tt_lower_is_none(c, 3) ? tt_hlo_const(b, d, 0) : tt_lower_scalar(c, 3, xt.dtype);
+  if (integral) {
+    lo = tt_hlo_convert(b, lo, d);
+    hi = tt_hlo_convert(b, hi, d);
+  }
   bool all[1] = {true};
   tt_hv same = tt_hlo_compare(b, TT_HLO_EQ, lo, hi);
   lo = tt_hlo_select(b, same, tt_lower_reduce(c, x, all, false, TT_HLO_REDUCE_MIN), lo);
@@ -831,11 +842,12 @@ static tt_status lower_histc(tt_lower_ctx *c) {
   tt_hv pos = tt_lower_bin(c, TT_HLO_DIV, tt_lower_bin(c, TT_HLO_MUL,
                            tt_lower_bin(c, TT_HLO_SUB, x, lob), tt_lower_splat_like(c, x, (double)bins)),
                            tt_lower_bin(c, TT_HLO_SUB, hib, lob));
-  tt_hv bin = tt_hlo_convert(b, tt_hlo_unary(b, TT_HLO_FLOOR, pos), TT_I64);
+  // Integer division truncates, which is floor for the values kept (x >= min).
+  tt_hv bin = integral ? pos : tt_hlo_convert(b, tt_hlo_unary(b, TT_HLO_FLOOR, pos), TT_I64);
   bin = tt_hlo_clamp(b, tt_hlo_const_i(b, TT_I64, 0), bin, tt_hlo_const_i(b, TT_I64, bins - 1));
   tt_hv inside = tt_lower_bin(c, TT_HLO_AND, tt_hlo_compare(b, TT_HLO_GE, x, lob),
                               tt_hlo_compare(b, TT_HLO_LE, x, hib));
-  tt_hv w = tt_hlo_convert(b, inside, d);
+  tt_hv w = tt_hlo_convert(b, inside, xt.dtype);
   int64_t two[2] = {n, 1};
   tt_hv out = tt_lower_scatter_at(c, tt_hlo_splat(b, &ht, 0), tt_hlo_reshape(b, bin, 2, two), w,
                            TT_HLO_REDUCE_ADD);
