@@ -10,6 +10,7 @@ import torch
 
 from . import _env
 
+_env.validate()  # a bad setting is an error naming it, before anything starts
 _env.export_site_packages()  # before the core can start
 _env.quiet_plugin_logs()
 
