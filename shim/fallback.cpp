@@ -22,6 +22,8 @@
 #include <torch/library.h>
 
 #include <atomic>
+#include <cmath>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -222,7 +224,12 @@ tt_scalar scalar_from(const c10::Scalar &s, const std::string &what) {
   } else if (s.isFloatingPoint()) {
     out.dtype = TT_F64;
     out.f = s.toDouble();
-    out.i = static_cast<int64_t>(out.f);
+    // Saturating: converting NaN, inf or a double past int64's range is
+    // undefined behaviour in C++.
+    out.i = std::isnan(out.f) ? 0
+            : out.f >= 9.2233720368547758e18 ? INT64_MAX
+            : out.f <= -9.2233720368547758e18 ? INT64_MIN
+            : static_cast<int64_t>(out.f);
   } else {
     TORCH_CHECK(false, what, ": dtype complex128 is not supported on tpu");
   }
