@@ -108,6 +108,8 @@ CASES = [
      "RuntimeError", ["where", "broadcast"], True),
     ("masked_fill_float_mask", "torch.ones(3, device=dev).masked_fill_(torch.ones(3, device=dev), 0.0)",
      "RuntimeError", ["mask", "bool"], True),
+    ("out_of_memory", "torch.empty(2**42, device=dev).fill_(1)", "OutOfMemoryError",
+     ["fill_", "out of memory"], False),
     ("complex_dtype", "torch.ones(2, dtype=torch.complex64, device=dev)", "RuntimeError",
      ["complex"], False),
     # --- writes into memory shared between elements or with an input ----------------
