@@ -142,8 +142,7 @@ ENV_CASES = [
     ("env_fallback", {"TORCHTPU_FALLBACK": "loud"}, ["TORCHTPU_FALLBACK", "warn, error, silent"]),
     ("env_launch_blocking", {"TPU_LAUNCH_BLOCKING": "maybe"}, ["TPU_LAUNCH_BLOCKING", "maybe"]),
     ("env_defer", {"TORCH_TPU_DEFER_AND_FUSE": "2"}, ["TORCH_TPU_DEFER_AND_FUSE"]),
-    ("env_plugin_missing", {"TORCHTPU_PLUGIN_PATH": "/nonexistent/libpjrt.so"},
-     ["TORCHTPU_PLUGIN_PATH", "/nonexistent/libpjrt.so"]),
+    ("env_log_level", {"TF_CPP_MIN_LOG_LEVEL": "loud"}, ["TF_CPP_MIN_LOG_LEVEL", "0, 1, 2 or 3"]),
 ]
 
 # One server process imports torch and torchtpu once (the runtime starts

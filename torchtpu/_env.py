@@ -97,17 +97,6 @@ def cpu_devices():
     return int(text)
 
 
-def plugin_path():
-    """TORCHTPU_PLUGIN_PATH: an existing PJRT plugin file, or None."""
-    raw = os.environ.get("TORCHTPU_PLUGIN_PATH", "")
-    if not raw.strip():
-        return None
-    if not os.path.isfile(raw):
-        raise _bad("TORCHTPU_PLUGIN_PATH", raw, "the path of an existing PJRT plugin "
-                   "file (.so), or unset to discover one")
-    return raw
-
-
 def quiet_plugin_logs():
     """XLA's plugins log informational lines to stderr at start-up; keep
     warnings and errors only, unless the user chose a level."""
@@ -209,7 +198,9 @@ def validate():
                  "TORCHTPU_EXPLAIN_RECOMPILES", "TORCHTPU_CHECK_NUMERICS"):
         _flag(name)
     cpu_devices()
-    plugin_path()
+    # TORCHTPU_PLUGIN_PATH is checked by the core when the runtime starts: a
+    # missing or bad plugin is a RuntimeError naming it at first use, and the
+    # process stays usable for CPU work.
     cache_dir()
     cache_max_bytes()
     program_cache_max_bytes()
