@@ -149,7 +149,7 @@ fuzz-run: fuzz
 	  export TORCHTPU_SITE_PACKAGES="$${TORCHTPU_SITE_PACKAGES:-$(SITE_PACKAGES)}"; \
 	  export TF_CPP_MIN_LOG_LEVEL=2 ASAN_OPTIONS="$${ASAN_OPTIONS:-detect_leaks=0}" UBSAN_OPTIONS="$${UBSAN_OPTIONS:-print_stacktrace=1}"; \
 	  mkdir -p build/fuzz/corpus; \
-	  $(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -timeout=30 -rss_limit_mb=4096 \
+	  $(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -timeout=60 -rss_limit_mb=4096 \
 	    -max_len=512 -len_control=0 -print_final_stats=1 -artifact_prefix=build/fuzz/ build/fuzz/corpus; \
 	fi
 
