@@ -4,6 +4,8 @@
 #   make          core + shim
 #   make core     core only (no PyTorch needed)
 #   make ctest    build and run every core/tests/test_*.c, plain and sanitized
+#   make fuzz-run the libFuzzer target over op calls, FUZZ_SECONDS (default 60);
+#                 needs clang (skipped with a message when there is none)
 #   make clean
 #
 # Objects live under build/ (build/asan/ for sanitized ones); the libraries
@@ -52,7 +54,7 @@ SHIM_LDLIBS := -ltorchtpu_core -ltorch_cpu -lc10
 
 # --- targets -------------------------------------------------------------------
 
-.PHONY: all core shim ctest ctest-plain ctest-asan clean
+.PHONY: all core shim ctest ctest-plain ctest-asan fuzz fuzz-run clean
 all: core shim
 core: $(CORE_LIB)
 shim: $(SHIM_LIB)
@@ -116,7 +118,42 @@ ctest-asan: $(ASAN_TESTS)
 	done; \
 	test $$failed -eq 0 || { echo "$$failed sanitized C test(s) failed"; exit 1; }
 
+# --- fuzzing (clang's libFuzzer, ASan + UBSan) ------------------------------------
+#
+# The core is rebuilt by clang under build/fuzz/; the target uses only the
+# public API (torchtpu.h).
+
+# clang 15 or later (the core uses _Float16); the newest one installed.
+FUZZ_CC ?= $(or $(firstword $(foreach v,19 18 17 16 15,$(shell command -v clang-$(v) 2>/dev/null))),clang)
+FUZZ_SECONDS ?= 60
+FUZZ_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_OBJS := $(CORE_SRCS:%.c=build/fuzz/obj/%.o)
+FUZZ_BIN := build/fuzz/fuzz_op_call
+
+build/fuzz/obj/core/%.o: core/%.c
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(CORE_CFLAGS) -Wno-unknown-warning-option $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(FUZZ_BIN): core/tests/fuzz_op_call.c $(FUZZ_OBJS)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(CORE_CFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJS) $(CORE_LDLIBS)
+
+fuzz:
+	@if command -v $(FUZZ_CC) >/dev/null 2>&1; then $(MAKE) --no-print-directory $(FUZZ_BIN); \
+	else echo "fuzz: SKIPPED: no clang >= 15 found (apt-get install clang-16 libclang-rt-16-dev)"; fi
+
+# Bounded run from an empty corpus (build/fuzz/corpus keeps what it finds);
+# any crash or sanitizer report fails, its input saved as build/fuzz/crash-*.
+fuzz-run: fuzz
+	@if [ -x $(FUZZ_BIN) ]; then \
+	  export TORCHTPU_SITE_PACKAGES="$${TORCHTPU_SITE_PACKAGES:-$(SITE_PACKAGES)}"; \
+	  export TF_CPP_MIN_LOG_LEVEL=2 ASAN_OPTIONS="$${ASAN_OPTIONS:-detect_leaks=0}" UBSAN_OPTIONS="$${UBSAN_OPTIONS:-print_stacktrace=1}"; \
+	  mkdir -p build/fuzz/corpus; \
+	  $(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -timeout=60 -rss_limit_mb=4096 \
+	    -max_len=512 -len_control=0 -print_final_stats=1 -artifact_prefix=build/fuzz/ build/fuzz/corpus; \
+	fi
+
 clean:
 	rm -rf build $(CORE_LIB) $(SHIM_LIB)
 
--include $(CORE_OBJS:.o=.d) $(ASAN_OBJS:.o=.d) $(SHIM_OBJS:.o=.d)
+-include $(CORE_OBJS:.o=.d) $(ASAN_OBJS:.o=.d) $(SHIM_OBJS:.o=.d) $(FUZZ_OBJS:.o=.d)

@@ -8,6 +8,8 @@
 // Leaves out: kernels (kernels.cpp), op dispatch (fallback.cpp).
 #include "shim.h"
 
+#include <cctype>
+
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Generator.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
@@ -49,6 +51,16 @@ void throw_status(tt_status s, const std::string &what) {
   const std::string short_what = colons == std::string::npos ? what : what.substr(colons + 2);
   if (!what.empty() && msg.find(short_what) == std::string::npos) {
     msg = what + ": " + msg;
+  }
+  // The plugin reports an allocation failure inside a program as its own
+  // error text; what says "out of memory" is one, whatever its code.
+  std::string lower = msg;
+  for (char &ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  const bool oom = lower.find("out of memory") != std::string::npos ||
+                   lower.find("resource_exhausted") != std::string::npos ||
+                   lower.find("resource exhausted") != std::string::npos;
+  if (oom && code != TT_RESOURCE_EXHAUSTED && code != TT_OUT_OF_RANGE) {
+    TORCH_CHECK_WITH(OutOfMemoryError, false, msg);
   }
   switch (code) {
     case TT_OUT_OF_RANGE:
@@ -136,7 +148,8 @@ thread_local c10::DeviceIndex g_current_device = 0;
 
 void check_index(c10::DeviceIndex index) {
   const int count = device_count_noexcept();
-  TORCH_CHECK_INDEX(index >= 0 && index < count, "tpu: device index ", index,
+  // DeviceIndex is a char type: print it as a number, not a character.
+  TORCH_CHECK_INDEX(index >= 0 && index < count, "tpu: device index ", static_cast<int>(index),
                     " is out of range (", count, " tpu device",
                     count == 1 ? "" : "s", ")");
 }
@@ -345,6 +358,11 @@ tt_tensor describe(const at::Tensor &t, const std::string &what) {
   TORCH_CHECK(d.storage != nullptr || t.numel() == 0, what,
               ": tpu tensor without device storage");
   d.dtype = to_tt_dtype_checked(t.scalar_type(), what);
+  // The core's descriptors hold at most TT_MAX_RANK dims; refuse more here,
+  // before anything reads sizes into a fixed array.
+  TORCH_CHECK(t.dim() <= TT_MAX_RANK, what, ": a tensor of rank ", t.dim(),
+              " (shape ", t.sizes(), ") is not supported on tpu: at most ",
+              TT_MAX_RANK, " dimensions");
   d.ndim = static_cast<int32_t>(t.dim());
   d.sizes = t.sizes().data();
   d.strides = t.strides().data();
@@ -600,7 +618,7 @@ const at::Generator &default_generator(c10::DeviceIndex index) {
   });
   if (index < 0) index = current_device();
   TORCH_CHECK_INDEX(index < static_cast<c10::DeviceIndex>(gens.size()),
-                    "tpu: no default generator for device ", index);
+                    "tpu: no default generator for device ", static_cast<int>(index));
   return gens[index];
 }
 

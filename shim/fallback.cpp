@@ -14,6 +14,7 @@
 #include <ATen/Context.h>
 #include <ATen/SDPBackend.h>
 #include <ATen/native/CPUFallback.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/transformers/attention.h>
 #include <c10/core/DefaultDtype.h>
@@ -21,6 +22,8 @@
 #include <torch/library.h>
 
 #include <atomic>
+#include <cmath>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -224,7 +227,12 @@ tt_scalar scalar_from(const c10::Scalar &s, const std::string &what) {
   } else if (s.isFloatingPoint()) {
     out.dtype = TT_F64;
     out.f = s.toDouble();
-    out.i = static_cast<int64_t>(out.f);
+    // Saturating: converting NaN, inf or a double past int64's range is
+    // undefined behaviour in C++.
+    out.i = std::isnan(out.f) ? 0
+            : out.f >= 9.2233720368547758e18 ? INT64_MAX
+            : out.f <= -9.2233720368547758e18 ? INT64_MIN
+            : static_cast<int64_t>(out.f);
   } else {
     TORCH_CHECK(false, what, ": dtype complex128 is not supported on tpu");
   }
@@ -527,6 +535,65 @@ std::vector<at::Tensor> wrap_results(tt_op_result *results, int32_t n) {
   return out;
 }
 
+// --- overlapping writes ----------------------------------------------------------
+//
+// PyTorch's CPU and CUDA kernels refuse to write into a tensor whose elements
+// share memory (an expanded view) or that partly overlaps one of the inputs:
+// the result would depend on the order of the writes. Here a write is a
+// functional update of the storage that would silently keep one of the
+// duplicates, so the same calls are refused with PyTorch's messages, before
+// the core sees them. Ops whose ATen kernels skip the check (fills,
+// masked/indexed fills, the triangle ops, reductions into out=) keep
+// PyTorch's leniency.
+
+bool skips_overlap_check(const std::string &name) {
+  static const char *const kLenient[] = {
+      "aten::fill_", "aten::zero_", "aten::masked_fill_", "aten::masked_scatter_",
+      "aten::index_fill_", "aten::index_put_", "aten::_index_put_impl_",
+      "aten::fill_diagonal_", "aten::tril_", "aten::triu_", "aten::sum",
+      "aten::mean", "aten::prod", "aten::amax", "aten::amin", "aten::max",
+      "aten::min", "aten::aminmax", "aten::argmax", "aten::argmin", "aten::norm",
+      "aten::linalg_vector_norm", "aten::std", "aten::var", "aten::logsumexp",
+      "aten::any", "aten::all", "aten::nansum", "aten::set_", "aten::resize_",
+  };
+  const std::string base = name.substr(0, name.find('.'));
+  for (const char *l : kLenient) {
+    if (base == l) return true;
+  }
+  return false;
+}
+
+void collect_tensors(const c10::IValue &iv, std::vector<at::Tensor> *out) {
+  if (iv.isTensor()) {
+    if (is_tpu(iv.toTensor())) out->push_back(iv.toTensor());
+  } else if (iv.isList()) {
+    for (const c10::IValue &e : iv.toListRef()) {
+      if (e.isTensor() && is_tpu(e.toTensor())) out->push_back(e.toTensor());
+    }
+  }
+}
+
+void check_overlap(const Call &c) {
+  if (skips_overlap_check(c.info.name)) return;
+  std::vector<at::Tensor> written, read;
+  for (size_t i = 0; i < c.args.size(); i++) {
+    collect_tensors(c.args[i], c.info.args[i].written ? &written : &read);
+  }
+  for (const at::Tensor &w : written) {
+    if (w.numel() <= 1) continue;
+    TORCH_CHECK(at::has_internal_overlap(w) != at::MemOverlap::Yes, c.info.name,
+                ": unsupported operation: more than one element of the written-to "
+                "tensor refers to a single memory location. Please clone() the "
+                "tensor before performing the operation.");
+    for (const at::Tensor &r : read) {
+      TORCH_CHECK(at::get_overlap_status(w, r) != at::MemOverlapStatus::Partial,
+                  c.info.name, ": unsupported operation: some elements of the input "
+                  "tensor and the written-to tensor refer to a single memory location. "
+                  "Please clone() the tensor before performing the operation.");
+    }
+  }
+}
+
 // --- running -------------------------------------------------------------------
 
 tt_op_call make_call(const Call &c) {
@@ -589,6 +656,7 @@ void boxed_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
   Call c(info);
   c.args.assign(stack->end() - static_cast<std::ptrdiff_t>(nargs), stack->end());
   c.device = call_device(c, op.schema());
+  check_overlap(c);
   build_values(c);
   build_dests(c);
 

@@ -10,6 +10,7 @@ import torch
 
 from . import _env
 
+_env.validate()  # a bad setting is an error naming it, before anything starts
 _env.export_site_packages()  # before the core can start
 _env.quiet_plugin_logs()
 _env.launched_devices()  # torchrun: LOCAL_WORLD_SIZE CPU-plugin devices
@@ -121,16 +122,23 @@ __all__ += ["set_mode", "get_mode", "mode", "sync"]
 
 _cache_dir = _env.cache_dir()
 _cache_max_bytes = _env.cache_max_bytes()
+_program_cache_max_bytes = _env.program_cache_max_bytes()
 _explain = _env.explain_recompiles()
 
 
 def _apply_cache(rt=None):
     del rt
+    import warnings
     try:
         _core.set_cache_dir(_cache_dir, _cache_max_bytes)
-    except RuntimeError as e:  # a bad path: run without the disk cache
-        import warnings
+    except RuntimeError as e:  # a bad or untrusted path: run without the disk cache
         warnings.warn(f"torchtpu: persistent compilation cache off: {e}")
+    if _program_cache_max_bytes > 0:
+        if _core.has_program_cache_bound():
+            _core.set_program_cache_bytes(_program_cache_max_bytes)
+        else:
+            warnings.warn("torchtpu: TORCHTPU_PROGRAM_CACHE_MAX_BYTES is set, but this build's "
+                          "core cannot bound its program cache yet; the setting is ignored")
     _core.set_explain_recompiles(_explain)
 
 

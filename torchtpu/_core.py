@@ -117,6 +117,12 @@ _CORE_FUNCS = {
     "tt_op_lookup": (ctypes.c_int32, [ctypes.c_char_p]),
 }
 
+# Entry points bound only when the core exports them (added by later cores).
+_OPTIONAL_CORE_FUNCS = {
+    # tt_status tt_runtime_set_program_cache_bytes(tt_runtime *, int64_t max_bytes)
+    "tt_runtime_set_program_cache_bytes": (_p, [_p, ctypes.c_int64]),
+}
+
 _SHIM_FUNCS = {
     "torchtpu_shim_set_fallback_mode": (ctypes.c_bool, [ctypes.c_int]),
     "torchtpu_shim_fallback_mode": (ctypes.c_int, []),
@@ -146,6 +152,7 @@ def load():
                 f"repository root (or `pip install -e .`)")
     core = ctypes.CDLL(CORE_PATH, mode=ctypes.RTLD_GLOBAL)
     _bind(core, _CORE_FUNCS)
+    _bind(core, {k: v for k, v in _OPTIONAL_CORE_FUNCS.items() if hasattr(core, k)})
     shim = ctypes.CDLL(SHIM_PATH, mode=ctypes.RTLD_GLOBAL)
     _bind(shim, _SHIM_FUNCS)
 
@@ -287,6 +294,18 @@ def set_cache_dir(path, max_bytes):
     """Turns the persistent cache on at `path` (None: off)."""
     arg = os.fsencode(path) if path else None
     check(core.tt_runtime_set_cache_dir(runtime(), arg, int(max_bytes)))
+
+
+def has_program_cache_bound():
+    return hasattr(core, "tt_runtime_set_program_cache_bytes")
+
+
+def set_program_cache_bytes(max_bytes):
+    """Bounds the in-memory program cache (LRU, bytes; 0: unbounded)."""
+    if not has_program_cache_bound():
+        raise NotImplementedError("torchtpu: this core cannot bound its program cache yet "
+                                  "(tt_runtime_set_program_cache_bytes is missing)")
+    check(core.tt_runtime_set_program_cache_bytes(runtime(), int(max_bytes)))
 
 
 def cache_entries():

@@ -17,7 +17,9 @@ Names follow DESIGN.md (compatible with Google's TorchTPU where one exists):
                             $XDG_CACHE_HOME/torchtpu (~/.cache/torchtpu);
                             "0", "off", "none", "false" or empty: no disk cache
     TORCHTPU_CACHE_MAX_BYTES  size bound of that directory (default 2G;
-                            suffixes K, M, G; 0: unbounded)
+                            suffixes K, M, G, T; 0: unbounded)
+    TORCHTPU_PROGRAM_CACHE_MAX_BYTES  bound of the in-memory program cache
+                            (same syntax; default 0: unbounded)
     TORCHTPU_EXPLAIN_RECOMPILES  1: print why each program is compiled, and a
                             summary of the causes at exit
     TORCHTPU_CHECK_NUMERICS 1: compare every tpu op with PyTorch's CPU result
@@ -27,13 +29,41 @@ Names follow DESIGN.md (compatible with Google's TorchTPU where one exists):
     LOCAL_RANK, LOCAL_WORLD_SIZE  set by torchrun: the CPU plugin then creates
                             LOCAL_WORLD_SIZE devices unless TORCHTPU_CPU_DEVICES
                             is set (torch.tpu.set_device(local_rank) works)
+
+Every setting is validated by validate(), at import: a value that is not
+one of the accepted ones raises ValueError naming the variable, the value
+and what is accepted, instead of being replaced by a default unseen.
 """
 import os
 import site
 import sys
-import warnings
 
 FALLBACK_MODES = ("warn", "error", "silent")
+
+
+_OFF = ("0", "off", "none", "false", "no")
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("", "0", "false", "no", "off")
+
+# The most devices the CPU plugin is asked for: each is a thread pool and
+# buffers; a typo like 99999999999 must not exhaust the machine.
+MAX_CPU_DEVICES = 1024
+
+
+def _bad(name, value, accepted):
+    return ValueError(f"torchtpu: environment variable {name}={value!r} is not valid; "
+                      f"accepted: {accepted}")
+
+
+def _flag(name):
+    """A boolean setting: 1/true/yes/on or 0/false/no/off (or unset)."""
+    value = os.environ.get(name, "").strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise _bad(name, os.environ[name], "1, true, yes, on (enable) or 0, false, no, off, "
+               "empty (disable)")
 
 
 def fallback_mode():
@@ -42,20 +72,33 @@ def fallback_mode():
     if not value:
         return "warn"
     if value not in FALLBACK_MODES:
-        warnings.warn(f"TORCHTPU_FALLBACK={value!r} is not one of "
-                      f"{', '.join(FALLBACK_MODES)}; using 'warn'")
-        return "warn"
+        raise _bad("TORCHTPU_FALLBACK", os.environ["TORCHTPU_FALLBACK"],
+                   ", ".join(FALLBACK_MODES))
     return value
 
 
 def launch_blocking():
     """True when TPU_LAUNCH_BLOCKING asks for synchronous (debug) eager."""
-    return os.environ.get("TPU_LAUNCH_BLOCKING", "").strip().lower() in ("1", "true", "yes", "on")
+    return _flag("TPU_LAUNCH_BLOCKING")
 
 
 def defer_and_fuse():
     """True when TORCH_TPU_DEFER_AND_FUSE asks for fused eager."""
-    return os.environ.get("TORCH_TPU_DEFER_AND_FUSE", "").strip().lower() in ("1", "true", "yes", "on")
+    return _flag("TORCH_TPU_DEFER_AND_FUSE")
+
+
+def cpu_devices():
+    """TORCHTPU_CPU_DEVICES: devices the CPU plugin creates, 1..MAX_CPU_DEVICES
+    (default 1). The core reads the variable itself; a valid value is
+    written back in canonical form ("04 " -> "4") so it reads the same."""
+    raw = os.environ.get("TORCHTPU_CPU_DEVICES")
+    if raw is None or not raw.strip():
+        return 1
+    text = raw.strip()
+    if not text.isdigit() or not 1 <= int(text) <= MAX_CPU_DEVICES:
+        raise _bad("TORCHTPU_CPU_DEVICES", raw, f"an integer from 1 to {MAX_CPU_DEVICES}")
+    os.environ["TORCHTPU_CPU_DEVICES"] = str(int(text))
+    return int(text)
 
 
 def quiet_plugin_logs():
@@ -82,9 +125,6 @@ def export_site_packages():
 
 # --- compilation cache and debugging tools ------------------------------------------
 
-_OFF = ("0", "off", "none", "false", "no")
-_TRUE = ("1", "true", "yes", "on")
-
 
 def cache_dir():
     """The persistent compilation cache directory from TORCHTPU_CACHE_DIR, or
@@ -103,36 +143,75 @@ def cache_dir():
 DEFAULT_CACHE_MAX_BYTES = 2 << 30
 
 
+_SIZES = "a size in bytes, a whole or decimal number with an optional suffix K, M, G or T " \
+         "(e.g. 2G, 512M, 1.5G, 1000000); 0 for no bound"
+_MAX_BYTES = 1 << 62
+
+
 def parse_bytes(text):
-    """"2G", "512M", "1000" -> bytes; ValueError when malformed."""
+    """"2G", "512M", "1.5g", "1000" -> bytes; ValueError when malformed,
+    negative, not finite or beyond 2**62."""
     t = str(text).strip().upper().removesuffix("B").removesuffix("I")
     scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(t[-1:], 1)
     if scale != 1:
-        t = t[:-1]
-    return int(float(t) * scale)
+        t = t[:-1].strip()
+    if not t or not all(c.isdigit() or c == "." for c in t) or t.count(".") > 1 or t == ".":
+        raise ValueError(f"{text!r} is not a size")
+    n = float(t) * scale
+    if n > _MAX_BYTES:
+        raise ValueError(f"{text!r} is too large")
+    return int(n)
+
+
+def _size_setting(name, default):
+    raw = os.environ.get(name, "")
+    if not raw.strip():
+        return default
+    try:
+        return parse_bytes(raw)
+    except ValueError:
+        raise _bad(name, raw, _SIZES) from None
 
 
 def cache_max_bytes():
-    """TORCHTPU_CACHE_MAX_BYTES (default 2 GiB; 0 or less: unbounded)."""
-    value = os.environ.get("TORCHTPU_CACHE_MAX_BYTES", "").strip()
-    if not value:
-        return DEFAULT_CACHE_MAX_BYTES
-    try:
-        return parse_bytes(value)
-    except ValueError:
-        warnings.warn(f"TORCHTPU_CACHE_MAX_BYTES={value!r} is not a size; "
-                      f"using {DEFAULT_CACHE_MAX_BYTES}")
-        return DEFAULT_CACHE_MAX_BYTES
+    """TORCHTPU_CACHE_MAX_BYTES (default 2 GiB; 0: unbounded)."""
+    return _size_setting("TORCHTPU_CACHE_MAX_BYTES", DEFAULT_CACHE_MAX_BYTES)
+
+
+def program_cache_max_bytes():
+    """TORCHTPU_PROGRAM_CACHE_MAX_BYTES: bound of the in-memory program cache
+    (default 0: unbounded)."""
+    return _size_setting("TORCHTPU_PROGRAM_CACHE_MAX_BYTES", 0)
 
 
 def explain_recompiles():
     """True when TORCHTPU_EXPLAIN_RECOMPILES asks for compile explanations."""
-    return os.environ.get("TORCHTPU_EXPLAIN_RECOMPILES", "").strip().lower() in _TRUE
+    return _flag("TORCHTPU_EXPLAIN_RECOMPILES")
 
 
 def check_numerics():
     """True when TORCHTPU_CHECK_NUMERICS asks to check every op against the CPU."""
-    return os.environ.get("TORCHTPU_CHECK_NUMERICS", "").strip().lower() in _TRUE
+    return _flag("TORCHTPU_CHECK_NUMERICS")
+
+
+def validate():
+    """Checks every setting above (raises ValueError naming the first bad
+    one) before anything starts; the getters are then safe to call."""
+    fallback_mode()
+    for name in ("TPU_LAUNCH_BLOCKING", "TORCH_TPU_DEFER_AND_FUSE",
+                 "TORCHTPU_EXPLAIN_RECOMPILES", "TORCHTPU_CHECK_NUMERICS",
+                 "TORCHTPU_DIST_CHECK"):
+        _flag(name)
+    cpu_devices()
+    # TORCHTPU_PLUGIN_PATH is checked by the core when the runtime starts: a
+    # missing or bad plugin is a RuntimeError naming it at first use, and the
+    # process stays usable for CPU work.
+    cache_dir()
+    cache_max_bytes()
+    program_cache_max_bytes()
+    level = os.environ.get("TF_CPP_MIN_LOG_LEVEL", "").strip()
+    if level and level not in ("0", "1", "2", "3"):
+        raise _bad("TF_CPP_MIN_LOG_LEVEL", os.environ["TF_CPP_MIN_LOG_LEVEL"], "0, 1, 2 or 3")
 
 
 # --- distributed (torchrun) -----------------------------------------------------------
@@ -153,4 +232,5 @@ def dist_check():
     """TORCHTPU_DIST_CHECK (default on): before each collective the ranks
     compare collective, dtype and shape and raise on a mismatch; 0 turns the
     check (one small gloo all_gather per collective) off."""
-    return os.environ.get("TORCHTPU_DIST_CHECK", "1").strip().lower() not in _OFF
+    return "TORCHTPU_DIST_CHECK" not in os.environ or _flag("TORCHTPU_DIST_CHECK") or \
+        not os.environ["TORCHTPU_DIST_CHECK"].strip()

@@ -3,6 +3,7 @@
 // runtime loads it instead of compiling, a damaged file is rejected and
 // rewritten; cache entries and recompile causes are reported.
 #include <dirent.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,7 @@ static tt_runtime *make_runtime(const char *dir) {
   tt_runtime_options o = {.plugin_path = getenv("TORCHTPU_PLUGIN_PATH"),
                           .cpu_device_count = 1};
   CHECK_OK(tt_runtime_create(&o, &rt));
-  if (rt) CHECK_OK(tt_runtime_set_cache_dir(rt, dir, 0));
+  if (rt && dir) CHECK_OK(tt_runtime_set_cache_dir(rt, dir, 0));
   return rt;
 }
 
@@ -60,6 +61,86 @@ static const char *only_entry(const char *dir, int *count) {
   }
   closedir(d);
   return *count ? path : NULL;
+}
+
+// --- security: ownership, permissions, special files, forged entries --------------
+
+static void sh(const char *fmt, const char *dir) {
+  char cmd[1400];
+  snprintf(cmd, sizeof cmd, fmt, dir, dir, dir, dir);
+  CHECK(system(cmd) == 0, "%s", cmd);
+}
+
+// Runs exp [2, 3] with `dir` as the cache; returns the runtime's stats.
+static tt_stats run_in(const char *dir) {
+  tt_stats st = {0};
+  tt_runtime *rt = make_runtime(dir);
+  if (!rt) return st;
+  run_exp(rt, 2, 3);
+  tt_runtime_stats(rt, &st);
+  tt_runtime_destroy(rt);
+  return st;
+}
+
+static void test_security(const char *dir) {
+  // A fresh directory is made 0700, its key 0600.
+  char sub[600], path[700];
+  snprintf(sub, sizeof sub, "%s/fresh/cache", dir);
+  tt_stats st = run_in(sub);
+  CHECK(st.disk_writes == 1, "writes %lld", (long long)st.disk_writes);
+  struct stat sb;
+  CHECK(stat(sub, &sb) == 0 && (sb.st_mode & 0777) == 0700, "dir mode %o", sb.st_mode & 0777);
+  snprintf(path, sizeof path, "%s/.ttkey", sub);
+  CHECK(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600 && sb.st_size == 32,
+        "key mode %o size %lld", sb.st_mode & 0777, (long long)sb.st_size);
+
+  // Warm: a hit. Then a FIFO in place of the entry: refused, not waited on.
+  st = run_in(sub);
+  CHECK(st.disk_hits == 1 && st.compiles == 0, "hits %lld", (long long)st.disk_hits);
+  sh("cd %s && for f in *.ttexe; do rm $f && mkfifo $f; done", sub);
+  st = run_in(sub);
+  CHECK(st.disk_rejected == 1 && st.compiles == 1, "fifo: rejected %lld compiles %lld",
+        (long long)st.disk_rejected, (long long)st.compiles);
+
+  // An entry made writable by others is refused.
+  sh("cd %s && rm -f *.ttexe", sub);
+  run_in(sub);
+  sh("chmod 666 %s/*.ttexe", sub);
+  st = run_in(sub);
+  CHECK(st.disk_rejected == 1 && st.disk_hits == 0, "0666 entry: rejected %lld hits %lld",
+        (long long)st.disk_rejected, (long long)st.disk_hits);
+
+  // A symlink in place of an entry is refused.
+  sh("cd %s && for f in *.ttexe; do mv $f ../target && ln -s ../target $f; done", sub);
+  st = run_in(sub);
+  CHECK(st.disk_rejected == 1 && st.disk_hits == 0, "symlink: rejected %lld hits %lld",
+        (long long)st.disk_rejected, (long long)st.disk_hits);
+
+  // A different key (another user's, or a forger's): every entry is refused.
+  run_in(sub);  // rewritten
+  sh("head -c 32 /dev/zero > %s/.ttkey.new && chmod 600 %s/.ttkey.new && "
+     "mv %s/.ttkey.new %s/.ttkey", sub);
+  st = run_in(sub);
+  CHECK(st.disk_rejected == 1 && st.disk_hits == 0, "foreign key: rejected %lld",
+        (long long)st.disk_rejected);
+
+  // A key readable by others, and a directory writable by others: the cache
+  // is refused when set.
+  sh("chmod 644 %s/.ttkey", sub);
+  tt_runtime *rt = make_runtime(NULL);
+  if (!rt) return;
+  tt_status s = tt_runtime_set_cache_dir(rt, sub, 0);
+  CHECK(s && strstr(tt_status_message(s), "0644"), "0644 key: %s",
+        s ? tt_status_message(s) : "accepted");
+  tt_status_free(s);
+  sh("chmod 600 %s/.ttkey && chmod 777 %s", sub);
+  s = tt_runtime_set_cache_dir(rt, sub, 0);
+  CHECK(s && strstr(tt_status_message(s), "writable by others"), "0777 dir: %s",
+        s ? tt_status_message(s) : "accepted");
+  tt_status_free(s);
+  sh("chmod 700 %s", sub);
+  CHECK_OK(tt_runtime_set_cache_dir(rt, sub, 0));
+  tt_runtime_destroy(rt);
 }
 
 int main(void) {
@@ -131,16 +212,23 @@ int main(void) {
     tt_runtime_destroy(rt);
   }
 
-  // 4. An unusable directory only counts errors.
+  // 4. An unusable directory is refused when set: the runtime compiles
+  //    without it.
   char bad[600];
   snprintf(bad, sizeof bad, "%s/%s", only_entry(dir, &nfiles), "sub");
-  rt = make_runtime(bad);
+  rt = make_runtime(NULL);
   if (!rt) return 1;
+  tt_status s = tt_runtime_set_cache_dir(rt, bad, 0);
+  CHECK(s && strstr(tt_status_message(s), "sub"), "unusable dir: %s",
+        s ? tt_status_message(s) : "accepted");
+  tt_status_free(s);
   run_exp(rt, 2, 3);
   tt_runtime_stats(rt, &st);
-  CHECK(st.compiles == 1 && st.disk_errors == 1, "compiles %lld errors %lld",
-        (long long)st.compiles, (long long)st.disk_errors);
+  CHECK(st.compiles == 1 && st.disk_errors == 0 && st.disk_writes == 0,
+        "compiles %lld errors %lld", (long long)st.compiles, (long long)st.disk_errors);
   tt_runtime_destroy(rt);
+
+  test_security(dir);
 
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

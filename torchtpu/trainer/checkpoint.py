@@ -4,7 +4,10 @@ save() writes the whole state to a temporary file in the same folder, flushes
 it to disk, then renames it over the final name (os.replace is atomic on one
 file system). A crash or kill at any point of a save leaves the previous
 checkpoints as they were; a left-over temporary file is ignored and removed
-by the next save. load_latest() tries the newest step first and falls back to
+by a later save. Temporary names carry the host, the process id and a random
+token, and a save removes only the temporaries of dead writers (same host,
+process gone) or old ones (an hour), so processes saving into one folder
+never delete each other's files in flight. load_latest() tries the newest step first and falls back to
 an older one if a file cannot be read.
 
 A checkpoint holds the model, optimizer and LR-scheduler state dicts, the step,
@@ -15,12 +18,17 @@ device.
 import glob
 import os
 import re
+import secrets
+import socket
+import time
 import warnings
 
 import torch
 
 _NAME = re.compile(r"^step-(\d+)\.pt$")
 _TMP_SUFFIX = ".tmp"
+_TMP_NAME = re.compile(r"\.([^.]+)\.(\d+)\.[0-9a-f]+\.tmp$")
+_STALE_SECONDS = 3600
 
 
 def path_for(folder, step):
@@ -43,10 +51,9 @@ def save(state, folder, step, keep_latest_k=0):
     """Writes `state` as step-<step>.pt in `folder`, atomically; then keeps
     only the newest `keep_latest_k` checkpoints (0: all). Returns the path."""
     os.makedirs(folder, exist_ok=True)
-    for stale in glob.glob(os.path.join(folder, f"*{_TMP_SUFFIX}")):
-        os.remove(stale)  # from an interrupted save
+    _remove_stale_temps(folder)
     final = path_for(folder, step)
-    tmp = f"{final}.{os.getpid()}{_TMP_SUFFIX}"
+    tmp = f"{final}.{_host()}.{os.getpid()}.{secrets.token_hex(8)}{_TMP_SUFFIX}"
     try:
         with open(tmp, "wb") as f:
             torch.save(state, f)
@@ -60,8 +67,40 @@ def save(state, folder, step, keep_latest_k=0):
     _fsync_dir(folder)
     if keep_latest_k > 0:
         for old in list_steps(folder)[:-keep_latest_k]:
-            os.remove(path_for(folder, old))
+            try:
+                os.remove(path_for(folder, old))
+            except FileNotFoundError:
+                pass  # another process sharing the folder removed it first
     return final
+
+
+def _host():
+    return re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname()) or "host"
+
+
+def _writer_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, another user's
+    return True
+
+
+def _remove_stale_temps(folder):
+    """Removes temporaries of interrupted saves: this host's whose process is
+    gone, and any older than an hour (another host's dead writer)."""
+    now = time.time()
+    for path in glob.glob(os.path.join(folder, f"*{_TMP_SUFFIX}")):
+        m = _TMP_NAME.search(path)
+        try:
+            old = now - os.path.getmtime(path) > _STALE_SECONDS
+            dead = m is not None and m.group(1) == _host() and not _writer_alive(int(m.group(2)))
+            if old or dead or m is None and now - os.path.getmtime(path) > 60:
+                os.remove(path)
+        except FileNotFoundError:
+            pass  # finished (renamed) or removed by its writer meanwhile
 
 
 def _fsync_dir(folder):

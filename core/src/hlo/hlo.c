@@ -197,9 +197,15 @@ const tt_hlo_type *tt_hlo_type_of(const tt_hlo *b, tt_hv v) {
   return &b->vals[v].type;
 }
 
+// A type's rank as far as its dims array goes: a type made with a rank past
+// TT_MAX_RANK (refused by valid_type when used) is never read past its array.
+static int stored_rank(const tt_hlo_type *t) {
+  return t->rank < 0 ? 0 : t->rank > TT_MAX_RANK ? TT_MAX_RANK : t->rank;
+}
+
 int64_t tt_hlo_numel(const tt_hlo_type *t) {
   int64_t n = 1;
-  for (int i = 0; i < t->rank; i++) n *= t->dims[i];
+  for (int i = 0; i < stored_rank(t); i++) n *= t->dims[i];
   return n;
 }
 
@@ -214,14 +220,15 @@ tt_hlo_type tt_hlo_make_type(tt_dtype d, int rank, const int64_t *dims) {
 
 bool tt_hlo_same_type(const tt_hlo_type *x, const tt_hlo_type *y) {
   if (x->dtype != y->dtype || x->rank != y->rank) return false;
-  for (int i = 0; i < x->rank; i++)
+  for (int i = 0; i < stored_rank(x); i++)
     if (x->dims[i] != y->dims[i]) return false;
   return true;
 }
 
 void tt_hlo_put_type(tt_hlo_buf *s, const tt_hlo_type *t) {
   tt_hlo_buf_printf(s, "tensor<");
-  for (int i = 0; i < t->rank; i++) tt_hlo_buf_printf(s, "%" PRId64 "x", t->dims[i]);
+  if (t->rank != stored_rank(t)) tt_hlo_buf_printf(s, "rank%dx", (int)t->rank);
+  for (int i = 0; i < stored_rank(t); i++) tt_hlo_buf_printf(s, "%" PRId64 "x", t->dims[i]);
   const char *e = tt_hlo_elem_name(t->dtype);
   tt_hlo_buf_printf(s, "%s>", e ? e : "?");
 }

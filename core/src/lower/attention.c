@@ -75,10 +75,12 @@ static tt_status read_shape(tt_lower_ctx *c, int qi, int ki, int vi, att_shape *
   bool ok = a->q.rank >= 2 && a->k.rank == a->q.rank && a->v.rank == a->q.rank;
   for (int d = 0; ok && d < a->q.rank - 3; d++)
     ok = a->k.dims[d] == a->q.dims[d] && a->v.dims[d] == a->q.dims[d];
-  int64_t nq, hq, nk, nv, hv, sv, e2;
-  split(&a->q, &nq, &hq, &a->l, &a->e);
-  split(&a->k, &nk, &a->hk, &a->s, &e2);
-  split(&a->v, &nv, &hv, &sv, &a->ev);
+  int64_t nq = 0, hq = 0, nk = 0, nv = 0, hv = 0, sv = 0, e2 = 0;
+  if (ok) {  // split reads the last two dims: only for rank >= 2
+    split(&a->q, &nq, &hq, &a->l, &a->e);
+    split(&a->k, &nk, &a->hk, &a->s, &e2);
+    split(&a->v, &nv, &hv, &sv, &a->ev);
+  }
   ok = ok && e2 == a->e && hv == a->hk && sv == a->s && a->hk > 0 && hq % a->hk == 0;
   if (!ok)
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "query %s, key %s and value %s don't fit "

@@ -234,10 +234,15 @@ typedef struct pool_args {
   int64_t in[2], out[2], extra[2];  // extra: padding past the end for ceil_mode
 } pool_args;
 
-// PyTorch's pooling_output_shape.
+// PyTorch's pooling_output_shape. The division rounds toward -inf, as
+// PyTorch's div_rtn does: a kernel larger than the padded input gives a
+// negative numerator and an output size <= 0, refused by the caller (C's
+// truncating division would give 1).
 static int64_t pool_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil) {
   int64_t num = in + 2 * p - d * (k - 1) - 1 + (ceil ? s - 1 : 0);
-  int64_t o = num / s + 1;
+  int64_t q = num / s;
+  if (num % s != 0 && num < 0) q--;
+  int64_t o = q + 1;
   if (ceil && (o - 1) * s >= in + p) o--;
   return o;
 }
@@ -263,9 +268,17 @@ static tt_status read_pool(tt_lower_ctx *c, const tt_hlo_type *xt, int k, int di
                            "most half of the kernel size)", a->k[i], a->s[i], a->p[i]);
     a->in[i] = xt->dims[xt->rank - 2 + i];
     a->out[i] = pool_out(a->in[i], a->k[i], a->s[i], a->p[i], a->d[i], a->ceil);
-    if (a->out[i] < 1)
-      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "output size is too small (input %"
-                           PRId64 ", kernel %" PRId64 ")", a->in[i], a->k[i]);
+    if (a->out[i] < 1) {
+      int64_t out[2];
+      for (int j = 0; j < 2; j++)
+        out[j] = pool_out(xt->dims[xt->rank - 2 + j], a->k[j], a->s[j], a->p[j], a->d[j], a->ceil);
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Given input size: (%" PRId64 "x%" PRId64
+                           "x%" PRId64 "). Calculated output size: (%" PRId64 "x%" PRId64
+                           "x%" PRId64 "). Output size is too small (kernel %" PRId64 "x%"
+                           PRId64 ", padding %" PRId64 "x%" PRId64 ")",
+                           xt->dims[xt->rank - 3], xt->dims[xt->rank - 2], xt->dims[xt->rank - 1],
+                           xt->dims[xt->rank - 3], out[0], out[1], a->k[0], a->k[1], a->p[0], a->p[1]);
+    }
     a->extra[i] = (a->out[i] - 1) * a->s[i] + a->d[i] * (a->k[i] - 1) + 1 - a->in[i] - 2 * a->p[i];
     if (a->extra[i] < 0) a->extra[i] = 0;
   }

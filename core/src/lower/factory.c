@@ -30,11 +30,19 @@ static double scalar_f(const tt_value *v) {
 static tt_status arange_length(const tt_lower_ctx *c, tt_dtype d, double start,
                                double end, double step, int64_t *out) {
   if (step == 0) return tt_lower_fail(c, TT_INVALID_ARGUMENT, "step must be nonzero");
-  if (!isfinite(start) || !isfinite(end))
+  if (!isfinite(start) || !isfinite(end) || isnan(step))
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "unsupported range: %g -> %g", start, end);
   if (!((step > 0 && end >= start) || (step < 0 && end <= start)))
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "upper bound and larger bound "
                          "inconsistent with step sign");
+  // Integer bounds go through int64 (PyTorch's arithmetic): past its range
+  // the conversion is undefined, so refuse first.
+  const double lim = 9.2233720368547758e18;
+  if (!tt_dtype_is_float(d) && (fabs(start) >= lim || fabs(end) >= lim || fabs(step) >= lim))
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "unsupported range: %g -> %g step %g "
+                         "(beyond int64)", start, end, step);
+  if (!tt_dtype_is_float(d) && (int64_t)step == 0)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "step must be nonzero");
   double n = tt_dtype_is_float(d) ? ceil((end - start) / step)
                                   : ceil((double)((int64_t)end - (int64_t)start) / (double)(int64_t)step);
   if (n < 0 || n > 9.0e15)

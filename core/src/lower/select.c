@@ -128,6 +128,7 @@ static tt_hv flat(tt_lower_ctx *c, tt_hv x) {
 // each prefix).
 static tt_hv prefix_sum(tt_lower_ctx *c, tt_hv v) {
   tt_hlo_type t = tt_lower_type(c, v);
+  if (t.rank < 1) return v;  // a scalar is its own prefix sum
   int last = t.rank - 1;
   tt_hlo_window w = tt_hlo_window_identity(t.rank);
   w.dims[last] = t.dims[last];

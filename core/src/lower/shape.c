@@ -114,7 +114,7 @@ static tt_hv take(tt_lower_ctx *c, tt_hv x, int64_t dim, tt_hv idx) {
 static tt_status lower_index_select(tt_lower_ctx *c) {
   tt_hlo_type xt = tt_lower_tensor_type(c, 0, -1), it = tt_lower_tensor_type(c, 2, -1);
   if (it.rank > 1 || !tt_dtype_is_int(it.dtype))
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "index_select(): Index is supposed to be "
+    return tt_lower_fail(c, TT_OUT_OF_RANGE, "index_select(): Index is supposed to be "
                          "a vector of integers, got %dD %s", (int)it.rank, tt_dtype_name(it.dtype));
   int64_t dim;
   TT_RETURN_IF_ERROR(tt_lower_dim(c, tt_lower_int(c, 1), xt.rank, &dim));

@@ -698,8 +698,9 @@ static tt_status pool3d_window(tt_lower_ctx *c, const tt_hlo_type *xt, int k, in
     int64_t out = num / st[i] + 1;
     if (ceil && (out - 1) * st[i] >= in + pd[i]) out--;
     if (num < 0 || out < 1)
-      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "output size is too small (input %" PRId64
-                           ", kernel %" PRId64 ")", in, ks[i]);
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Output size is too small: input size %"
+                           PRId64 " in spatial dim %d, kernel %" PRId64 ", padding %" PRId64
+                           ", dilation %" PRId64, in, i, ks[i], pd[i], dl[i]);
     int64_t extra = (out - 1) * st[i] + dl[i] * (ks[i] - 1) + 1 - in - 2 * pd[i];
     w->dims[r] = ks[i];
     w->strides[r] = st[i];

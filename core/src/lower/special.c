@@ -17,6 +17,7 @@
 // large a (see there); checking that searchsorted's sorter is a permutation
 // (it is trusted); polygamma(n >= 2) below x = -32 (see hurwitz_zeta);
 // Bessel Y0 / Y1.
+#include <inttypes.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -127,8 +128,8 @@ static tt_hv hurwitz_zeta(tt_lower_ctx *c, int64_t s, tt_hv q) {
 
 // psi_n(x) = (-1)^(n+1) n! zeta(n + 1, x) for n >= 2, as PyTorch computes it.
 static tt_hv f_polygamma_n(tt_lower_ctx *c, int64_t n, tt_hv x) {
-  double fact = 1;
-  for (int64_t i = 2; i <= n; i++) fact *= (double)i;
+  double fact = 1;  // n! overflows double past n = 170: stop there, not at n
+  for (int64_t i = 2; i <= n && isfinite(fact); i++) fact *= (double)i;
   return mul_(c, hurwitz_zeta(c, n + 1, x), k(c, x, n % 2 ? fact : -fact));
 }
 
@@ -138,6 +139,9 @@ static tt_status polygamma_args(tt_lower_ctx *c, int n_arg, int x_arg) {
   int64_t n = tt_lower_int(c, n_arg);
   if (n < 0) return tt_lower_fail(c, TT_INVALID_ARGUMENT, "polygamma(n, x) does not "
                                   "support negative n.");
+  if (n > (int64_t)1 << 40)  // zeta(n + 1, x) of an int64 n + 1; ipow's loop is log n
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "polygamma(n, x): n = %" PRId64
+                         " is too large", n);
   tt_dtype rt;
   tt_hv x = float_arg(c, x_arg, &rt);
   tt_hv r = n == 0 ? f_digamma(c, x) : n == 1 ? f_trigamma(c, x) : f_polygamma_n(c, n, x);

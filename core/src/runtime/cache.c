@@ -77,6 +77,40 @@ static tt_status table_insert(table *t, const void *key, size_t len,
   return NULL;
 }
 
+// Unlinks the entry for `key` and returns its value (NULL when absent).
+static void *table_remove(table *t, const void *key, size_t len) {
+  uint64_t h = tt_hash64(key, len);
+  for (entry **pe = &t->buckets[h % t->nbuckets]; *pe; pe = &(*pe)->next) {
+    entry *e = *pe;
+    if (e->hash == h && e->len == len && memcmp(e->key, key, len) == 0) {
+      void *v = e->value;
+      *pe = e->next;
+      free(e->key);
+      free(e);
+      t->count--;
+      return v;
+    }
+  }
+  return NULL;
+}
+
+// Removes every entry for which `drop(value, ctx)` is true (freeing it).
+static void table_remove_if(table *t, bool (*drop)(void *value, void *ctx), void *ctx) {
+  for (size_t i = 0; i < t->nbuckets; i++) {
+    for (entry **pe = &t->buckets[i]; *pe;) {
+      entry *e = *pe;
+      if (drop(e->value, ctx)) {
+        *pe = e->next;
+        free(e->key);
+        free(e);
+        t->count--;
+      } else {
+        pe = &e->next;
+      }
+    }
+  }
+}
+
 typedef void (*free_value_fn)(void *value, void *ctx);
 
 static void table_deinit(table *t, free_value_fn free_value, void *ctx) {
@@ -152,12 +186,22 @@ typedef struct prog_entry {
   double seconds;
   bool from_disk;
   int64_t text_bytes;
+  char *text;        // owned copy of the table key (to remove the entry)
+  int64_t bytes;     // text + serialised executable, when bounded
+  uint64_t last_use; // c->clock at the last lookup
+  int32_t pins;      // borrowers that outlive the call (graphs)
 } prog_entry;
 
 struct tt_prog_cache {
   table t;
   prog_entry **list;  // borrowed from the table
   int nlist, cap_list;
+  // The bound (see tt_prog_cache_set_max_bytes); 0: none.
+  int64_t max_bytes, total_bytes;
+  uint64_t clock;
+  int64_t evictions;
+  tt_pjrt *pjrt;         // borrowed: to destroy evicted executables
+  tt_sig_cache *plans;   // borrowed: plans dropped with their executable
   tt_disk_cache *disk;  // owned; NULL: no persistent cache
   uint64_t env[2];
   bool env_ready;
@@ -167,6 +211,7 @@ struct tt_prog_cache {
 static void free_entry(void *v, void *ctx) {
   prog_entry *e = v;
   tt_pjrt_exe_destroy(ctx, e->exe);
+  free(e->text);
   free(e);
 }
 
@@ -197,7 +242,70 @@ tt_pjrt_exe *tt_prog_cache_find(tt_prog_cache *c, const char *text,
   prog_entry *e = table_find(&c->t, text, len);
   if (!e) return NULL;
   e->uses++;
+  e->last_use = ++c->clock;
   return e->exe;
+}
+
+// --- the bound -----------------------------------------------------------------------
+//
+// Past max_bytes, the least recently used entries go, oldest first, until
+// the total is back under 90% of the bound. Borrowed executables stay valid:
+//  - a plan of the signature cache points at its executable; evicting the
+//    executable drops those plans in the same step (the next call of that
+//    signature lowers again and finds or compiles its program);
+//  - a borrower that keeps an executable beyond the current call (a captured
+//    graph) pins it, and pinned entries are never evicted;
+//  - the entry just inserted is never evicted (its caller is about to run it).
+// An entry's size is its text plus its serialised executable (the plugin
+// reports no in-memory size; the serialised form tracks it).
+
+static int64_t measure(tt_prog_cache *c, const prog_entry *e) {
+  int64_t bytes = e->text_bytes;
+  void *data = NULL;
+  size_t n = 0;
+  if (c->pjrt) {
+    tt_status st = tt_pjrt_exe_serialize(c->pjrt, e->exe, &data, &n);
+    if (st) tt_status_free(st);
+    else bytes += (int64_t)n;
+    free(data);
+  }
+  return bytes;
+}
+
+static bool plan_uses(void *value, void *ctx) {
+  tt_plan *p = value;
+  if (p->exe != ctx) return false;
+  tt_plan_free(p);
+  return true;
+}
+
+static void remove_from_list(tt_prog_cache *c, const prog_entry *e) {
+  for (int i = 0; i < c->nlist; i++) {
+    if (c->list[i] != e) continue;
+    memmove(&c->list[i], &c->list[i + 1], (size_t)(c->nlist - i - 1) * sizeof *c->list);
+    c->nlist--;
+    return;
+  }
+}
+
+static void evict(tt_prog_cache *c, const prog_entry *keep) {
+  if (c->max_bytes <= 0 || c->total_bytes <= c->max_bytes || !c->pjrt) return;
+  int64_t target = c->max_bytes - c->max_bytes / 10;
+  while (c->total_bytes > target) {
+    prog_entry *victim = NULL;
+    for (int i = 0; i < c->nlist; i++) {
+      prog_entry *e = c->list[i];
+      if (e == keep || e->pins > 0 || !e->text) continue;
+      if (!victim || e->last_use < victim->last_use) victim = e;
+    }
+    if (!victim) return;  // everything left is pinned or in use
+    if (c->plans) table_remove_if(&c->plans->t, plan_uses, victim->exe);
+    table_remove(&c->t, victim->text, (size_t)victim->text_bytes);
+    remove_from_list(c, victim);
+    c->total_bytes -= victim->bytes;
+    c->evictions++;
+    free_entry(victim, c->pjrt);
+  }
 }
 
 tt_status tt_prog_cache_insert(tt_prog_cache *c, const char *text, size_t len,
@@ -231,6 +339,14 @@ tt_status tt_prog_cache_insert(tt_prog_cache *c, const char *text, size_t len,
     return st;  // the caller still owns exe
   }
   c->list[c->nlist++] = e;
+  e->last_use = ++c->clock;
+  e->text = malloc(len ? len : 1);
+  if (e->text) memcpy(e->text, text, len);
+  if (c->max_bytes > 0) {
+    e->bytes = measure(c, e);
+    c->total_bytes += e->bytes;
+    evict(c, e);
+  }
   return NULL;
 }
 
@@ -267,3 +383,44 @@ void tt_prog_cache_set_env(tt_prog_cache *c, const uint64_t env[2]) {
 }
 
 tt_explain *tt_prog_cache_explain(tt_prog_cache *c) { return c->explain; }
+
+// --- bound, pins, dependents ---------------------------------------------------------
+
+void tt_prog_cache_set_bound(tt_prog_cache *c, tt_pjrt *p, tt_sig_cache *plans,
+                             int64_t max_bytes) {
+  c->pjrt = p;
+  c->plans = plans;
+  bool was = c->max_bytes > 0;
+  c->max_bytes = max_bytes > 0 ? max_bytes : 0;
+  if (c->max_bytes > 0 && !was) {  // entries made while unbounded: size them now
+    c->total_bytes = 0;
+    for (int i = 0; i < c->nlist; i++) {
+      c->list[i]->bytes = measure(c, c->list[i]);
+      c->total_bytes += c->list[i]->bytes;
+    }
+  }
+  evict(c, NULL);
+}
+
+static prog_entry *entry_of_exe(tt_prog_cache *c, const tt_pjrt_exe *exe) {
+  for (int i = c->nlist - 1; i >= 0; i--)
+    if (c->list[i]->exe == exe) return c->list[i];
+  return NULL;
+}
+
+void tt_prog_cache_pin(tt_prog_cache *c, const tt_pjrt_exe *exe) {
+  prog_entry *e = entry_of_exe(c, exe);
+  if (e) e->pins++;
+}
+
+void tt_prog_cache_unpin(tt_prog_cache *c, const tt_pjrt_exe *exe) {
+  prog_entry *e = entry_of_exe(c, exe);
+  if (e && e->pins > 0) e->pins--;
+}
+
+void tt_prog_cache_usage(const tt_prog_cache *c, int64_t *out_bytes, int64_t *out_entries,
+                         int64_t *out_evictions) {
+  *out_bytes = c->total_bytes;
+  *out_entries = c->nlist;
+  *out_evictions = c->evictions;
+}

@@ -76,4 +76,19 @@ const uint64_t *tt_prog_cache_env(const tt_prog_cache *c);  // [2] or NULL
 void tt_prog_cache_set_env(tt_prog_cache *c, const uint64_t env[2]);
 tt_explain *tt_prog_cache_explain(tt_prog_cache *c);
 
+// --- bounding the program cache (cache.c) ------------------------------------------
+//
+// An LRU bound in bytes (text + serialised executable per entry; 0: none).
+// `p` destroys evicted executables; `plans` is the signature cache whose
+// plans borrow from this one: a plan whose executable is evicted is dropped
+// with it. Borrowers that keep an executable past the current call (captured
+// graphs) must pin it; pinned entries and the entry just inserted are never
+// evicted. Applies at once (evicting down to 90% of the bound).
+void tt_prog_cache_set_bound(tt_prog_cache *c, tt_pjrt *p, tt_sig_cache *plans,
+                             int64_t max_bytes);
+void tt_prog_cache_pin(tt_prog_cache *c, const tt_pjrt_exe *exe);
+void tt_prog_cache_unpin(tt_prog_cache *c, const tt_pjrt_exe *exe);
+void tt_prog_cache_usage(const tt_prog_cache *c, int64_t *out_bytes,
+                         int64_t *out_entries, int64_t *out_evictions);
+
 #endif
