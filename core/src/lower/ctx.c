@@ -205,17 +205,18 @@ static const int64_t kZero = 0, kOne = 1;
 
 static tt_hv gather_view(tt_lower_ctx *c, int slot, tt_hv flat, const view *v,
                          tt_dtype d) {
-  tt_hv idx = view_indices(c, slot, v);
-  int64_t idims[TT_MAX_RANK + 1];
-  memcpy(idims, v->sizes, sizeof(int64_t) * (size_t)v->rank);
-  idims[v->rank] = 1;
-  idx = tt_hlo_reshape(c->b, idx, v->rank + 1, idims);
+  // One flat gather of numel elements, then the view's shape: a rank-r batch
+  // of indices would need rank r + 1 (past TT_MAX_RANK for a rank-8 view),
+  // and XLA compiles high-rank gathers slowly.
+  int64_t numel = view_numel(v), two[2] = {numel, 1};
+  tt_hv idx = tt_hlo_reshape(c->b, view_indices(c, slot, v), 2, two);
   tt_hlo_gather_dims gd = {
       .collapsed_slice_dims = &kZero, .n_collapsed = 1,
       .start_index_map = &kZero, .n_start_index_map = 1,
-      .index_vector_dim = v->rank};
-  tt_hlo_type out = tt_hlo_make_type(d, v->rank, v->sizes);
-  return tt_hlo_gather(c->b, flat, idx, &gd, &kOne, &out);
+      .index_vector_dim = 1};
+  tt_hlo_type out = tt_hlo_make_type(d, 1, &numel);
+  tt_hv x = tt_hlo_gather(c->b, flat, idx, &gd, &kOne, &out);
+  return tt_hlo_reshape(c->b, x, v->rank, v->sizes);
 }
 
 // A dense run of `numel` elements starting at the slot's offset.
@@ -660,6 +661,11 @@ static tt_status finish(tt_lower_ctx *c, tt_program *prog, const char **text,
     record_meta(&prog->results[r], ty);
     if (c->opts.infer_only) continue;
     const tt_tensor *dt = dest_tensor(c, r);
+    if (!dt && c->call->dests[r].arg >= 0) {
+      st = tt_lower_fail(c, TT_INVALID_ARGUMENT, "result %d goes to argument %d, "
+                         "which is not a tpu tensor", r, (int)c->call->dests[r].arg);
+      break;
+    }
     if (!dt) {
       if (ty->dtype == TT_F64 && !c->opts.supports_f64)
         st = tt_lower_fail(c, TT_INVALID_ARGUMENT, "float64 is not supported by this device");
@@ -721,7 +727,14 @@ static tt_status ctx_init(tt_lower_ctx *c, const tt_op_call *call,
   if (!opts->facts)
     return tt_make_status(TT_INTERNAL, "lowering: no storage facts given");
   c->nslots = tt_call_slots(call, c->slots, n);
-  for (int i = 0; i < c->nslots; i++) opts->facts(c->slots[i].t->storage, &c->facts[i]);
+  for (int i = 0; i < c->nslots; i++) {
+    const tt_tensor *t = c->slots[i].t;
+    if (t->ndim < 0 || t->ndim > TT_MAX_RANK)  // every view array is TT_MAX_RANK long
+      return tt_make_status(TT_INVALID_ARGUMENT, "%s: argument %d has rank %d; at "
+                            "most %d dimensions are supported", rule->name,
+                            (int)c->slots[i].arg, (int)t->ndim, TT_MAX_RANK);
+    opts->facts(t->storage, &c->facts[i]);
+  }
   for (int i = 0; i < n; i++)
     c->slot_val[i] = c->group_param[i] = c->group_cur[i] = c->offset_param[i] =
         TT_HV_INVALID;

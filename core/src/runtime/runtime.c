@@ -75,7 +75,17 @@ static void create_global(void) {
   o.plugin_path = getenv("TORCHTPU_PLUGIN_PATH");
   if (o.plugin_path && !*o.plugin_path) o.plugin_path = NULL;
   const char *n = getenv("TORCHTPU_CPU_DEVICES");
-  o.cpu_device_count = n ? atoi(n) : 1;
+  o.cpu_device_count = 1;
+  if (n && *n) {
+    char *end = NULL;
+    long v = strtol(n, &end, 10);
+    if (*end || v < 1 || v > 1024) {
+      g_err = tt_make_status(TT_INVALID_ARGUMENT, "TORCHTPU_CPU_DEVICES=%s: expected "
+                             "an integer from 1 to 1024", n);
+      return;
+    }
+    o.cpu_device_count = (int)v;
+  }
   g_err = tt_runtime_create(&o, &g_rt);
   if (!g_err) {
     const char *lb = getenv("TPU_LAUNCH_BLOCKING");

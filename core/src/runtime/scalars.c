@@ -11,7 +11,11 @@ uint64_t tt_scalar_bits(const tt_scalar *s, tt_dtype d) {
   bool fl = s->dtype == TT_F64 || s->dtype == TT_F32 || s->dtype == TT_F16 ||
             s->dtype == TT_BF16;
   double f = fl ? s->f : (double)s->i;
-  int64_t i = fl ? (int64_t)s->f : s->i;
+  // Saturating, as C's conversion of NaN, inf or out-of-range values is undefined.
+  int64_t i = !fl ? s->i
+              : s->f != s->f ? 0
+              : s->f >= 9223372036854775807.0 ? INT64_MAX
+              : s->f <= -9223372036854775808.0 ? INT64_MIN : (int64_t)s->f;
   uint64_t out = 0;
   switch (d) {
     case TT_BOOL: { uint8_t v = fl ? f != 0 : i != 0; memcpy(&out, &v, 1); break; }
