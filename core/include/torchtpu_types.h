@@ -160,6 +160,16 @@ TT_API bool tt_op_replaces_composite(int32_t op);
 // rule or the table is full. A name that already has a rule is replaced.
 TT_API int32_t tt_op_register_alias(const char *name, const char *existing_name);
 
+// --- custom kernels ----------------------------------------------------------------
+//
+// Called when a kernel is used with an input signature it has no variant
+// for ("f32[4,8],f32[8]"): it adds one (tt_kernel_add_variant) and returns 0,
+// or writes why it could not into err (capacity err_cap) and returns nonzero.
+// `name` and `signature` are borrowed for the call. It runs inside the op
+// call, on the calling thread, with no lock of the core held.
+typedef int (*tt_kernel_export_fn)(void *ctx, const char *name, const char *signature,
+                                   char *err, size_t err_cap);
+
 #ifdef __cplusplus
 }
 #endif
