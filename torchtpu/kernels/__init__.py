@@ -301,11 +301,21 @@ def _attach_autograd(name, fn, nin, nout, vjp, op):
         primals, cts = args[:nin], args[nin:]
         if vjp is not None:
             grads = vjp(*primals, *cts)
-        else:
+            grads = tuple(grads) if isinstance(grads, (tuple, list)) else (grads,)
+        else:  # differentiate the floating inputs; the others get zeros
             jax = _jax()
-            _, pull = jax.vjp(fn, *primals)
-            grads = pull(tuple(cts) if nout > 1 else cts[0])
-        grads = tuple(grads) if isinstance(grads, (tuple, list)) else (grads,)
+            import jax.numpy as jnp
+            diff = [i for i, p in enumerate(primals) if jnp.issubdtype(p.dtype, jnp.inexact)]
+
+            def f(*xs):
+                full = list(primals)
+                for i, x in zip(diff, xs):
+                    full[i] = x
+                return fn(*full)
+
+            _, pull = jax.vjp(f, *[primals[i] for i in diff])
+            got = dict(zip(diff, pull(tuple(cts) if nout > 1 else cts[0])))
+            grads = tuple(got.get(i, jnp.zeros(p.shape, p.dtype)) for i, p in enumerate(primals))
         return grads if nin > 1 else grads[0]
 
     # The backward is a kernel too: exported per signature, fused alike.
@@ -325,7 +335,8 @@ def _attach_autograd(name, fn, nin, nout, vjp, op):
         grads = [g if g is not None else torch.zeros_like(o) for g, o in zip(grads, outs)]
         res = bwd(*inputs, *grads)
         res = res if isinstance(res, tuple) else (res,)
-        return res
+        # Integer inputs (group sizes, indices) get no gradient.
+        return tuple(r if i.is_floating_point() else None for r, i in zip(res, inputs))
 
     torch.library.register_autograd(name, backward, setup_context=setup_context)
 
