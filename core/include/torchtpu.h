@@ -348,7 +348,8 @@ TT_API tt_status tt_kernel_register(const char *name, tt_kernel_export_fn export
                                     void *export_ctx, int32_t *out_op);
 // Adds the variant for `signature` ("f32[4,8],f32[8]": dtype and dims of each
 // tensor argument). Result i has dtype res_dtypes[i], rank res_ranks[i] and
-// its dims next in res_dims (all results' dims, concatenated). Text is copied.
+// its dims next in res_dims (all results' dims, concatenated). Text is copied
+// (NULL for a C kernel's variant).
 // A signature already present is kept (the call does nothing).
 TT_API tt_status tt_kernel_add_variant(const char *name, const char *signature,
                                        const char *module_text, int32_t nres,
@@ -357,6 +358,18 @@ TT_API tt_status tt_kernel_add_variant(const char *name, const char *signature,
                                        const int64_t *res_dims);
 // How many variants the kernel has; -1 when no kernel has that name.
 TT_API int32_t tt_kernel_num_variants(const char *name);
+
+// Registers the C function `symbol` of shared library `library` (a
+// tt_c_kernel_fn, torchtpu_types.h) as kernel `name`: our handler is
+// registered with the plugin's PJRT FFI extension (platform "Host" on the
+// CPU plugin, "CUDA" on the GPU one) and the op lowers to a typed-FFI
+// stablehlo.custom_call naming the kernel. `shape_fn` adds each signature's
+// variant with module_text NULL (result types only). TT_NOT_FOUND for a
+// missing library or symbol; TT_UNIMPLEMENTED for a plugin without FFI.
+TT_API tt_status tt_kernel_register_c(tt_runtime *rt, const char *name,
+                                      const char *library, const char *symbol,
+                                      tt_kernel_export_fn shape_fn, void *shape_ctx,
+                                      int32_t *out_op);
 
 #ifdef __cplusplus
 }

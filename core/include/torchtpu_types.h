@@ -170,6 +170,22 @@ TT_API int32_t tt_op_register_alias(const char *name, const char *existing_name)
 typedef int (*tt_kernel_export_fn)(void *ctx, const char *name, const char *signature,
                                    char *err, size_t err_cap);
 
+// A C kernel (torchtpu.kernels.c_op): a plain C function the device runs
+// through XLA's FFI, on the device's memory (host memory on the CPU plugin).
+// Inputs and outputs are dense row-major buffers; outputs are preallocated
+// with the shapes the kernel's shape function gave. Returns NULL, or a
+// message saying why it failed (static or thread-local storage): the op then
+// fails with that message and the kernel's name.
+typedef struct tt_kernel_buffer {
+  tt_dtype dtype;
+  int32_t rank;
+  const int64_t *dims;  // rank entries, elements
+  void *data;
+} tt_kernel_buffer;
+
+typedef const char *(*tt_c_kernel_fn)(const tt_kernel_buffer *ins, int32_t nin,
+                                      tt_kernel_buffer *outs, int32_t nout);
+
 #ifdef __cplusplus
 }
 #endif

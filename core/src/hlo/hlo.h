@@ -276,5 +276,11 @@ void tt_hlo_add_functions(tt_hlo *b, uint64_t key, const char *text);
 // the first result (the others follow it: r, r+1, ...).
 tt_hv tt_hlo_call(tt_hlo *b, const char *callee, const tt_hv *operands, int n,
                   const tt_hlo_type *types, int nres);
+// A typed-FFI "stablehlo.custom_call" (api_version 4) to `target` with the
+// attribute dictionary entries `attrs` ("tt_kernel = \"ns::f\""), row-major
+// layouts, and `nres` results of `types`; returns the first result.
+tt_hv tt_hlo_ffi_call(tt_hlo *b, const char *target, const char *attrs,
+                      const tt_hv *operands, int n, const tt_hlo_type *types,
+                      int nres);
 
 #endif

@@ -190,3 +190,53 @@ tt_hv tt_hlo_call(tt_hlo *b, const char *callee, const tt_hv *operands, int n,
   tt_hlo_buf_printf(&b->body, ")\n");
   return r;
 }
+
+// --- typed FFI custom calls -----------------------------------------------------------
+
+static void put_layouts(tt_hlo_buf *s, const tt_hlo_type *types, int n) {
+  tt_hlo_buf_printf(s, "[");
+  for (int i = 0; i < n; i++) {  // row-major: minor-to-major is rank-1 .. 0
+    tt_hlo_buf_printf(s, "%sdense<", i ? ", " : "");
+    if (types[i].rank == 0) tt_hlo_buf_printf(s, "[]");
+    else if (types[i].rank > 1) tt_hlo_buf_printf(s, "[");
+    for (int d = types[i].rank - 1; d >= 0; d--)
+      tt_hlo_buf_printf(s, "%s%d", d == types[i].rank - 1 ? "" : ", ", d);
+    if (types[i].rank > 1) tt_hlo_buf_printf(s, "]");
+    tt_hlo_buf_printf(s, "> : tensor<%dxindex>", (int)types[i].rank);
+  }
+  tt_hlo_buf_printf(s, "]");
+}
+
+tt_hv tt_hlo_ffi_call(tt_hlo *b, const char *target, const char *attrs,
+                      const tt_hv *operands, int n, const tt_hlo_type *types,
+                      int nres) {
+  if (!tt_hlo_ok(b, operands, n)) return TT_HV_INVALID;
+  if (nres < 1 || n > 64) {
+    tt_hlo_failf(b, "custom call %s with %d results, %d operands", target, nres, n);
+    return TT_HV_INVALID;
+  }
+  tt_hlo_type in_types[64];
+  for (int i = 0; i < n; i++) in_types[i] = b->vals[operands[i]].type;
+  tt_hv r = tt_hlo_new_values(b, types, nres);
+  if (r == TT_HV_INVALID) return r;
+  tt_hlo_begin_line(b, r, nres);
+  tt_hlo_buf_printf(&b->body, "\"stablehlo.custom_call\"(");
+  for (int i = 0; i < n; i++) {
+    tt_hlo_buf_printf(&b->body, "%s", i ? ", " : "");
+    tt_hlo_put_name(b, &b->body, operands[i]);
+  }
+  tt_hlo_buf_printf(&b->body, ") {api_version = 4 : i32, backend_config = {%s}, "
+                    "call_target_name = \"%s\", operand_layouts = ", attrs, target);
+  put_layouts(&b->body, in_types, n);
+  tt_hlo_buf_printf(&b->body, ", result_layouts = ");
+  put_layouts(&b->body, types, nres);
+  tt_hlo_buf_printf(&b->body, "}");
+  tt_hlo_put_types(b, &b->body, operands, n);
+  tt_hlo_buf_printf(&b->body, "(");
+  for (int i = 0; i < nres; i++) {
+    tt_hlo_buf_printf(&b->body, "%s", i ? ", " : "");
+    tt_hlo_put_type(&b->body, &types[i]);
+  }
+  tt_hlo_buf_printf(&b->body, ")\n");
+  return r;
+}

@@ -39,6 +39,7 @@ typedef struct kvariant {
 
 typedef struct kernel {
   char name[128];  // "ns::name", as the rule is registered
+  char ffi_target[64];  // C kernels: the custom-call target ("" for JAX ones)
   int32_t index;   // its number among kernels (the symbol prefix)
   tt_kernel_export_fn export_fn;
   void *export_ctx;
@@ -126,8 +127,15 @@ static tt_status lower_kernel(tt_lower_ctx *c) {
   tt_hlo *b = tt_lower_hlo(c);
   tt_hv ins[64];
   for (int j = 0; j < nt; j++) ins[j] = tt_lower_tensor(c, tensors[j]);
-  tt_hlo_add_functions(b, v->key, v->funcs);
-  tt_hv r = tt_hlo_call(b, v->entry, ins, nt, v->res, v->nres);
+  tt_hv r;
+  if (k->ffi_target[0]) {  // a C kernel: the FFI handler finds it by name
+    char attrs[192];
+    snprintf(attrs, sizeof attrs, "tt_kernel = \"%s\"", name);
+    r = tt_hlo_ffi_call(b, k->ffi_target, attrs, ins, nt, v->res, v->nres);
+  } else {
+    tt_hlo_add_functions(b, v->key, v->funcs);
+    r = tt_hlo_call(b, v->entry, ins, nt, v->res, v->nres);
+  }
   for (int j = 0; j < v->nres; j++)
     tt_lower_result(c, r == TT_HV_INVALID ? TT_HV_INVALID : r + j);
   return NULL;
@@ -135,8 +143,9 @@ static tt_status lower_kernel(tt_lower_ctx *c) {
 
 // --- registration (the runtime exports these as tt_kernel_*) ---------------------------------------------------------------
 
-tt_status tt_lower_kernel_register(const char *name, tt_kernel_export_fn export_fn,
-                             void *export_ctx, int32_t *out_op) {
+static tt_status register_kernel(const char *name, const char *ffi_target,
+                                 tt_kernel_export_fn export_fn, void *export_ctx,
+                                 int32_t *out_op) {
   if (out_op) *out_op = -1;
   if (!name || !strstr(name, "::") || strlen(name) >= sizeof ((kernel *)0)->name)
     return tt_make_status(TT_INVALID_ARGUMENT,
@@ -157,6 +166,7 @@ tt_status tt_lower_kernel_register(const char *name, tt_kernel_export_fn export_
   }
   k->export_fn = export_fn;
   k->export_ctx = export_ctx;
+  snprintf(k->ffi_target, sizeof k->ffi_target, "%s", ffi_target ? ffi_target : "");
   pthread_mutex_unlock(&g_mu);
   int32_t op = tt_rule_register(name, lower_kernel, 0);
   if (op < 0) return tt_make_status(TT_RESOURCE_EXHAUSTED, "kernel %s: the rule table is full", name);
@@ -164,11 +174,22 @@ tt_status tt_lower_kernel_register(const char *name, tt_kernel_export_fn export_
   return NULL;
 }
 
+tt_status tt_lower_kernel_register(const char *name, tt_kernel_export_fn export_fn,
+                                   void *export_ctx, int32_t *out_op) {
+  return register_kernel(name, NULL, export_fn, export_ctx, out_op);
+}
+
+tt_status tt_lower_kernel_register_ffi(const char *name, const char *target,
+                                       tt_kernel_export_fn export_fn, void *export_ctx,
+                                       int32_t *out_op) {
+  return register_kernel(name, target, export_fn, export_ctx, out_op);
+}
+
 tt_status tt_lower_kernel_add_variant(const char *name, const char *signature,
                                 const char *module_text, int32_t nres,
                                 const int32_t *res_dtypes, const int32_t *res_ranks,
                                 const int64_t *res_dims) {
-  if (nres < 1 || nres > 64 || !signature || !module_text)
+  if (nres < 1 || nres > 64 || !signature)
     return tt_make_status(TT_INVALID_ARGUMENT, "kernel %s: a variant needs a signature, "
                           "a module and 1..64 results (got %d)", name, (int)nres);
   pthread_mutex_lock(&g_mu);
@@ -182,7 +203,15 @@ tt_status tt_lower_kernel_add_variant(const char *name, const char *signature,
   if (!v) return tt_make_status(TT_RESOURCE_EXHAUSTED, "kernel %s: out of memory", name);
   char prefix[64];
   snprintf(prefix, sizeof prefix, "ttk%d_v%d_", (int)index, (int)nv);
-  st = tt_hlo_import_functions(module_text, prefix, &v->funcs, &v->entry);
+  if (module_text) {
+    st = tt_hlo_import_functions(module_text, prefix, &v->funcs, &v->entry);
+  } else if (!k->ffi_target[0]) {
+    st = tt_make_status(TT_INVALID_ARGUMENT, "a JAX kernel's variant needs its module");
+  } else {  // a C kernel's variant is its result types only
+    v->funcs = strdup("");
+    v->entry = strdup(prefix);
+    if (!v->funcs || !v->entry) st = tt_make_status(TT_RESOURCE_EXHAUSTED, "out of memory");
+  }
   if (st) {
     variant_free(v);
     return tt_status_annotate(st, "kernel %s (%s): reading its exported module", name, signature);

@@ -234,6 +234,10 @@ tt_status tt_rule_table_check(void);
 // registered under its schema name, with one exported module per signature.
 tt_status tt_lower_kernel_register(const char *name, tt_kernel_export_fn export_fn,
                                    void *export_ctx, int32_t *out_op);
+// A C kernel: its rule emits a typed-FFI custom call to `target` naming it.
+tt_status tt_lower_kernel_register_ffi(const char *name, const char *target,
+                                       tt_kernel_export_fn export_fn, void *export_ctx,
+                                       int32_t *out_op);
 tt_status tt_lower_kernel_add_variant(const char *name, const char *signature,
                                       const char *module_text, int32_t nres,
                                       const int32_t *res_dtypes,
