@@ -61,6 +61,11 @@ def _gmm_ref(lhs, rhs, sizes):
     return torch.cat(outs)
 
 
+def _rms():
+    from torchtpu.kernels.ffi import rmsnorm_example
+    return rmsnorm_example()
+
+
 def _rms_ref(x, w):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
 
@@ -85,6 +90,8 @@ def cases():
             lambda x, w, s: _gmm_ref(x, w, s) - 1,
             [r(64, 16), r(4, 16, 32), torch.tensor([10, 0, 30, 20], dtype=torch.int32)],
             [True, True, False]),
+        "c_rmsnorm": (lambda x, w: _rms()(x * 2.0, w) + 1,
+                      lambda x, w: _rms_ref(x * 2.0, w) + 1, [r(4, 32), r(32)], [True, True]),
     }
     return c
 
@@ -173,7 +180,8 @@ def _op_of(name):
     return {"jax_elementwise": torch.ops.tt_test.sinmul.default,
             "jax_reduction": torch.ops.tt_test.rowsumsq.default,
             "pallas_flash_attention": _flash(),
-            "pallas_gmm": _gmm()}[name]
+            "pallas_gmm": _gmm(),
+            "c_rmsnorm": _rms()}[name]
 
 
 def _op_inputs(name):
@@ -228,3 +236,34 @@ def test_fake_real_shape_mismatch():
 def test_kernel_name_needs_namespace():
     with pytest.raises(K.KernelError, match="namespace"):
         K.jax_op("nonamespace", lambda a: a)
+
+
+def test_c_kernel_missing_library_and_symbol():
+    from torchtpu.kernels.ffi import c_op, example_library
+    with pytest.raises(K.KernelError, match=r"tt_test::nolib.*cannot load library /nonexistent/libnope.so"):
+        c_op("tt_test::nolib", "/nonexistent/libnope.so", "f", inputs=["x"],
+             out_shapes=lambda x: [x])
+    with pytest.raises(K.KernelError, match=r"tt_test::nosym.*has no symbol no_such_symbol"):
+        c_op("tt_test::nosym", example_library(), "no_such_symbol", inputs=["x"],
+             out_shapes=lambda x: [x])
+    assert (torch.ones(2, device="tpu") * 2).cpu().tolist() == [2.0, 2.0]
+
+
+def test_c_kernel_that_fails():
+    from torchtpu.kernels.ffi import c_op, example_library
+    op = c_op("tt_test::fails", example_library(), "always_fails", inputs=["x"],
+              out_shapes=lambda x: [x])
+    x = torch.ones(3, device="tpu")
+    with pytest.raises(Exception, match=r"C kernel tt_test::fails failed: this kernel always fails"):
+        op(x).cpu()
+    assert (x + 1).cpu().tolist() == [2.0, 2.0, 2.0]  # still usable
+
+
+def test_c_kernel_custom_call_in_program():
+    """The C kernel is a typed-FFI custom call inside the fused program."""
+    rms = _rms()
+    x, w = torch.randn(2, 8, device="tpu"), torch.randn(8, device="tpu")
+    with torch.no_grad(), torchtpu.mode("fused"):
+        (rms(x + 1, w) * 3).cpu()
+        st = torchtpu.modes.fused_stats()
+    assert st["last_graph_ops"] == 3, st

@@ -56,6 +56,43 @@ class CKernel:
             return 1
 
 
+class _Buffer(ctypes.Structure):  # tt_kernel_buffer
+    _fields_ = [("dtype", ctypes.c_int), ("rank", ctypes.c_int32),
+                ("dims", ctypes.POINTER(ctypes.c_int64)), ("data", ctypes.c_void_p)]
+
+
+_C_FN = ctypes.CFUNCTYPE(ctypes.c_char_p, ctypes.POINTER(_Buffer), ctypes.c_int32,
+                         ctypes.POINTER(_Buffer), ctypes.c_int32)
+
+
+def _cpu_impl(kernel, library, symbol, nout):
+    """The op on CPU tensors: the same C function called directly (the
+    reference path, and what opcheck's CPU checks run)."""
+    fn = _C_FN((symbol, ctypes.CDLL(library)))
+
+    def describe(ts):
+        bufs = (_Buffer * max(len(ts), 1))()
+        keep = []
+        for b, t in zip(bufs, ts):
+            dims = (ctypes.c_int64 * max(t.dim(), 1))(*t.shape)
+            keep.append(dims)
+            b.dtype, b.rank, b.dims, b.data = _TORCH.index(t.dtype), t.dim(), dims, t.data_ptr()
+        return bufs, keep
+
+    def impl(*args):
+        ins = [a.detach().contiguous() for a in args]
+        outs = [torch.empty(s, dtype=d) for d, s in
+                kernel.fake_shapes([(a.dtype, tuple(a.shape)) for a in ins])]
+        ib, k1 = describe(ins)
+        ob, k2 = describe(outs)
+        err = fn(ib, len(ins), ob, len(outs))
+        if err:
+            raise KernelError(f"C kernel {kernel.name} failed: {err.decode()}")
+        return outs[0] if nout == 1 else tuple(outs)
+
+    return impl
+
+
 def _bind_c():
     _bind()
     core = _core.core
@@ -96,6 +133,7 @@ def c_op(name, library, symbol, *, inputs, out_shapes, backward=None):
             return outs[0] if nout == 1 else tuple(outs)
 
         torch.library.register_fake(name, fake, lib=lib)
+        lib.impl(short, _cpu_impl(kernel, library, symbol, nout), "CPU")
         kernels[name] = kernel
     op = getattr(getattr(torch.ops, ns), short).default
     kernel.op = op
