@@ -267,3 +267,46 @@ def test_c_kernel_custom_call_in_program():
         (rms(x + 1, w) * 3).cpu()
         st = torchtpu.modes.fused_stats()
     assert st["last_graph_ops"] == 3, st
+
+
+# --- the kernels in the trainer ----------------------------------------------------------
+
+def _train_cfg(tmp_path, model, steps, **model_overrides):
+    from torchtpu.trainer.config import load_config
+    m = {"name": model, "flavor": "tiny", "dropout": 0.0}
+    m.update(model_overrides)
+    return load_config(overrides={
+        "job": {"dump_folder": str(tmp_path)},
+        "model": m,
+        "optimizer": {"lr": 3e-3},
+        "lr_scheduler": {"warmup_steps": 2},
+        "training": {"device": "tpu", "steps": steps, "local_batch_size": 2, "seq_len": 32,
+                     "seed": 0},
+        "checkpoint": {"enable": False},
+        "metrics": {"log_freq": 1, "peak_flops": 1e9, "plot": False, "progress_bar": False},
+    })
+
+
+def _same_losses(a, b, atol=1e-4):
+    assert sorted(a) == sorted(b)
+    for step in a:
+        assert abs(a[step] - b[step]) <= atol, f"step {step}: {a[step]} vs {b[step]}"
+
+
+def test_trainer_flash_attention_matches_sdpa(tmp_path):
+    """--model.attention flash trains like SDPA (tiny llama, 3 steps here;
+    bench/kernels.py --train runs the debug model for 20)."""
+    from torchtpu import train as trainer
+    quiet = lambda *a, **k: None  # noqa: E731
+    sdpa = trainer.train(_train_cfg(tmp_path / "sdpa", "llama", 3), log=quiet)
+    flash = trainer.train(_train_cfg(tmp_path / "flash", "llama", 3,
+                                     use_splash_attention_kernel=True), log=quiet)
+    _same_losses(sdpa["losses"], flash["losses"])
+
+
+def test_trainer_gmm_matches_bmm(tmp_path):
+    from torchtpu import train as trainer
+    quiet = lambda *a, **k: None  # noqa: E731
+    ref = trainer.train(_train_cfg(tmp_path / "bmm", "moe", 3), log=quiet)
+    gmm = trainer.train(_train_cfg(tmp_path / "gmm", "moe", 3, use_gmm_kernel=True), log=quiet)
+    _same_losses(ref["losses"], gmm["losses"])
