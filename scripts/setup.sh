@@ -18,7 +18,9 @@ fi
 mapfile -t missing < <("$PY" - "$TORCH_VERSION" <<'PYEOF'
 import importlib.metadata as md, sys
 want = {"torch": sys.argv[1], "lammps-jax-pjrt-cpu": "0.11.2",
-        "numpy": None, "pytest": None, "expecttest": None}
+        "numpy": None, "pytest": None, "expecttest": None,
+        # the "kernels" extra (pyproject.toml): JAX/Pallas kernels and their tests
+        "jax": "0.10.2", "jaxlib": "0.10.2"}
 for name, version in want.items():
     try:
         have = md.version(name).split("+")[0]
