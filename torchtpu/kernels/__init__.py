@@ -267,9 +267,9 @@ def jax_op(name, fn=None, *, out_shapes=None, vjp=None, num_outputs=None, _grad=
     out_shapes: results' (dtype, shape) pairs, or a function of the inputs'
     (dtype, shape) pairs giving them (default: jax.eval_shape of fn).
     vjp: JAX function (*inputs, *cotangents) -> one gradient per input
-    (default: jax.vjp of fn). num_outputs: how many results fn returns
-    (default: found by jax.eval_shape on the first call... so give it for
-    functions returning tuples; 1 otherwise)."""
+    (default: jax.vjp of fn). num_outputs: how many results fn returns (the
+    schema is fixed before any call: give it for functions returning a
+    tuple; default 1, or len(out_shapes))."""
     if fn is None:
         return lambda f: jax_op(name, f, out_shapes=out_shapes, vjp=vjp, num_outputs=num_outputs)
     if "::" not in name:

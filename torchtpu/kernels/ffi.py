@@ -19,7 +19,7 @@ import os
 import torch
 
 from .. import _core
-from . import (_EXPORT_FN, _TORCH, KernelError, _bind, _check, _library, _lock,
+from . import (_EXPORT_FN, _NUMPY, _TORCH, KernelError, _bind, _check, _library, _lock,
                _parse_signature, kernels, signature_of)
 
 
@@ -38,9 +38,7 @@ class CKernel:
     def _shape_cb(self, _ctx, _name, sig, err, cap):
         try:
             sig = sig.decode()
-            specs = [(_TORCH[["bool", "uint8", "int8", "int16", "int32", "int64", "float16",
-                              "bfloat16", "float32", "float64", "uint16", "uint32",
-                              "uint64"].index(dt)], shape) for dt, shape in _parse_signature(sig)]
+            specs = [(_TORCH[_NUMPY.index(dt)], shape) for dt, shape in _parse_signature(sig)]
             got = self.fake_shapes(specs)
             n = len(got)
             dtypes = (ctypes.c_int32 * n)(*[_TORCH.index(d) for d, _ in got])

@@ -80,14 +80,14 @@ static tt_status module_body(const char *text, const char **out_begin,
     *out_end = text + strlen(text);
     return NULL;
   }
-  const char *open = strchr(m, '{');
+  const char *lbrace = strchr(m, '{');
   // "module @x attributes {...} {": the body starts after the last '{'
   // before the first function.
-  for (const char *p = open; p && p < f; p = strchr(p + 1, '{')) open = p;
+  for (const char *p = lbrace; p && p < f; p = strchr(p + 1, '{')) lbrace = p;
   const char *close = strrchr(text, '}');
-  if (!open || !close || close < f)
+  if (!lbrace || !close || close < f)
     return tt_make_status(TT_INVALID_ARGUMENT, "module braces do not match");
-  *out_begin = open + 1;
+  *out_begin = lbrace + 1;
   *out_end = close;
   return NULL;
 }
