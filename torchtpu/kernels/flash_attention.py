@@ -6,8 +6,9 @@ The forward is a Pallas kernel: a grid over (batch, query head, query block);
 each program streams the key/value blocks of its kv head (GQA: query head h
 reads kv head h // (Hq // Hk)) with an online softmax, and skips the blocks a
 causal mask hides entirely. The backward program reruns the forward kernel
-for its log-sum-exp and recomputes the probabilities from it (JAX, exported
-like the forward).
+for its log-sum-exp, then two Pallas kernels recompute the probabilities
+block by block (FlashAttention-2's backward): dq over query blocks, dk/dv
+over kv blocks, summing the query heads that share each kv head.
 
 On this machine the kernel runs with `interpret=True`: Pallas lowers it to
 plain StableHLO (loops of dynamic slices), which the core splices into the
@@ -94,30 +95,124 @@ def flash_forward(q, k, v, *, causal=True, scale=None, block_q=BLOCK_Q, block_k=
     )(q, k, v)
 
 
-def flash_backward(q, k, v, out, lse, dout, *, causal=True, scale=None):
-    """Gradients (dq, dk, dv) from the saved log-sum-exp (recomputes P)."""
+def _dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, dq_ref, *, scale, causal,
+               block_q, block_k, seq_k):
+    import jax
     import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    qi = pl.program_id(2)
+    q = q_ref[...].astype(jnp.float32)                         # [bq, D]
+    do = do_ref[...].astype(jnp.float32)
+    lse, delta = lse_ref[...], delta_ref[...]                  # [bq]
+    rows = qi * block_q + jax.lax.broadcasted_iota(jnp.int32, (block_q, block_k), 0)
+    nk = seq_k // block_k
+    if causal:
+        nk = jnp.minimum(nk, ((qi + 1) * block_q + block_k - 1) // block_k)
+
+    def body(j, dq):
+        k = k_ref[pl.ds(j * block_k, block_k), :].astype(jnp.float32)
+        v = v_ref[pl.ds(j * block_k, block_k), :].astype(jnp.float32)
+        s = jnp.dot(q, k.T, preferred_element_type=jnp.float32) * scale
+        p = jnp.exp(s - lse[:, None])
+        if causal:
+            cols = j * block_k + jax.lax.broadcasted_iota(jnp.int32, (block_q, block_k), 1)
+            p = jnp.where(cols <= rows, p, 0.0)
+        dp = jnp.dot(do, v.T, preferred_element_type=jnp.float32)
+        ds = p * (dp - delta[:, None])
+        return dq + jnp.dot(ds, k, preferred_element_type=jnp.float32) * scale
+
+    dq = jax.lax.fori_loop(0, nk, body, jnp.zeros(q.shape, jnp.float32))
+    dq_ref[...] = dq.astype(dq_ref.dtype)
+
+
+def _dkv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, dk_ref, dv_ref, *, scale,
+                causal, block_q, block_k, seq_q, group):
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    kj = pl.program_id(2)
+    k = k_ref[...].astype(jnp.float32)                         # [bk, D]
+    v = v_ref[...].astype(jnp.float32)
+    cols = kj * block_k + jax.lax.broadcasted_iota(jnp.int32, (block_q, block_k), 1)
+    nq = seq_q // block_q
+    first = (kj * block_k) // block_q if causal else 0        # blocks above see nothing
+
+    def head(r, carry):                                        # each query head of the group
+        def body(i, carry):
+            dk, dv = carry
+            q = q_ref[r, pl.ds(i * block_q, block_q), :].astype(jnp.float32)
+            do = do_ref[r, pl.ds(i * block_q, block_q), :].astype(jnp.float32)
+            lse = lse_ref[r, pl.ds(i * block_q, block_q)]
+            delta = delta_ref[r, pl.ds(i * block_q, block_q)]
+            s = jnp.dot(q, k.T, preferred_element_type=jnp.float32) * scale
+            p = jnp.exp(s - lse[:, None])                      # [bq, bk]
+            if causal:
+                rows = i * block_q + jax.lax.broadcasted_iota(jnp.int32, (block_q, block_k), 0)
+                p = jnp.where(cols <= rows, p, 0.0)
+            dv = dv + jnp.dot(p.T, do, preferred_element_type=jnp.float32)
+            dp = jnp.dot(do, v.T, preferred_element_type=jnp.float32)
+            ds = p * (dp - delta[:, None])
+            dk = dk + jnp.dot(ds.T, q, preferred_element_type=jnp.float32) * scale
+            return dk, dv
+        return jax.lax.fori_loop(first, nq, body, carry)
+
+    zero = jnp.zeros(k.shape, jnp.float32)
+    dk, dv = jax.lax.fori_loop(0, group, head, (zero, zero))
+    dk_ref[...] = dk.astype(dk_ref.dtype)
+    dv_ref[...] = dv.astype(dv_ref.dtype)
+
+
+def flash_backward(q, k, v, out, lse, dout, *, causal=True, scale=None, block_q=BLOCK_Q,
+                   block_k=BLOCK_K, interpret=True):
+    """Gradients (dq, dk, dv) with two Pallas kernels that recompute the
+    probabilities block by block from the forward's log-sum-exp (FlashAttention
+    2's backward): one over query blocks for dq, one over kv blocks (summing
+    the query heads of its group) for dk and dv. Nothing of size L x S is
+    stored."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
     B, Hq, L, D = q.shape
     Hk, S = k.shape[1], k.shape[2]
     group = Hq // Hk
+    bq, bk = min(block_q, L), min(block_k, S)
     scale = 1.0 / math.sqrt(D) if scale is None else scale
-    f32 = jnp.float32
-    kk = jnp.repeat(k.astype(f32), group, axis=1)
-    vv = jnp.repeat(v.astype(f32), group, axis=1)
-    s = jnp.einsum("bhld,bhsd->bhls", q.astype(f32), kk) * scale
-    if causal:
-        s = jnp.where(jnp.tril(jnp.ones((L, S), bool)), s, -jnp.inf)
-    p = jnp.exp(s - lse[..., None])
-    do = dout.astype(f32)
-    dv = jnp.einsum("bhls,bhld->bhsd", p, do)
-    dp = jnp.einsum("bhld,bhsd->bhls", do, vv)
-    delta = jnp.sum(do * out.astype(f32), axis=-1, keepdims=True)
-    ds = p * (dp - delta) * scale
-    dq = jnp.einsum("bhls,bhsd->bhld", ds, kk)
-    dk = jnp.einsum("bhls,bhld->bhsd", ds, q.astype(f32))
-    dk = dk.reshape(B, Hk, group, S, D).sum(axis=2)
-    dv = dv.reshape(B, Hk, group, S, D).sum(axis=2)
-    return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype)
+    delta = jnp.sum(dout.astype(jnp.float32) * out.astype(jnp.float32), axis=-1)  # [B, Hq, L]
+    dq = pl.pallas_call(
+        functools.partial(_dq_kernel, scale=scale, causal=causal, block_q=bq, block_k=bk,
+                          seq_k=S),
+        grid=(B, Hq, L // bq),
+        in_specs=[
+            pl.BlockSpec((None, None, bq, D), lambda b, h, i: (b, h, i, 0)),
+            pl.BlockSpec((None, None, S, D), lambda b, h, i: (b, h // group, 0, 0)),
+            pl.BlockSpec((None, None, S, D), lambda b, h, i: (b, h // group, 0, 0)),
+            pl.BlockSpec((None, None, bq, D), lambda b, h, i: (b, h, i, 0)),
+            pl.BlockSpec((None, None, bq), lambda b, h, i: (b, h, i)),
+            pl.BlockSpec((None, None, bq), lambda b, h, i: (b, h, i)),
+        ],
+        out_specs=pl.BlockSpec((None, None, bq, D), lambda b, h, i: (b, h, i, 0)),
+        out_shape=jax.ShapeDtypeStruct(q.shape, q.dtype),
+        interpret=interpret,
+    )(q, k, v, dout, lse, delta)
+    dk, dv = pl.pallas_call(
+        functools.partial(_dkv_kernel, scale=scale, causal=causal, block_q=bq, block_k=bk,
+                          seq_q=L, group=group),
+        grid=(B, Hk, S // bk),
+        in_specs=[
+            pl.BlockSpec((None, group, L, D), lambda b, h, j: (b, h, 0, 0)),
+            pl.BlockSpec((None, None, bk, D), lambda b, h, j: (b, h, j, 0)),
+            pl.BlockSpec((None, None, bk, D), lambda b, h, j: (b, h, j, 0)),
+            pl.BlockSpec((None, group, L, D), lambda b, h, j: (b, h, 0, 0)),
+            pl.BlockSpec((None, group, L), lambda b, h, j: (b, h, 0)),
+            pl.BlockSpec((None, group, L), lambda b, h, j: (b, h, 0)),
+        ],
+        out_specs=[pl.BlockSpec((None, None, bk, D), lambda b, h, j: (b, h, j, 0)),
+                   pl.BlockSpec((None, None, bk, D), lambda b, h, j: (b, h, j, 0))],
+        out_shape=[jax.ShapeDtypeStruct(k.shape, k.dtype),
+                   jax.ShapeDtypeStruct(v.shape, v.dtype)],
+        interpret=interpret,
+    )(q, k, v, dout, lse, delta)
+    return dq, dk, dv
 
 
 # --- the torch op -------------------------------------------------------------------------

@@ -7,8 +7,9 @@ the next group_sizes[1] rows rhs[1], and so on (sum(group_sizes) <= M; rows
 past the last group come out zero). The forward is a Pallas kernel over a
 grid of (row tile, column tile); each program visits only the groups that
 overlap its rows (bounds from the cumulative group sizes) and masks the rows
-of each. The backward: d lhs is the same kernel against rhs transposed,
-d rhs[g] = lhs_g^T @ dout_g (a masked contraction in JAX).
+of each. The backward: d lhs is the same kernel against rhs transposed;
+d rhs[g] = lhs_g^T @ dout_g is a second Pallas kernel (tgmm) whose program g
+visits only the row tiles of group g.
 
 Runs with `interpret=True` here (plain StableHLO); on a TPU the same kernel
 lowers to a Mosaic custom call (megablox's gmm is the tuned production
@@ -70,17 +71,54 @@ def gmm_forward(lhs, rhs, group_sizes, *, block_m=BLOCK_M, block_n=BLOCK_N, inte
     )(group_sizes, lhs, rhs)
 
 
+def _tgmm_kernel(sizes_ref, lhs_ref, dout_ref, out_ref, *, block_m, rows_total):
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    g = pl.program_id(0)
+    sizes = sizes_ref[...]
+    ends = jnp.cumsum(sizes)
+    end = jax.lax.dynamic_index_in_dim(ends, g, keepdims=False)
+    start = end - jax.lax.dynamic_index_in_dim(sizes, g, keepdims=False)
+    first = start // block_m
+    last = jnp.minimum((end + block_m - 1) // block_m, rows_total // block_m)
+
+    def body(t, acc):                          # the row tiles that overlap group g
+        x = lhs_ref[pl.ds(t * block_m, block_m), :].astype(jnp.float32)    # [bm, K]
+        dy = dout_ref[pl.ds(t * block_m, block_m), :].astype(jnp.float32)  # [bm, N]
+        rows = t * block_m + jax.lax.broadcasted_iota(jnp.int32, (block_m, 1), 0)
+        x = jnp.where((rows >= start) & (rows < end), x, 0.0)
+        return acc + jnp.dot(x.T, dy, preferred_element_type=jnp.float32)
+
+    acc = jax.lax.fori_loop(first, last, body, jnp.zeros(out_ref.shape, jnp.float32))
+    out_ref[...] = acc.astype(out_ref.dtype)
+
+
+def tgmm(lhs, dout, group_sizes, *, block_m=BLOCK_M, interpret=True):
+    """out [G, K, N]: out[g] = lhs_g^T @ dout_g over the rows of group g."""
+    import jax
+    from jax.experimental import pallas as pl
+    M, K = lhs.shape
+    N = dout.shape[1]
+    G = group_sizes.shape[0]
+    bm = min(block_m, M)
+    return pl.pallas_call(
+        functools.partial(_tgmm_kernel, block_m=bm, rows_total=M),
+        grid=(G,),
+        in_specs=[pl.BlockSpec((G,), lambda g: (0,)),
+                  pl.BlockSpec((M, K), lambda g: (0, 0)),
+                  pl.BlockSpec((M, N), lambda g: (0, 0))],
+        out_specs=pl.BlockSpec((None, K, N), lambda g: (g, 0, 0)),
+        out_shape=jax.ShapeDtypeStruct((G, K, N), lhs.dtype),
+        interpret=interpret,
+    )(group_sizes, lhs, dout)
+
+
 def gmm_backward(lhs, rhs, group_sizes, dout):
     import jax.numpy as jnp
-    M = lhs.shape[0]
-    G = rhs.shape[0]
     dlhs = gmm_forward(dout, jnp.swapaxes(rhs, 1, 2), group_sizes)
-    ends = jnp.cumsum(group_sizes)
-    rows = jnp.arange(M)
-    member = (rows[None, :] >= (ends - group_sizes)[:, None]) & (rows[None, :] < ends[:, None])
-    mask = member.astype(jnp.float32)                                      # [G, M]
-    drhs = jnp.einsum("gm,mk,mn->gkn", mask, lhs.astype(jnp.float32), dout.astype(jnp.float32))
-    return dlhs, drhs.astype(rhs.dtype), jnp.zeros((G,), group_sizes.dtype)
+    drhs = tgmm(lhs, dout, group_sizes).astype(rhs.dtype)
+    return dlhs, drhs, jnp.zeros(group_sizes.shape, group_sizes.dtype)
 
 
 # out [M, N] = rows of lhs [M, K] grouped by group_sizes [G] (int32), each group
