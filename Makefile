@@ -54,8 +54,8 @@ SHIM_LDLIBS := -ltorchtpu_core -ltorch_cpu -lc10
 
 # --- targets -------------------------------------------------------------------
 
-.PHONY: all core shim ctest ctest-plain ctest-asan fuzz fuzz-run clean
-all: core shim
+.PHONY: all core shim examples ctest ctest-plain ctest-asan fuzz fuzz-run clean
+all: core shim examples
 core: $(CORE_LIB)
 shim: $(SHIM_LIB)
 
@@ -78,6 +78,15 @@ $(SHIM_LIB): $(SHIM_OBJS) $(CORE_LIB)
 build/obj/shim/%.o: shim/%.cpp
 	@mkdir -p $(@D)
 	$(CXX) $(SHIM_CXXFLAGS) -c $< -o $@
+
+# --- example C kernels (torchtpu.kernels.c_op) ----------------------------------------
+
+EXAMPLE_LIBS := build/examples/librmsnorm_ffi.so
+examples: $(EXAMPLE_LIBS)
+
+build/examples/lib%.so: examples/%.c core/include/torchtpu_types.h
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -O2 -g -fPIC -shared -Wall -Wextra -Werror -Icore/include -o $@ $< -lm
 
 # --- C tests -------------------------------------------------------------------
 #

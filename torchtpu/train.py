@@ -112,6 +112,14 @@ def _train(cfg, log):
     torch.manual_seed(t["seed"])
 
     overrides = {"dropout": m["dropout"]}
+    if m["attention"] == "flash" or m["use_splash_attention_kernel"]:
+        overrides["attention"] = "flash"
+    elif m["attention"] != "sdpa":
+        overrides["attention"] = m["attention"]  # the model names the valid ones
+    if m["use_gmm_kernel"]:
+        if m["name"] != "moe":
+            raise ValueError("model.use_gmm_kernel needs model.name = 'moe'")
+        overrides["use_gmm_kernel"] = True
     if m["vocab_size"]:
         overrides["vocab_size"] = m["vocab_size"]
     model = build_model(m["name"], m["flavor"], **overrides)  # on the CPU: same init everywhere

@@ -336,6 +336,44 @@ typedef struct tt_graph_stats {
 
 TT_API void tt_runtime_graph_stats(tt_runtime *rt, tt_graph_stats *out);
 
+// --- custom kernels (JAX / Pallas modules, C functions through XLA's FFI) ------------
+//
+// A kernel is an op like any other: tt_kernel_register makes `name`
+// ("ns::name", the torch.library schema name) a lowering rule, so strict
+// eager, fused eager and graph capture all run it. For each input signature
+// the kernel needs one variant: an exported StableHLO module (jax.export's
+// text, no locations) whose @main takes the op's tensors in order and returns
+// its results. The rule splices the module's functions into the program being
+// built and calls them. `export_fn` (may be NULL) is asked for a variant the
+// first time a signature is seen. Registering a name again replaces its
+// exporter and keeps its variants.
+TT_API tt_status tt_kernel_register(const char *name, tt_kernel_export_fn export_fn,
+                                    void *export_ctx, int32_t *out_op);
+// Adds the variant for `signature` ("f32[4,8],f32[8]": dtype and dims of each
+// tensor argument). Result i has dtype res_dtypes[i], rank res_ranks[i] and
+// its dims next in res_dims (all results' dims, concatenated). Text is copied
+// (NULL for a C kernel's variant).
+// A signature already present is kept (the call does nothing).
+TT_API tt_status tt_kernel_add_variant(const char *name, const char *signature,
+                                       const char *module_text, int32_t nres,
+                                       const int32_t *res_dtypes,
+                                       const int32_t *res_ranks,
+                                       const int64_t *res_dims);
+// How many variants the kernel has; -1 when no kernel has that name.
+TT_API int32_t tt_kernel_num_variants(const char *name);
+
+// Registers the C function `symbol` of shared library `library` (a
+// tt_c_kernel_fn, torchtpu_types.h) as kernel `name`: our handler is
+// registered with the plugin's PJRT FFI extension (platform "Host" on the
+// CPU plugin, "CUDA" on the GPU one) and the op lowers to a typed-FFI
+// stablehlo.custom_call naming the kernel. `shape_fn` adds each signature's
+// variant with module_text NULL (result types only). TT_NOT_FOUND for a
+// missing library or symbol; TT_UNIMPLEMENTED for a plugin without FFI.
+TT_API tt_status tt_kernel_register_c(tt_runtime *rt, const char *name,
+                                      const char *library, const char *symbol,
+                                      tt_kernel_export_fn shape_fn, void *shape_ctx,
+                                      int32_t *out_op);
+
 #ifdef __cplusplus
 }
 #endif

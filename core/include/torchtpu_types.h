@@ -160,6 +160,32 @@ TT_API bool tt_op_replaces_composite(int32_t op);
 // rule or the table is full. A name that already has a rule is replaced.
 TT_API int32_t tt_op_register_alias(const char *name, const char *existing_name);
 
+// --- custom kernels ----------------------------------------------------------------
+//
+// Called when a kernel is used with an input signature it has no variant
+// for ("f32[4,8],f32[8]"): it adds one (tt_kernel_add_variant) and returns 0,
+// or writes why it could not into err (capacity err_cap) and returns nonzero.
+// `name` and `signature` are borrowed for the call. It runs inside the op
+// call, on the calling thread, with no lock of the core held.
+typedef int (*tt_kernel_export_fn)(void *ctx, const char *name, const char *signature,
+                                   char *err, size_t err_cap);
+
+// A C kernel (torchtpu.kernels.c_op): a plain C function the device runs
+// through XLA's FFI, on the device's memory (host memory on the CPU plugin).
+// Inputs and outputs are dense row-major buffers; outputs are preallocated
+// with the shapes the kernel's shape function gave. Returns NULL, or a
+// message saying why it failed (static or thread-local storage): the op then
+// fails with that message and the kernel's name.
+typedef struct tt_kernel_buffer {
+  tt_dtype dtype;
+  int32_t rank;
+  const int64_t *dims;  // rank entries, elements
+  void *data;
+} tt_kernel_buffer;
+
+typedef const char *(*tt_c_kernel_fn)(const tt_kernel_buffer *ins, int32_t nin,
+                                      tt_kernel_buffer *outs, int32_t nout);
+
 #ifdef __cplusplus
 }
 #endif

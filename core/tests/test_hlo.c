@@ -519,6 +519,54 @@ static void test_while(void) {
   CHECK_CLOSE(got[1], want[1], 6, 1e-6);
 }
 
+// A module as jax.export writes it (pretty form, a private callee) spliced
+// into @main and called twice; the second add of the same key adds nothing.
+static void test_spliced_functions(void) {
+  static const char *kExported =
+      "module @jit_f attributes {mhlo.num_partitions = 1 : i32} {\n"
+      "  func.func public @main(%arg0: tensor<2x3xf32>) -> (tensor<2x3xf32> {jax.result_info = \"result\"}) {\n"
+      "    %0 = call @square(%arg0) : (tensor<2x3xf32>) -> tensor<2x3xf32>\n"
+      "    %1 = stablehlo.add %0, %arg0 : tensor<2x3xf32>\n"
+      "    return %1 : tensor<2x3xf32>\n"
+      "  }\n"
+      "  func.func private @square(%arg0: tensor<2x3xf32>) -> tensor<2x3xf32> {\n"
+      "    %0 = stablehlo.multiply %arg0, %arg0 : tensor<2x3xf32>\n"
+      "    return %0 : tensor<2x3xf32>\n"
+      "  }\n"
+      "}\n";
+  static const float x[6] = {-1.5f, -0.5f, 0, 0.5f, 1.25f, 2};
+  char *funcs = NULL, *entry = NULL;
+  tt_status st = tt_hlo_import_functions(kExported, "k0_", &funcs, &entry);
+  CHECK(!st, "import: %s", st ? tt_status_message(st) : "");
+  if (st) { tt_status_free(st); return; }
+  CHECK(strcmp(entry, "k0_main") == 0, "entry %s", entry);
+  CHECK(strstr(funcs, "func.func private @k0_main(") && strstr(funcs, "call @k0_square(") &&
+        !strstr(funcs, "public"), "renamed functions:\n%s", funcs);
+  prog p;
+  prog_init(&p);
+  tt_hlo *b = p.b;
+  tt_hv vx = prog_param(&p, TT_F32, 2, k23, x);
+  tt_hlo_type t = *tt_hlo_type_of(b, vx);
+  tt_hlo_add_functions(b, 7, funcs);
+  tt_hv y = tt_hlo_call(b, entry, &vx, 1, &t, 1);
+  tt_hlo_add_functions(b, 7, funcs);  // same key: once in the module
+  tt_hv z = tt_hlo_call(b, entry, &y, 1, &t, 1);
+  double got[6], want[6];
+  double *outs[1] = {got};
+  if (prog_run(&p, &z, 1, outs, 6)) {
+    for (int i = 0; i < 6; i++) {
+      double f = (double)x[i] * x[i] + x[i];
+      want[i] = f * f + f;
+    }
+    CHECK_CLOSE(got, want, 6, 1e-6);
+  }
+  free(funcs);
+  free(entry);
+  tt_status bad = tt_hlo_import_functions("func.func @f() { }", "k1_", &funcs, &entry);
+  CHECK(bad && strstr(tt_status_message(bad), "@main"), "a module without @main was accepted");
+  tt_status_free(bad);
+}
+
 int main(void) {
   tt_pjrt_options opts = {.plugin_path = getenv("TORCHTPU_PLUGIN_PATH"),
                           .cpu_device_count = 1};
@@ -541,6 +589,7 @@ int main(void) {
   test_gather_scatter();
   test_rng();
   test_while();
+  test_spliced_functions();
   tt_pjrt_destroy(g_pjrt);
   if (check_failures) {
     fprintf(stderr, "test_hlo: %d failure(s)\n", check_failures);

@@ -32,6 +32,7 @@ class LlamaArgs:
     max_seq_len: int = 2048
     dropout: float = 0.0           # on attention probabilities and residual branches
     depth_init: bool = True        # output projections scaled by layer depth
+    attention: str = "sdpa"        # sdpa | flash (the Pallas kernel, torchtpu.kernels)
 
     @property
     def head_dim(self):
@@ -116,6 +117,14 @@ class Attention(nn.Module):
         self.wv = nn.Linear(args.dim, self.n_kv * self.head_dim, bias=False)
         self.wo = nn.Linear(self.n_heads * self.head_dim, args.dim, bias=False)
         self.dropout = args.dropout
+        self.flash = None
+        if args.attention == "flash":
+            if args.dropout:
+                raise ValueError("attention 'flash' (the Pallas kernel) has no dropout")
+            from ..kernels.flash_attention import flash_attention
+            self.flash = flash_attention
+        elif args.attention != "sdpa":
+            raise ValueError(f"attention {args.attention!r}: expected 'sdpa' or 'flash'")
 
     def forward(self, x, cos, sin):
         b, s, _ = x.shape
@@ -123,6 +132,9 @@ class Attention(nn.Module):
         k = self.wk(x).view(b, s, self.n_kv, self.head_dim)
         v = self.wv(x).view(b, s, self.n_kv, self.head_dim)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if self.flash is not None:  # causal, grouped-query: kv heads are not repeated
+            out = self.flash(*(t.transpose(1, 2) for t in (q, k, v)))
+            return self.wo(out.transpose(1, 2).reshape(b, s, -1))
         rep = self.n_heads // self.n_kv
         if rep > 1:  # grouped-query attention: each kv head serves `rep` query heads
             k = k[:, :, :, None, :].expand(b, s, self.n_kv, rep, self.head_dim)

@@ -36,6 +36,7 @@ class MoEArgs(LlamaArgs):
     expert_hidden: int = 256       # SwiGLU width of one expert
     capacity_factor: float = 2.0
     aux_loss_coef: float = 0.01
+    use_gmm_kernel: bool = False   # experts through the Pallas grouped matmul
 
 
 MOE_FLAVORS = {
@@ -68,6 +69,10 @@ class MoEFeedForward(nn.Module):
         self.w3 = nn.Parameter(torch.empty(e, d, h))  # up projection
         self.w2 = nn.Parameter(torch.empty(e, h, d))  # down projection
         self.aux_loss = None
+        self.gmm = None
+        if args.use_gmm_kernel:
+            from ..kernels.gmm import gmm
+            self.gmm = gmm
 
     def capacity(self, n_tokens):
         return math.ceil(self.capacity_factor * n_tokens * self.top_k / self.n_experts)
@@ -97,8 +102,16 @@ class MoEFeedForward(nn.Module):
         keep = rank < cap
         slot = torch.where(keep, sorted_e * cap + rank, torch.full_like(rank, e * cap))
 
-        # 3: gather tokens into [e, cap, d] (one spare row for dropped ones), run experts
         token = order // k                                      # token of each sorted assignment
+        if self.gmm is not None:  # 3-4 with the grouped matmul: rows sorted by expert
+            sizes = counts.to(torch.int32)
+            xs = xt[token]                                      # [T*k, d]
+            hs = F.silu(self.gmm(xs, self.w1, sizes)) * self.gmm(xs, self.w3, sizes)
+            y = self.gmm(hs, self.w2, sizes)                    # [T*k, d]
+            weight = (top_p.reshape(-1)[order] * keep.to(x.dtype))[:, None]
+            return xt.new_zeros(n, d).index_add(0, token, y * weight).view(b, s, d)
+
+        # 3: gather tokens into [e, cap, d] (one spare row for dropped ones), run experts
         buf = x.new_zeros(e * cap + 1, d)
         buf = buf.index_copy(0, slot, xt[token])
         hx = buf[:-1].view(e, cap, d)

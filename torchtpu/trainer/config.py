@@ -21,6 +21,9 @@ DEFAULTS = {
         "flavor": "debugmodel",
         "vocab_size": 0,                # 0: the flavour's
         "dropout": 0.0,
+        "attention": "sdpa",            # sdpa | flash (Pallas kernel, torchtpu.kernels)
+        "use_splash_attention_kernel": False,  # TorchTitan's TPU name: attention = flash
+        "use_gmm_kernel": False,        # moe: experts through the Pallas grouped matmul
     },
     "optimizer": {
         "name": "AdamW",                # AdamW | Adam | SGD

@@ -4,8 +4,8 @@
 // (gather, scatter, random bits).
 //
 // Leaves out: verification beyond operand types (the plugin's parser checks
-// the rest and its diagnostic names the op), symbolic shapes, functions other
-// than @main.
+// the rest and its diagnostic names the op), symbolic shapes. Functions other
+// than @main (spliced kernels) are hlo_func.c's.
 #include "hlo/hlo_internal.h"
 
 #include <inttypes.h>
@@ -74,6 +74,8 @@ void tt_hlo_destroy(tt_hlo *b) {
   free(b->params);
   tt_hlo_buf_free(&b->body);
   tt_hlo_buf_free(&b->text);
+  tt_hlo_buf_free(&b->funcs);
+  free(b->func_keys);
   tt_status_free(b->status);
   free(b);
 }
@@ -85,6 +87,8 @@ void tt_hlo_reset(tt_hlo *b) {
   b->indent = 0;
   buf_clear(&b->body);
   buf_clear(&b->text);
+  buf_clear(&b->funcs);
+  b->nfunc_keys = 0;
   tt_status_free(b->status);
   b->status = NULL;
 }
@@ -348,8 +352,8 @@ tt_status tt_hlo_finish(tt_hlo *b, const tt_hv *results, int n,
   }
   tt_hlo_buf_printf(s, ")");
   tt_hlo_put_types(b, s, results, n);
-  tt_hlo_buf_printf(s, "()\n  }\n}\n");
-  if (s->oom) return tt_make_status(TT_RESOURCE_EXHAUSTED, "hlo builder: out of memory");
+  tt_hlo_buf_printf(s, "()\n  }\n%s}\n", b->funcs.p ? b->funcs.p : "");
+  if (s->oom || b->funcs.oom) return tt_make_status(TT_RESOURCE_EXHAUSTED, "hlo builder: out of memory");
   *out_text = s->p;
   *out_len = s->len;
   return NULL;

@@ -268,4 +268,26 @@ void tt_hlo_while_body(tt_hlo *b, tt_hv pred, int n, tt_hv r, tt_hv *out_args);
 void tt_hlo_while_end(tt_hlo *b, const tt_hv *init, const tt_hv *next, int n,
                       tt_hv r);
 
+// --- functions beside @main (hlo_func.c) ------------------------------------------------
+
+// Prepares an exported module (jax.export's text, without locations) for
+// splicing: its functions, every symbol prefixed with `prefix` and every
+// function private, as module-level text (owned by the caller: free), and
+// the name of its renamed @main (owned: free).
+tt_status tt_hlo_import_functions(const char *text, const char *prefix,
+                                  char **out_funcs, char **out_entry);
+// Adds module-level function text beside @main, once per `key` (later calls
+// with a key already added do nothing). Kept until reset (not rewound).
+void tt_hlo_add_functions(tt_hlo *b, uint64_t key, const char *text);
+// "func.call" of @callee on operands, with `nres` results of `types`; returns
+// the first result (the others follow it: r, r+1, ...).
+tt_hv tt_hlo_call(tt_hlo *b, const char *callee, const tt_hv *operands, int n,
+                  const tt_hlo_type *types, int nres);
+// A typed-FFI "stablehlo.custom_call" (api_version 4) to `target` with the
+// attribute dictionary entries `attrs` ("tt_kernel = \"ns::f\""), row-major
+// layouts, and `nres` results of `types`; returns the first result.
+tt_hv tt_hlo_ffi_call(tt_hlo *b, const char *target, const char *attrs,
+                      const tt_hv *operands, int n, const tt_hlo_type *types,
+                      int nres);
+
 #endif

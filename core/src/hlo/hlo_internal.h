@@ -40,6 +40,9 @@ struct tt_hlo {
   tt_hlo_buf text;    // the finished module
   int indent;         // spaces before each op line (regions nest deeper)
   tt_status status;   // first error, owned
+  tt_hlo_buf funcs;   // module-level functions beside @main (hlo_func.c)
+  uint64_t *func_keys;  // keys of the function groups in `funcs`
+  int32_t nfunc_keys, cap_func_keys;
 };
 
 // Records a TT_INTERNAL error (a rule used the builder wrongly).

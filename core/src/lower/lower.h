@@ -64,6 +64,7 @@ int32_t tt_rule_register(const char *name, tt_lower_fn fn, uint32_t flags);
 // --- reading arguments -------------------------------------------------------
 
 const char *tt_lower_op_name(const tt_lower_ctx *c);  // "add.Tensor"
+const char *tt_lower_rule_name(const tt_lower_ctx *c);  // "aten::add.Tensor"
 tt_hlo *tt_lower_hlo(tt_lower_ctx *c);
 int tt_lower_nargs(const tt_lower_ctx *c);
 // Raw argument (borrowed); structural values are read from it directly.
@@ -226,5 +227,22 @@ extern const tt_rule_table tt_rules_misc;
 // Checks the joined built-in tables: every name is "aten::..." and unique,
 // and every rule has a function. The error lists each offender.
 tt_status tt_rule_table_check(void);
+
+// --- user kernels (lower/kernel.c) ------------------------------------------------
+//
+// The public tt_kernel_* calls (torchtpu.h) land here: a kernel is a rule
+// registered under its schema name, with one exported module per signature.
+tt_status tt_lower_kernel_register(const char *name, tt_kernel_export_fn export_fn,
+                                   void *export_ctx, int32_t *out_op);
+// A C kernel: its rule emits a typed-FFI custom call to `target` naming it.
+tt_status tt_lower_kernel_register_ffi(const char *name, const char *target,
+                                       tt_kernel_export_fn export_fn, void *export_ctx,
+                                       int32_t *out_op);
+tt_status tt_lower_kernel_add_variant(const char *name, const char *signature,
+                                      const char *module_text, int32_t nres,
+                                      const int32_t *res_dtypes,
+                                      const int32_t *res_ranks,
+                                      const int64_t *res_dims);
+int32_t tt_lower_kernel_num_variants(const char *name);  // -1: no such kernel
 
 #endif

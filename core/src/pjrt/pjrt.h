@@ -105,4 +105,12 @@ void tt_pjrt_event_destroy(tt_pjrt *p, tt_pjrt_event *ev);
 // program (portable: runnable on any addressable device). `*out` is malloc'd.
 tt_status tt_pjrt_compile_options(void **out, size_t *out_len);
 
+// --- C kernels through XLA's FFI (ffi.c) ---------------------------------------
+
+// Registers our FFI handler with the plugin (once) and `fn` as the C kernel
+// `name`; TT_UNIMPLEMENTED when the plugin has no FFI extension.
+tt_status tt_pjrt_ffi_register(tt_pjrt *p, const char *name, tt_c_kernel_fn fn);
+// The custom-call target every C kernel's call names.
+const char *tt_pjrt_ffi_target(void);
+
 #endif
