@@ -342,6 +342,14 @@ typedef struct PJRT_DeviceDescription_Kind_Args {
 } PJRT_DeviceDescription_Kind_Args;
 TT_ABI_STRUCT(PJRT_DeviceDescription_Kind_Args, device_kind_size);
 
+typedef struct PJRT_DeviceDescription_Id_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  PJRT_DeviceDescription *device_description;
+  int id;  // out: the global device id
+} PJRT_DeviceDescription_Id_Args;
+TT_ABI_STRUCT(PJRT_DeviceDescription_Id_Args, id);
+
 // --- executables -------------------------------------------------------------
 
 typedef struct PJRT_Executable_Destroy_Args {
@@ -524,7 +532,7 @@ typedef struct PJRT_Api {
   PJRT_Error *(*PJRT_Client_BufferFromHostBuffer)(
       PJRT_Client_BufferFromHostBuffer_Args *);
 
-  void *PJRT_DeviceDescription_Id;
+  PJRT_Error *(*PJRT_DeviceDescription_Id)(PJRT_DeviceDescription_Id_Args *);
   void *PJRT_DeviceDescription_ProcessIndex;
   void *PJRT_DeviceDescription_Attributes;
   PJRT_Error *(*PJRT_DeviceDescription_Kind)(

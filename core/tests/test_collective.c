@@ -1,0 +1,222 @@
+// test_collective.c — device collectives on 4 devices of the XLA CPU plugin:
+// the compile options' bytes, every collective against the answer computed
+// here on the host (exact: small integers in float32 and int32), a second
+// call compiling nothing, and mismatched inputs failing with a message.
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "torchtpu.h"
+
+// The internal encoder, to check its bytes (the library exports it hidden,
+// but the test links the objects).
+#include "pjrt/pjrt.h"
+
+enum { N = 4, M = 8 };  // devices; elements per device
+
+typedef struct dev_tensor {
+  tt_storage *s;
+  int64_t sizes[1], strides[1];
+  tt_tensor t;
+} dev_tensor;
+
+static void make(tt_runtime *rt, dev_tensor *d, int device, tt_dtype dt,
+                 int64_t n, const void *host) {
+  d->sizes[0] = n;
+  d->strides[0] = 1;
+  d->s = NULL;
+  CHECK_OK(tt_storage_create(rt, device, n * tt_dtype_size(dt), &d->s));
+  d->t = (tt_tensor){d->s, dt, 1, d->sizes, d->strides, 0};
+  if (host && d->s) CHECK_OK(tt_tensor_upload(rt, &d->t, host));
+}
+
+static void destroy_all(dev_tensor *ts, int n) {
+  for (int i = 0; i < n; i++) tt_storage_destroy(ts[i].s);
+}
+
+// --- compile options -------------------------------------------------------------
+
+static void test_compile_options_bytes(void) {
+  // The single-device bytes are the persistent cache's key: unchanged.
+  static const unsigned char single[] = {
+      0x1a, 0x0f, 0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+      0x01, 0x20, 0x01, 0x28, 0x01, 0x20, 0x01};
+  void *b = NULL;
+  size_t len = 0;
+  CHECK_OK(tt_pjrt_compile_options(&b, &len));
+  CHECK(len == sizeof single && memcmp(b, single, len) == 0,
+        "single-device options changed (%zu bytes)", len);
+  free(b);
+  // 2 replicas on ids 0, 1: build options gain num_replicas 2 and
+  // device_assignment {1: 2, 2: 1, 3: {1: [0, 1] packed}}.
+  static const unsigned char two[] = {
+      0x1a, 0x1b, 0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+      0x01, 0x20, 0x02, 0x28, 0x01, 0x4a, 0x0a, 0x08, 0x02, 0x10, 0x01, 0x1a,
+      0x04, 0x0a, 0x02, 0x00, 0x01};
+  int64_t ids[2] = {0, 1};
+  CHECK_OK(tt_pjrt_compile_options_replicated(2, ids, &b, &len));
+  CHECK(len == sizeof two && memcmp(b, two, len) == 0,
+        "replicated options: %zu bytes", len);
+  free(b);
+}
+
+// --- collectives ---------------------------------------------------------------------
+
+// Runs `kind`/`op` on float32 inputs x[d][i] = (d + 1) * (i + 1) - 3 and
+// compares every device's output with `want` (out_n elements per device).
+static void run_f32(tt_runtime *rt, tt_collective_kind kind, tt_reduce_op op,
+                    int root, int64_t out_n, const float *want /* [N][out_n] */) {
+  dev_tensor in[N], out[N];
+  tt_tensor ins[N], outs[N];
+  for (int d = 0; d < N; d++) {
+    float h[M];
+    for (int i = 0; i < M; i++) h[i] = (float)((d + 1) * (i + 1) - 3);
+    make(rt, &in[d], d, TT_F32, M, h);
+    make(rt, &out[d], d, TT_F32, out_n, NULL);
+    ins[d] = in[d].t;
+    outs[d] = out[d].t;
+  }
+  tt_collective_desc desc = {kind, op, root, N};
+  printf("  %s %d\n", tt_collective_name(kind), (int)op);
+  fflush(stdout);
+  tt_status st = tt_collective_run(rt, &desc, ins, outs);
+  if (st) {
+    fprintf(stderr, "%s %d: ", tt_collective_name(kind), (int)op);
+    CHECK_OK(st);
+  } else {
+    for (int d = 0; d < N; d++) {
+      float got[N * M];
+      CHECK_OK(tt_tensor_download(rt, &outs[d], got));
+      double g[N * M], w[N * M];
+      for (int i = 0; i < out_n; i++) {
+        g[i] = got[i];
+        w[i] = want[d * out_n + i];
+      }
+      CHECK_CLOSE(g, w, (int)out_n, 0);
+    }
+  }
+  destroy_all(in, N);
+  destroy_all(out, N);
+}
+
+static float x_of(int d, int i) { return (float)((d + 1) * (i + 1) - 3); }
+
+static void test_collectives(tt_runtime *rt) {
+  float want[N * N * M];
+  // all_reduce SUM, MAX, MIN, PRODUCT, AVG
+  for (int op = TT_REDUCE_SUM; op <= TT_REDUCE_MAX; op++) {
+    for (int i = 0; i < M; i++) {
+      float acc = x_of(0, i);
+      for (int d = 1; d < N; d++) {
+        float v = x_of(d, i);
+        if (op == TT_REDUCE_SUM || op == TT_REDUCE_AVG) acc += v;
+        if (op == TT_REDUCE_PRODUCT) acc *= v;
+        if (op == TT_REDUCE_MIN) acc = v < acc ? v : acc;
+        if (op == TT_REDUCE_MAX) acc = v > acc ? v : acc;
+      }
+      if (op == TT_REDUCE_AVG) acc /= N;
+      for (int d = 0; d < N; d++) want[d * M + i] = acc;
+    }
+    run_f32(rt, TT_COLLECTIVE_ALL_REDUCE, (tt_reduce_op)op, 0, M, want);
+  }
+  // all_gather: device j's input at block j, on every device
+  for (int d = 0; d < N; d++)
+    for (int j = 0; j < N; j++)
+      for (int i = 0; i < M; i++) want[d * N * M + j * M + i] = x_of(j, i);
+  run_f32(rt, TT_COLLECTIVE_ALL_GATHER, TT_REDUCE_SUM, 0, N * M, want);
+  // reduce_scatter SUM: device d gets block d of the sum
+  for (int d = 0; d < N; d++)
+    for (int i = 0; i < M / N; i++) {
+      float acc = 0;
+      for (int j = 0; j < N; j++) acc += x_of(j, d * (M / N) + i);
+      want[d * (M / N) + i] = acc;
+    }
+  run_f32(rt, TT_COLLECTIVE_REDUCE_SCATTER, TT_REDUCE_SUM, 0, M / N, want);
+  // all_to_all: device d gets block d of every device's input
+  for (int d = 0; d < N; d++)
+    for (int j = 0; j < N; j++)
+      for (int i = 0; i < M / N; i++)
+        want[d * M + j * (M / N) + i] = x_of(j, d * (M / N) + i);
+  run_f32(rt, TT_COLLECTIVE_ALL_TO_ALL, TT_REDUCE_SUM, 0, M, want);
+  // broadcast from device 2
+  for (int d = 0; d < N; d++)
+    for (int i = 0; i < M; i++) want[d * M + i] = x_of(2, i);
+  run_f32(rt, TT_COLLECTIVE_BROADCAST, TT_REDUCE_SUM, 2, M, want);
+}
+
+// int32 all_reduce MAX in place; a second call compiles nothing.
+static void test_int_inplace_cached(tt_runtime *rt) {
+  dev_tensor t[N];
+  tt_tensor ts[N];
+  for (int d = 0; d < N; d++) {
+    int32_t h[M];
+    for (int i = 0; i < M; i++) h[i] = (i % N == d) ? 1000 + i : -i;
+    make(rt, &t[d], d, TT_I32, M, h);
+    ts[d] = t[d].t;
+  }
+  tt_collective_desc desc = {TT_COLLECTIVE_ALL_REDUCE, TT_REDUCE_MAX, 0, N};
+  CHECK_OK(tt_collective_run(rt, &desc, ts, ts));
+  tt_stats before, after;
+  tt_runtime_stats(rt, &before);
+  CHECK_OK(tt_collective_run(rt, &desc, ts, ts));
+  tt_runtime_stats(rt, &after);
+  CHECK(after.compiles == before.compiles, "second call compiled %lld",
+        (long long)(after.compiles - before.compiles));
+  for (int d = 0; d < N; d++) {
+    int32_t got[M];
+    CHECK_OK(tt_tensor_download(rt, &ts[d], got));
+    for (int i = 0; i < M; i++)
+      CHECK(got[i] == 1000 + i, "device %d [%d] = %d", d, i, got[i]);
+  }
+  destroy_all(t, N);
+}
+
+static void test_mismatch(tt_runtime *rt) {
+  dev_tensor in[N];
+  tt_tensor ts[N];
+  for (int d = 0; d < N; d++) {
+    make(rt, &in[d], d, TT_F32, d == 3 ? M / 2 : M, NULL);
+    ts[d] = in[d].t;
+  }
+  tt_collective_desc desc = {TT_COLLECTIVE_ALL_REDUCE, TT_REDUCE_SUM, 0, N};
+  tt_status st = tt_collective_run(rt, &desc, ts, ts);
+  CHECK(st && tt_status_code(st) == TT_INVALID_ARGUMENT &&
+            strstr(tt_status_message(st), "all_reduce") &&
+            strstr(tt_status_message(st), "device 3") &&
+            strstr(tt_status_message(st), "[4]"),
+        "got %s", st ? tt_status_message(st) : "OK");
+  tt_status_free(st);
+  // tensor 1 on device 0
+  tt_tensor swapped[N];
+  memcpy(swapped, ts, sizeof swapped);
+  swapped[1] = ts[0];
+  st = tt_collective_run(rt, &desc, swapped, swapped);
+  CHECK(st && tt_status_code(st) == TT_INVALID_ARGUMENT &&
+            strstr(tt_status_message(st), "device i"),
+        "got %s", st ? tt_status_message(st) : "OK");
+  tt_status_free(st);
+  destroy_all(in, N);
+}
+
+int main(void) {
+  test_compile_options_bytes();
+  tt_runtime *rt = NULL;
+  tt_runtime_options o = {.plugin_path = getenv("TORCHTPU_PLUGIN_PATH"),
+                          .cpu_device_count = N};
+  CHECK_OK(tt_runtime_create(&o, &rt));
+  if (!rt) return 1;
+  tt_runtime_info info;
+  tt_runtime_info_get(rt, &info);
+  printf("platform %s, %d device(s)\n", info.platform, info.device_count);
+  if (info.device_count < N) {
+    printf("test_collective: skipped (%d devices)\n", info.device_count);
+    tt_runtime_destroy(rt);
+    return check_exit_code();
+  }
+  test_collectives(rt);
+  test_int_inplace_cached(rt);
+  test_mismatch(rt);
+  tt_runtime_destroy(rt);
+  printf("test_collective: %s\n", check_failures ? "FAILED" : "ok");
+  return check_exit_code();
+}
