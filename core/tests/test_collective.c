@@ -10,7 +10,9 @@
 
 // The internal encoder, to check its bytes (the library exports it hidden,
 // but the test links the objects).
+#include "hlo/hlo.h"
 #include "pjrt/pjrt.h"
+#include "runtime/runtime.h"
 
 enum { N = 4, M = 8 };  // devices; elements per device
 
@@ -198,6 +200,78 @@ static void test_mismatch(tt_runtime *rt) {
   destroy_all(in, N);
 }
 
+// --- collective_permute, straight through pjrt/ ----------------------------------------
+
+// A ring shift (device i's x to device i+1), built with the hlo/ builder,
+// compiled with the replicated options and launched on all devices.
+static void test_permute_ring(tt_runtime *rt) {
+  tt_pjrt *p = rt->pjrt;
+  tt_hlo *b = NULL;
+  REQUIRE_OK(tt_hlo_create(&b));
+  int64_t m = M;
+  tt_hlo_type t = tt_hlo_make_type(TT_F32, 1, &m);
+  tt_hv x = tt_hlo_param(b, &t);
+  int64_t pairs[N][2];
+  for (int i = 0; i < N; i++) {
+    pairs[i][0] = i;
+    pairs[i][1] = (i + 1) % N;
+  }
+  tt_hv r = tt_hlo_collective_permute(b, x, (const int64_t(*)[2])pairs, N, 1);
+  const char *text = NULL;
+  size_t len = 0;
+  tt_status st = tt_hlo_finish(b, &r, 1, &text, &len);
+  CHECK_OK(st);
+  char *mod = NULL;
+  if (!st) {  // num_replicas = N in the module, as collective.c writes it
+    mod = malloc(len + 8);
+    const char *at = strstr(text, "mhlo.num_replicas = 1");
+    CHECK(at != NULL);
+    if (mod && at) {
+      size_t k = (size_t)(at - text);
+      memcpy(mod, text, k);
+      int w = sprintf(mod + k, "mhlo.num_replicas = %d", N);
+      strcpy(mod + k + w, at + strlen("mhlo.num_replicas = 1"));
+    }
+  }
+  int64_t ids[N];
+  for (int i = 0; i < N; i++) CHECK_OK(tt_pjrt_device_id(p, i, &ids[i]));
+  void *opts = NULL;
+  size_t opts_len = 0;
+  CHECK_OK(tt_pjrt_compile_options_replicated(N, ids, &opts, &opts_len));
+  tt_pjrt_exe *e = NULL;
+  if (mod && opts)
+    CHECK_OK(tt_pjrt_compile_with_options(p, mod, strlen(mod), opts, opts_len, &e));
+  if (e) {
+    tt_pjrt_buffer *args[N] = {0}, *outs[N] = {0};
+    tt_pjrt_event *done[N] = {0};
+    for (int d = 0; d < N; d++) {
+      float h[M];
+      for (int i = 0; i < M; i++) h[i] = x_of(d, i);
+      CHECK_OK(tt_pjrt_buffer_from_host(p, d, TT_F32, &m, 1, h, &args[d]));
+    }
+    CHECK_OK(tt_pjrt_execute_replicated(p, e, N, args, 1, outs, done));
+    for (int d = 0; d < N; d++) {
+      CHECK_OK(tt_pjrt_event_await(p, done[d]));
+      tt_pjrt_event_destroy(p, done[d]);
+      float got[M];
+      double g[M], w[M];
+      if (!outs[d]) continue;
+      CHECK_OK(tt_pjrt_buffer_to_host(p, outs[d], got, sizeof got));
+      for (int i = 0; i < M; i++) {
+        g[i] = got[i];
+        w[i] = x_of((d + N - 1) % N, i);
+      }
+      CHECK_CLOSE(g, w, M, 0);
+      tt_pjrt_buffer_destroy(p, outs[d]);
+      tt_pjrt_buffer_destroy(p, args[d]);
+    }
+  }
+  tt_pjrt_exe_destroy(p, e);
+  free(opts);
+  free(mod);
+  tt_hlo_destroy(b);
+}
+
 int main(void) {
   test_compile_options_bytes();
   tt_runtime *rt = NULL;
@@ -216,6 +290,7 @@ int main(void) {
   test_collectives(rt);
   test_int_inplace_cached(rt);
   test_mismatch(rt);
+  test_permute_ring(rt);
   tt_runtime_destroy(rt);
   printf("test_collective: %s\n", check_failures ? "FAILED" : "ok");
   return check_exit_code();
