@@ -200,6 +200,49 @@ static void test_mismatch(tt_runtime *rt) {
   destroy_all(in, N);
 }
 
+// --- the ops' text -------------------------------------------------------------------
+
+static void test_text(void) {
+  tt_hlo *b = NULL;
+  REQUIRE_OK(tt_hlo_create(&b));
+  int64_t dims[2] = {N, 3};
+  tt_hlo_type t = tt_hlo_make_type(TT_F32, 2, dims);
+  tt_hv x = tt_hlo_param(b, &t);
+  int64_t pairs[1][2] = {{0, 1}};
+  tt_hv r[5] = {
+      tt_hlo_all_reduce(b, x, TT_HLO_REDUCE_MAX, N, 1),
+      tt_hlo_all_gather(b, x, 1, N, 2),
+      tt_hlo_reduce_scatter(b, x, 0, TT_HLO_REDUCE_ADD, N, 3),
+      tt_hlo_all_to_all(b, x, 0, 1, N, 4),
+      tt_hlo_collective_permute(b, x, (const int64_t(*)[2])pairs, 1, 5),
+  };
+  const char *text = NULL;
+  size_t len = 0;
+  CHECK_OK(tt_hlo_finish(b, r, 5, &text, &len));
+  static const char *const want[] = {
+      "\"stablehlo.all_reduce\"(%",
+      "replica_groups = dense<[[0, 1, 2, 3]]> : tensor<1x4xi64>, "
+      "channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>, "
+      "use_global_device_ids} : (tensor<4x3xf32>) -> tensor<4x3xf32>",
+      "all_gather_dim = 1 : i64", "-> tensor<4x12xf32>",
+      "scatter_dimension = 0 : i64", "-> tensor<1x3xf32>",
+      "split_dimension = 0 : i64, concat_dimension = 1 : i64, split_count = 4 "
+      ": i64, replica_groups = dense<[[0, 1, 2, 3]]> : tensor<1x4xi64>} : "
+      "(tensor<4x3xf32>) -> tensor<1x12xf32>",
+      "source_target_pairs = dense<[[0, 1]]> : tensor<1x2xi64>} :",
+  };
+  for (size_t i = 0; text && i < sizeof want / sizeof want[0]; i++)
+    CHECK(strstr(text, want[i]), "missing %s in\n%s", want[i], text);
+  // all_to_all and collective_permute carry no channel (see hlo.h).
+  CHECK(text && !strstr(text, "handle = 4") && !strstr(text, "handle = 5"));
+  // A dim that doesn't split is the builder's error.
+  tt_hlo_reset(b);
+  x = tt_hlo_param(b, &t);
+  CHECK(tt_hlo_reduce_scatter(b, x, 1, TT_HLO_REDUCE_ADD, N, 1) == TT_HV_INVALID);
+  CHECK(tt_hlo_status(b) != NULL);
+  tt_hlo_destroy(b);
+}
+
 // --- collective_permute, straight through pjrt/ ----------------------------------------
 
 // A ring shift (device i's x to device i+1), built with the hlo/ builder,
@@ -274,6 +317,7 @@ static void test_permute_ring(tt_runtime *rt) {
 
 int main(void) {
   test_compile_options_bytes();
+  test_text();
   tt_runtime *rt = NULL;
   tt_runtime_options o = {.plugin_path = getenv("TORCHTPU_PLUGIN_PATH"),
                           .cpu_device_count = N};

@@ -426,8 +426,8 @@ typedef struct PJRT_ExecuteOptions {
 } PJRT_ExecuteOptions;
 TT_ABI_STRUCT(PJRT_ExecuteOptions, incarnation_ids);
 
-// Arrays are indexed [device][arg] and [device][output]; we always launch on
-// exactly one device.
+// Arrays are indexed [device][arg] and [device][output]: one device for a
+// portable program, every replica's device for a replicated one.
 typedef struct PJRT_LoadedExecutable_Execute_Args {
   size_t struct_size;
   PJRT_Extension_Base *extension_start;

@@ -2,8 +2,11 @@
 //
 // Programs are compiled "portable" (compile_options.c): no device is fixed at
 // compile time, and every launch names its device through execute_device, so
-// one executable serves all addressable devices. The output count is read
-// once, when the executable is made, and cached in tt_pjrt_exe.
+// one executable serves all addressable devices. Replicated programs
+// (collectives) are the exception: compiled with their own options for a
+// fixed device assignment and launched on all of its devices at once
+// (tt_pjrt_execute_replicated). The output count is read once, when the
+// executable is made, and cached in tt_pjrt_exe.
 #include <stdlib.h>
 #include <string.h>
 
