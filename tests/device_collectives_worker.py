@@ -132,6 +132,22 @@ def main():
         compare(f"all_gather into strided view dev{i}", o[:, ::2], torch.cat(cpu))
         compare(f"all_gather leaves the rest dev{i}", o[:, 1::2], torch.zeros(N * shape[0], shape[1]))
 
+    # Storages are untyped bytes: a uint8 storage viewed as float32 (its
+    # buffer holds uint8) and a float32 storage viewed as uint8.
+    cpu = [torch.randint(0, 60, (4 * shape[0],), dtype=torch.uint8) for _ in range(N)]
+    dev = [torch.empty(4 * shape[0], dtype=torch.uint8, device=f"tpu:{i}") for i in range(N)]
+    for c, d in zip(cpu, dev):
+        d.copy_(c)
+    dc.all_reduce([d.view(torch.float32) for d in dev], dist.ReduceOp.MAX)
+    want = torch.stack([c.view(torch.float32) for c in cpu]).max(0).values
+    for i, d in enumerate(dev):
+        compare(f"all_reduce of a uint8 storage as float32 dev{i}", d.view(torch.float32), want)
+    cpu, dev = inputs(torch.float32, shape, False)
+    outs = [torch.empty(N * cpu[0].numel() * 4, dtype=torch.uint8, device=f"tpu:{i}") for i in range(N)]
+    dc.all_gather_into_tensor(outs, [d.view(torch.uint8) for d in dev])
+    for i, o in enumerate(outs):
+        compare(f"all_gather of a float32 storage as uint8 dev{i}", o, torch.cat([c.view(-1).view(torch.uint8) for c in cpu]))
+
     # A second identical call compiles nothing.
     cpu, dev = inputs(torch.float32, shape, False)
     dc.all_reduce(dev)

@@ -346,7 +346,8 @@ TT_API void tt_runtime_graph_stats(tt_runtime *rt, tt_graph_stats *out);
 //
 // inputs[i] and outputs[i] live on device i; every input has the same dtype
 // and shape; every input and output is a dense row-major view at offset 0
-// covering its whole storage (a caller with a strided view copies it first).
+// covering its whole storage (a caller with a strided view copies it first);
+// the storage's buffer may hold another element type (storages are bytes).
 // Shapes, flattened: all_reduce and broadcast: out = in; all_gather: out has
 // ndevices * in elements (device j's input at block j); reduce_scatter: in
 // has ndevices * out elements (device i gets block i of the reduction);

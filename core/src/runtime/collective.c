@@ -14,6 +14,9 @@
 // every device but the root: exact for every dtype (-0.0 and NaN payloads
 // survive), one collective, no per-device program.
 //
+// An input storage's buffer may hold another element type than the view
+// (storages are untyped bytes): the program reinterprets its bits.
+//
 // Leaves out: strided inputs (the caller copies; see torchtpu.h), uneven
 // all_to_all splits, sub-groups, collectives inside fused graphs (this runs
 // as its own program after flushing the executor).
@@ -138,14 +141,49 @@ static tt_status bad_count(const tt_collective_desc *d, int64_t numel) {
                         (long long)numel, d->ndevices);
 }
 
+// The parameter (the flat buffer) read as `in->numel` elements of in->dtype.
+static tt_status read_input(tt_hlo *b, const tt_collective_input *in,
+                            tt_hv *out) {
+  int64_t vbytes = in->numel * tt_dtype_size(in->dtype);
+  int64_t bbytes = in->buf_numel * tt_dtype_size(in->buf_dtype);
+  if (vbytes != bbytes || in->buf_dtype == TT_BOOL || in->dtype == TT_BOOL) {
+    if (in->buf_dtype == in->dtype && in->buf_numel == in->numel) goto same;
+    return tt_make_status(TT_INVALID_ARGUMENT,
+                          "the storage's buffer holds %lld %s elements, the "
+                          "view %lld %s (copy it to a fresh tensor first)",
+                          (long long)in->buf_numel, tt_dtype_name(in->buf_dtype),
+                          (long long)in->numel, tt_dtype_name(in->dtype));
+  }
+same:;
+  tt_hlo_type pt = tt_hlo_make_type(in->buf_dtype, 1, &in->buf_numel);
+  tt_hv x = tt_hlo_param(b, &pt);
+  int64_t bs = tt_dtype_size(in->buf_dtype), vs = tt_dtype_size(in->dtype);
+  tt_hlo_type vt = tt_hlo_make_type(in->dtype, 1, &in->numel);
+  if (in->buf_dtype == in->dtype) {
+    *out = x;
+  } else if (bs == vs) {
+    *out = tt_hlo_bitcast(b, x, in->dtype);
+  } else if (bs < vs) {  // widening: [numel, ratio] of the narrow type
+    int64_t dims[2] = {in->numel, vs / bs};
+    *out = tt_hlo_bitcast_to(b, tt_hlo_reshape(b, x, 2, dims), &vt);
+  } else {  // narrowing: the result has a trailing dim of the ratio
+    int64_t dims[2] = {in->buf_numel, bs / vs};
+    tt_hlo_type nt = tt_hlo_make_type(in->dtype, 2, dims);
+    *out = tt_hlo_reshape(b, tt_hlo_bitcast_to(b, x, &nt), 1, &in->numel);
+  }
+  return NULL;
+}
+
 tt_status tt_collective_program(tt_hlo *b, const tt_collective_desc *d,
-                                tt_dtype dtype, int64_t in_numel,
+                                const tt_collective_input *in,
                                 int64_t *out_numel, const char **out_text,
                                 size_t *out_len) {
   int n = d->ndevices;
+  tt_dtype dtype = in->dtype;
+  int64_t in_numel = in->numel;
   tt_hlo_reset(b);
-  tt_hlo_type t = tt_hlo_make_type(dtype, 1, &in_numel);
-  tt_hv x = tt_hlo_param(b, &t), r = TT_HV_INVALID;
+  tt_hv x = TT_HV_INVALID, r = TT_HV_INVALID;
+  TT_RETURN_IF_ERROR(read_input(b, in, &x));
   int kind = reduce_kind(d->op, dtype);
   bool reduces = d->kind == TT_COLLECTIVE_ALL_REDUCE ||
                  d->kind == TT_COLLECTIVE_REDUCE_SCATTER;
@@ -267,7 +305,7 @@ static tt_status replicated_text(const char *text, size_t len, int n,
 }
 
 static tt_status compile_locked(tt_runtime *rt, const tt_collective_desc *d,
-                                tt_dtype dtype, int64_t in_numel,
+                                const tt_collective_input *in,
                                 int64_t *out_numel, tt_pjrt_exe **out) {
   int n = d->ndevices;
   int64_t ids[TT_MAX_DEVICES];
@@ -281,7 +319,7 @@ static tt_status compile_locked(tt_runtime *rt, const tt_collective_desc *d,
   size_t opts_len = 0;
   tt_buf full;
   tt_buf_init(&full);
-  tt_status st = tt_collective_program(b, d, dtype, in_numel, out_numel, &text, &len);
+  tt_status st = tt_collective_program(b, d, in, out_numel, &text, &len);
   if (!st) st = replicated_text(text, len, n, ids, &full);
   if (!st) st = tt_pjrt_compile_options_replicated(n, ids, &opts, &opts_len);
   if (!st)
@@ -293,51 +331,63 @@ static tt_status compile_locked(tt_runtime *rt, const tt_collective_desc *d,
   return st;
 }
 
+// Gives every input storage a buffer and describes them; they must agree.
+static tt_status gather_inputs(const tt_collective_desc *d, const tt_tensor *in,
+                               tt_pjrt_buffer **args, tt_collective_input *out) {
+  const char *what = tt_collective_name(d->kind);
+  for (int i = 0; i < d->ndevices; i++) {
+    tt_storage *s = in[i].storage;
+    if (!s->buf && s->lost)
+      return tt_make_status(TT_FAILED_PRECONDITION,
+                            "%s: device %d's input lost its value (a fused "
+                            "graph that was to compute it failed)", what, i);
+    TT_RETURN_IF_ERROR(tt_storage_materialize(s, in[i].dtype));
+    if (i == 0) {
+      *out = (tt_collective_input){in[0].dtype, numel_of(&in[0]), s->dtype,
+                                   s->numel};
+    } else if (s->dtype != out->buf_dtype || s->numel != out->buf_numel) {
+      return tt_make_status(TT_INVALID_ARGUMENT,
+                            "%s: device %d's storage holds %lld %s elements, "
+                            "device 0's %lld %s (copy the inputs to fresh "
+                            "tensors first)", what, i, (long long)s->numel,
+                            tt_dtype_name(s->dtype), (long long)out->buf_numel,
+                            tt_dtype_name(out->buf_dtype));
+    }
+    args[i] = s->buf;
+  }
+  return NULL;
+}
+
 static tt_status run_locked(tt_runtime *rt, const tt_collective_desc *d,
                             const tt_tensor *in, const tt_tensor *out) {
   int n = d->ndevices;
-  tt_dtype dtype = in[0].dtype;
-  int64_t in_numel = numel_of(&in[0]), out_numel = 0;
+  const char *what = tt_collective_name(d->kind);
   TT_RETURN_IF_ERROR(tt_exec_flush(rt->exec));
+  tt_pjrt_buffer *args[TT_MAX_DEVICES], *outs[TT_MAX_DEVICES];
+  tt_pjrt_event *done[TT_MAX_DEVICES];
+  tt_collective_input ci;
+  TT_RETURN_IF_ERROR(gather_inputs(d, in, args, &ci));
+  int64_t out_numel = 0;
   tt_pjrt_exe *exe = NULL;
-  TT_RETURN_IF_ERROR(compile_locked(rt, d, dtype, in_numel, &out_numel, &exe));
+  tt_status st = compile_locked(rt, d, &ci, &out_numel, &exe);
+  if (st) return tt_status_annotate(st, "%s", what);
   for (int i = 0; i < n; i++) {
     if (numel_of(&out[i]) != out_numel) {
       char so[96];
       return tt_make_status(TT_INVALID_ARGUMENT,
                             "%s over %d devices: device %d's output has shape "
-                            "%s (%lld elements), expected %lld elements",
-                            tt_collective_name(d->kind), n, i,
-                            shape_str(&out[i], so, sizeof so),
+                            "%s (%lld elements), expected %lld elements", what,
+                            n, i, shape_str(&out[i], so, sizeof so),
                             (long long)numel_of(&out[i]), (long long)out_numel);
     }
   }
-  tt_pjrt_buffer *args[TT_MAX_DEVICES], *outs[TT_MAX_DEVICES];
-  tt_pjrt_event *done[TT_MAX_DEVICES];
-  for (int i = 0; i < n; i++) {
-    tt_storage *s = in[i].storage;
-    if (!s->buf && s->lost)
-      return tt_make_status(TT_FAILED_PRECONDITION,
-                            "%s: device %d's input lost its value (a fused "
-                            "graph that was to compute it failed)",
-                            tt_collective_name(d->kind), i);
-    TT_RETURN_IF_ERROR(tt_storage_materialize(s, dtype));
-    if (s->dtype != dtype || s->numel != in_numel)
-      return tt_make_status(TT_INVALID_ARGUMENT,
-                            "%s: device %d's storage holds %lld %s elements, "
-                            "the view %lld %s (copy it to a fresh tensor "
-                            "first)", tt_collective_name(d->kind), i,
-                            (long long)s->numel, tt_dtype_name(s->dtype),
-                            (long long)in_numel, tt_dtype_name(dtype));
-    args[i] = s->buf;
-  }
-  tt_status st = tt_pjrt_execute_replicated(rt->pjrt, exe, n, args, 1, outs, done);
+  st = tt_pjrt_execute_replicated(rt->pjrt, exe, n, args, 1, outs, done);
   if (st)
     return tt_status_annotate(st, "%s %s of %lld %s elements on devices 0..%d",
-                              tt_collective_name(d->kind), op_name(d->op),
-                              (long long)in_numel, tt_dtype_name(dtype), n - 1);
+                              what, op_name(d->op), (long long)ci.numel,
+                              tt_dtype_name(ci.dtype), n - 1);
   for (int i = 0; i < n; i++)
-    tt_storage_set_buffer(out[i].storage, outs[i], dtype, out_numel);
+    tt_storage_set_buffer(out[i].storage, outs[i], ci.dtype, out_numel);
   for (int i = 0; i < n; i++) {
     tt_status e = tt_runtime_track_event(rt, done[i]);
     if (e && !st) st = e;

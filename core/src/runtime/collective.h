@@ -15,13 +15,24 @@
 #include "hlo/hlo.h"
 #include "torchtpu.h"
 
-// Builds the program of collective `d` on a flat input of `in_numel`
-// elements of `dtype` into `b` (reset first) and finishes it: the text
-// (borrowed from `b`) is a module for d->ndevices replicas. Writes the output's
-// element count to `out_numel`. Element counts that don't divide are
-// TT_INVALID_ARGUMENT.
+// What one device's input is: the view's dtype and element count, and the
+// flat buffer its storage holds (storages are untyped bytes: the buffer may
+// have another element type, e.g. a uint8 storage viewed as float32; the
+// program reinterprets its bits). Every device's input must agree.
+typedef struct tt_collective_input {
+  tt_dtype dtype;
+  int64_t numel;
+  tt_dtype buf_dtype;
+  int64_t buf_numel;
+} tt_collective_input;
+
+// Builds the program of collective `d` on the flat input `in` into `b`
+// (reset first) and finishes it: the text (borrowed from `b`) is a module
+// for one replica (the caller sets the count). Writes the output's element
+// count (of in->dtype) to `out_numel`. Element counts that don't divide, or
+// a buffer whose bytes differ from the view's, are TT_INVALID_ARGUMENT.
 tt_status tt_collective_program(tt_hlo *b, const tt_collective_desc *d,
-                                tt_dtype dtype, int64_t in_numel,
+                                const tt_collective_input *in,
                                 int64_t *out_numel, const char **out_text,
                                 size_t *out_len);
 
