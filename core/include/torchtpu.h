@@ -374,6 +374,54 @@ TT_API tt_status tt_kernel_register_c(tt_runtime *rt, const char *name,
                                       tt_kernel_export_fn shape_fn, void *shape_ctx,
                                       int32_t *out_op);
 
+// --- device collectives ----------------------------------------------------------
+//
+// A collective over devices 0..ndevices-1 of this process, run as ONE
+// replicated StableHLO program (all_reduce, all_gather, reduce_scatter,
+// all_to_all) launched on all of them at once by PJRT, compiled once per
+// signature through the program cache. Deferred work is flushed first; the
+// call returns once the program is launched (results are ready when read).
+//
+// inputs[i] and outputs[i] live on device i; every input has the same dtype
+// and shape; every input and output is a dense row-major view at offset 0
+// covering its whole storage (a caller with a strided view copies it first);
+// the storage's buffer may hold another element type (storages are bytes).
+// Shapes, flattened: all_reduce and broadcast: out = in; all_gather: out has
+// ndevices * in elements (device j's input at block j); reduce_scatter: in
+// has ndevices * out elements (device i gets block i of the reduction);
+// all_to_all: in and out have equal elements divisible by ndevices (device i
+// gets block i of every device's input, in device order). An output may
+// share the storage of its input (in-place). Mismatched shapes, dtypes or
+// devices are TT_INVALID_ARGUMENT naming the collective, device and shapes.
+
+typedef enum tt_collective_kind {
+  TT_COLLECTIVE_ALL_REDUCE = 0,
+  TT_COLLECTIVE_ALL_GATHER = 1,
+  TT_COLLECTIVE_REDUCE_SCATTER = 2,
+  TT_COLLECTIVE_ALL_TO_ALL = 3,
+  TT_COLLECTIVE_BROADCAST = 4,
+} tt_collective_kind;
+
+typedef enum tt_reduce_op {  // torch.distributed.ReduceOp's order
+  TT_REDUCE_SUM = 0,
+  TT_REDUCE_AVG = 1,
+  TT_REDUCE_PRODUCT = 2,
+  TT_REDUCE_MIN = 3,
+  TT_REDUCE_MAX = 4,
+} tt_reduce_op;
+
+typedef struct tt_collective_desc {
+  tt_collective_kind kind;
+  tt_reduce_op op;  // ALL_REDUCE, REDUCE_SCATTER
+  int root;         // BROADCAST: the source device
+  int ndevices;     // the group: devices 0..ndevices-1
+} tt_collective_desc;
+
+TT_API tt_status tt_collective_run(tt_runtime *rt, const tt_collective_desc *d,
+                                   const tt_tensor *inputs,
+                                   const tt_tensor *outputs);
+TT_API const char *tt_collective_name(tt_collective_kind kind);  // static
+
 #ifdef __cplusplus
 }
 #endif

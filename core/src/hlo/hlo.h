@@ -290,4 +290,38 @@ tt_hv tt_hlo_ffi_call(tt_hlo *b, const char *target, const char *attrs,
                       const tt_hv *operands, int n, const tt_hlo_type *types,
                       int nres);
 
+// --- collectives (hlo_collective.c) ------------------------------------------------------
+//
+// Ops of a replicated program (num_replicas = n, one replica per device, see
+// pjrt.h's tt_pjrt_compile_options_replicated) over ONE replica group holding
+// every replica 0..n-1. all_reduce, all_gather and reduce_scatter name
+// their `channel` (> 0, unique within the program) with
+// use_global_device_ids, so their replica_groups hold global device ids
+// (StableHLO's "flattened ids" mode; with one partition these are the
+// replica ids). all_to_all and collective_permute have no
+// use_global_device_ids, and a channel would make their groups partition
+// ids: they take `channel` but emit none (cross-replica mode). Integer and
+// float dtypes; `kind` is ADD, MUL, MAX or MIN (XLA's CPU backend rejects
+// AND/OR regions in collectives).
+
+// stablehlo.all_reduce: every replica gets the reduction of all replicas' x.
+tt_hv tt_hlo_all_reduce(tt_hlo *b, tt_hv x, tt_hlo_reduce_kind kind, int n,
+                        int64_t channel);
+// stablehlo.all_gather: the replicas' x concatenated along `dim` (size * n).
+tt_hv tt_hlo_all_gather(tt_hlo *b, tt_hv x, int64_t dim, int n, int64_t channel);
+// stablehlo.reduce_scatter: replica i gets block i (along `dim`, size / n) of
+// the reduction of all replicas' x; x's dim must divide by n.
+tt_hv tt_hlo_reduce_scatter(tt_hlo *b, tt_hv x, int64_t dim,
+                            tt_hlo_reduce_kind kind, int n, int64_t channel);
+// stablehlo.all_to_all: x split in n blocks along `split_dim`; replica i gets
+// every replica's block i, concatenated along `concat_dim`.
+tt_hv tt_hlo_all_to_all(tt_hlo *b, tt_hv x, int64_t split_dim,
+                        int64_t concat_dim, int n, int64_t channel);
+// stablehlo.collective_permute: replica pairs[k][1] gets pairs[k][0]'s x;
+// a replica that no pair targets gets zeros. Sources and targets unique.
+tt_hv tt_hlo_collective_permute(tt_hlo *b, tt_hv x, const int64_t (*pairs)[2],
+                                int npairs, int64_t channel);
+// stablehlo.replica_id: this replica's index (tensor<ui32>).
+tt_hv tt_hlo_replica_id(tt_hlo *b);
+
 #endif

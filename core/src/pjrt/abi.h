@@ -342,6 +342,14 @@ typedef struct PJRT_DeviceDescription_Kind_Args {
 } PJRT_DeviceDescription_Kind_Args;
 TT_ABI_STRUCT(PJRT_DeviceDescription_Kind_Args, device_kind_size);
 
+typedef struct PJRT_DeviceDescription_Id_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  PJRT_DeviceDescription *device_description;
+  int id;  // out: the global device id
+} PJRT_DeviceDescription_Id_Args;
+TT_ABI_STRUCT(PJRT_DeviceDescription_Id_Args, id);
+
 // --- executables -------------------------------------------------------------
 
 typedef struct PJRT_Executable_Destroy_Args {
@@ -418,8 +426,8 @@ typedef struct PJRT_ExecuteOptions {
 } PJRT_ExecuteOptions;
 TT_ABI_STRUCT(PJRT_ExecuteOptions, incarnation_ids);
 
-// Arrays are indexed [device][arg] and [device][output]; we always launch on
-// exactly one device.
+// Arrays are indexed [device][arg] and [device][output]: one device for a
+// portable program, every replica's device for a replicated one.
 typedef struct PJRT_LoadedExecutable_Execute_Args {
   size_t struct_size;
   PJRT_Extension_Base *extension_start;
@@ -524,7 +532,7 @@ typedef struct PJRT_Api {
   PJRT_Error *(*PJRT_Client_BufferFromHostBuffer)(
       PJRT_Client_BufferFromHostBuffer_Args *);
 
-  void *PJRT_DeviceDescription_Id;
+  PJRT_Error *(*PJRT_DeviceDescription_Id)(PJRT_DeviceDescription_Id_Args *);
   void *PJRT_DeviceDescription_ProcessIndex;
   void *PJRT_DeviceDescription_Attributes;
   PJRT_Error *(*PJRT_DeviceDescription_Kind)(

@@ -149,3 +149,23 @@ void tt_pjrt_info_get(tt_pjrt *p, tt_pjrt_info *out) {
   out->device_count = p->device_count;
   out->device_kind = p->device_kind;
 }
+
+// --- device ids -------------------------------------------------------------------
+
+tt_status tt_pjrt_device_id(tt_pjrt *p, int device, int64_t *out_id) {
+  *out_id = -1;
+  if (device < 0 || device >= p->device_count)
+    return tt_make_status(TT_INVALID_ARGUMENT,
+                          "device %d out of range: %s has %d devices", device,
+                          p->platform, p->device_count);
+  PJRT_Device_GetDescription_Args g = {0};
+  g.struct_size = PJRT_Device_GetDescription_Args_STRUCT_SIZE;
+  g.device = p->devices[device];
+  TT_RETURN_IF_ERROR(TT_PJRT_CALL(p->api, PJRT_Device_GetDescription, &g));
+  PJRT_DeviceDescription_Id_Args a = {0};
+  a.struct_size = PJRT_DeviceDescription_Id_Args_STRUCT_SIZE;
+  a.device_description = g.device_description;
+  TT_RETURN_IF_ERROR(TT_PJRT_CALL(p->api, PJRT_DeviceDescription_Id, &a));
+  *out_id = a.id;
+  return NULL;
+}

@@ -17,6 +17,17 @@
 // (PJRT_LoadedExecutable_Execute's execute_device). Left out: argument
 // layouts (the plugin picks defaults), debug options (the plugin's defaults
 // apply), SPMD/sharding settings (single device only).
+//
+// Replicated programs (collectives across the devices of a process) add
+//     3  executable_build_options
+//          4  num_replicas      = n
+//          9  device_assignment : xla.DeviceAssignmentProto (xla_data.proto)
+//               1  replica_count     int32 = n
+//               2  computation_count int32 = 1
+//               3  computation_devices (repeated ComputationDevice), one:
+//                    1  replica_device_ids  repeated int64 (device ids)
+// and are not portable (compile_portable_executable left false): the device
+// assignment fixes where each replica runs.
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,6 +111,49 @@ tt_status tt_pjrt_compile_options(void **out, size_t *out_len) {
   pb_int(&build, BUILD_NUM_PARTITIONS, 1);
   pb_message(&opts, OPTIONS_EXECUTABLE_BUILD_OPTIONS, &build);
   pb_int(&opts, OPTIONS_COMPILE_PORTABLE_EXECUTABLE, 1);
+  free(build.data);
+  if (opts.oom) {
+    free(opts.data);
+    return tt_make_status(TT_RESOURCE_EXHAUSTED,
+                          "out of host memory encoding compile options");
+  }
+  *out = opts.data;
+  *out_len = opts.len;
+  return NULL;
+}
+
+// --- replicated programs ------------------------------------------------------
+
+enum {
+  BUILD_DEVICE_ASSIGNMENT = 9,
+  ASSIGN_REPLICA_COUNT = 1,
+  ASSIGN_COMPUTATION_COUNT = 2,
+  ASSIGN_COMPUTATION_DEVICES = 3,
+  COMPUTATION_REPLICA_DEVICE_IDS = 1,
+};
+
+tt_status tt_pjrt_compile_options_replicated(int n, const int64_t *device_ids,
+                                             void **out, size_t *out_len) {
+  *out = NULL;
+  *out_len = 0;
+  if (n < 1 || !device_ids)
+    return tt_make_status(TT_INVALID_ARGUMENT,
+                          "compile options: %d replicas", n);
+  pb_buf ids = {0}, comp = {0}, assign = {0}, build = {0}, opts = {0};
+  // Packed repeated int64 (proto3's default encoding for repeated scalars).
+  for (int i = 0; i < n; i++) pb_varint(&ids, (uint64_t)device_ids[i]);
+  pb_message(&comp, COMPUTATION_REPLICA_DEVICE_IDS, &ids);
+  pb_int(&assign, ASSIGN_REPLICA_COUNT, n);
+  pb_int(&assign, ASSIGN_COMPUTATION_COUNT, 1);
+  pb_message(&assign, ASSIGN_COMPUTATION_DEVICES, &comp);
+  pb_int(&build, BUILD_DEVICE_ORDINAL, -1);
+  pb_int(&build, BUILD_NUM_REPLICAS, n);
+  pb_int(&build, BUILD_NUM_PARTITIONS, 1);
+  pb_message(&build, BUILD_DEVICE_ASSIGNMENT, &assign);
+  pb_message(&opts, OPTIONS_EXECUTABLE_BUILD_OPTIONS, &build);
+  free(ids.data);
+  free(comp.data);
+  free(assign.data);
   free(build.data);
   if (opts.oom) {
     free(opts.data);

@@ -2,8 +2,11 @@
 //
 // Programs are compiled "portable" (compile_options.c): no device is fixed at
 // compile time, and every launch names its device through execute_device, so
-// one executable serves all addressable devices. The output count is read
-// once, when the executable is made, and cached in tt_pjrt_exe.
+// one executable serves all addressable devices. Replicated programs
+// (collectives) are the exception: compiled with their own options for a
+// fixed device assignment and launched on all of its devices at once
+// (tt_pjrt_execute_replicated). The output count is read once, when the
+// executable is made, and cached in tt_pjrt_exe.
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,6 +76,13 @@ static tt_status wrap_loaded(tt_pjrt *p, PJRT_LoadedExecutable *le,
 
 tt_status tt_pjrt_compile(tt_pjrt *p, const char *mlir, size_t len,
                           tt_pjrt_exe **out) {
+  return tt_pjrt_compile_with_options(p, mlir, len, p->compile_options,
+                                      p->compile_options_len, out);
+}
+
+tt_status tt_pjrt_compile_with_options(tt_pjrt *p, const char *mlir, size_t len,
+                                       const void *options, size_t options_len,
+                                       tt_pjrt_exe **out) {
   *out = NULL;
   static const char format[] = "mlir";
   PJRT_Program prog = {0};
@@ -86,8 +96,8 @@ tt_status tt_pjrt_compile(tt_pjrt *p, const char *mlir, size_t len,
   a.struct_size = PJRT_Client_Compile_Args_STRUCT_SIZE;
   a.client = p->client;
   a.program = &prog;
-  a.compile_options = p->compile_options;
-  a.compile_options_size = p->compile_options_len;
+  a.compile_options = options;
+  a.compile_options_size = options_len;
   tt_status st = TT_PJRT_CALL(p->api, PJRT_Client_Compile, &a);
   if (st)
     return tt_status_annotate(st, "compiling %zu bytes of StableHLO on %s",
@@ -220,5 +230,73 @@ tt_status tt_pjrt_execute(tt_pjrt *p, tt_pjrt_exe *e, int device,
 cleanup:
   if (argv != arg_small) free(argv);
   if (outv != out_small) free(outv);
+  return st;
+}
+
+// --- replicated launch ---------------------------------------------------------
+
+tt_status tt_pjrt_execute_replicated(tt_pjrt *p, tt_pjrt_exe *e, int ndev,
+                                     tt_pjrt_buffer *const *args, int nargs,
+                                     tt_pjrt_buffer **outs,
+                                     tt_pjrt_event **out_done) {
+  if (ndev < 1 || ndev > p->device_count || nargs < 0 || (nargs && !args))
+    return tt_make_status(TT_INVALID_ARGUMENT,
+                          "execute: %d devices (of %d on %s), %d arguments",
+                          ndev, p->device_count, p->platform, nargs);
+  int nouts = e->num_outputs;
+  size_t nd = (size_t)ndev;
+  PJRT_Buffer **argv = malloc(sizeof *argv * (nd * (size_t)nargs + 1));
+  PJRT_Buffer **outv = calloc(nd * (size_t)nouts + 1, sizeof *outv);
+  PJRT_Buffer *const **arg_lists = malloc(sizeof *arg_lists * nd);
+  PJRT_Buffer ***out_lists = malloc(sizeof *out_lists * nd);
+  PJRT_Event **done = calloc(nd, sizeof *done);
+  tt_status st = NULL;
+  if (!argv || !outv || !arg_lists || !out_lists || !done) {
+    st = tt_make_status(TT_RESOURCE_EXHAUSTED, "out of host memory");
+    goto cleanup;
+  }
+  for (int i = 0; i < ndev * nargs; i++) {
+    if (!args[i]) {
+      st = tt_make_status(TT_INVALID_ARGUMENT,
+                          "execute: argument %d of device %d is NULL",
+                          i % nargs, i / nargs);
+      goto cleanup;
+    }
+    argv[i] = tt_pjrt_raw_buffer(args[i]);
+  }
+  for (int d = 0; d < ndev; d++) {
+    arg_lists[d] = argv + (size_t)d * (size_t)nargs;
+    out_lists[d] = outv + (size_t)d * (size_t)nouts;
+  }
+
+  PJRT_ExecuteOptions opts = {0};
+  opts.struct_size = PJRT_ExecuteOptions_STRUCT_SIZE;
+  PJRT_LoadedExecutable_Execute_Args a = {0};
+  a.struct_size = PJRT_LoadedExecutable_Execute_Args_STRUCT_SIZE;
+  a.executable = e->exe;
+  a.options = &opts;
+  a.argument_lists = (PJRT_Buffer *const *const *)arg_lists;
+  a.num_devices = nd;
+  a.num_args = (size_t)nargs;
+  a.output_lists = (PJRT_Buffer **const *)out_lists;
+  a.device_complete_events = out_done ? done : NULL;
+  a.execute_device = NULL;  // the devices of the compiled device assignment
+  st = TT_PJRT_CALL(p->api, PJRT_LoadedExecutable_Execute, &a);
+  if (st) {
+    st = tt_status_annotate(st, "launching a program replicated over %d %s "
+                            "devices", ndev, p->platform);
+    goto cleanup;
+  }
+  for (size_t i = 0; i < nd * (size_t)nouts; i++)
+    outs[i] = tt_pjrt_wrap_buffer(outv[i]);
+  if (out_done)
+    for (int d = 0; d < ndev; d++) out_done[d] = tt_pjrt_wrap_event(done[d]);
+
+cleanup:
+  free(argv);
+  free(outv);
+  free(arg_lists);
+  free(out_lists);
+  free(done);
   return st;
 }

@@ -113,4 +113,31 @@ tt_status tt_pjrt_ffi_register(tt_pjrt *p, const char *name, tt_c_kernel_fn fn);
 // The custom-call target every C kernel's call names.
 const char *tt_pjrt_ffi_target(void);
 
+// --- replicated programs (collectives) -------------------------------------------
+//
+// A program whose collectives span devices is compiled once for a fixed set
+// of devices: num_replicas = n and a device assignment (replica i runs on
+// global device id device_ids[i]), not portable. It is launched on all n
+// devices at once.
+
+// Encodes an xla.CompileOptionsProto for `n` replicas on `device_ids` (one
+// partition). `*out` is malloc'd.
+tt_status tt_pjrt_compile_options_replicated(int n, const int64_t *device_ids,
+                                             void **out, size_t *out_len);
+// The global device id of addressable device `device` (what a device
+// assignment names).
+tt_status tt_pjrt_device_id(tt_pjrt *p, int device, int64_t *out_id);
+// Compiles StableHLO text with the given serialized CompileOptionsProto.
+tt_status tt_pjrt_compile_with_options(tt_pjrt *p, const char *mlir, size_t len,
+                                       const void *options, size_t options_len,
+                                       tt_pjrt_exe **out);
+// Launches a replicated executable on its `ndev` devices at once.
+// `args` is [ndev][nargs] (row-major), `outs` [ndev][num_outputs] and receives
+// owned buffers; `out_done` (NULL or room for ndev) receives one owned event
+// per device.
+tt_status tt_pjrt_execute_replicated(tt_pjrt *p, tt_pjrt_exe *e, int ndev,
+                                     tt_pjrt_buffer *const *args, int nargs,
+                                     tt_pjrt_buffer **outs,
+                                     tt_pjrt_event **out_done);
+
 #endif

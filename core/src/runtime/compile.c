@@ -57,7 +57,9 @@ static tt_status compile_env(tt_runtime *rt, const uint64_t **out) {
 // --- compiling -------------------------------------------------------------------------------
 
 // Loads `text` from disk or compiles it; fills meta (rt->mu held).
+// `opts` NULL: the client's single-device options.
 static tt_status load_or_compile(tt_runtime *rt, const char *text, size_t len,
+                                 const void *opts, size_t opts_len,
                                  tt_prog_meta *meta, tt_pjrt_exe **out) {
   tt_disk_cache *disk = tt_prog_cache_disk(rt->progs);
   double t0 = now_seconds();
@@ -68,7 +70,9 @@ static tt_status load_or_compile(tt_runtime *rt, const char *text, size_t len,
     return NULL;
   }
   t0 = now_seconds();
-  TT_RETURN_IF_ERROR(tt_pjrt_compile(rt->pjrt, text, len, out));
+  TT_RETURN_IF_ERROR(opts ? tt_pjrt_compile_with_options(rt->pjrt, text, len,
+                                                         opts, opts_len, out)
+                          : tt_pjrt_compile(rt->pjrt, text, len, out));
   meta->seconds = now_seconds() - t0;
   rt->stats.compiles++;
   rt->stats.compile_seconds += meta->seconds;
@@ -79,8 +83,9 @@ static tt_status load_or_compile(tt_runtime *rt, const char *text, size_t len,
   return NULL;
 }
 
-tt_status tt_runtime_compile(tt_runtime *rt, const char *text, size_t len,
-                             tt_pjrt_exe **out) {
+static tt_status compile_cached(tt_runtime *rt, const char *text, size_t len,
+                                const void *opts, size_t opts_len,
+                                tt_pjrt_exe **out) {
   rt->stats.cache_requests++;
   *out = tt_prog_cache_find(rt->progs, text, len);
   if (*out) {
@@ -93,13 +98,24 @@ tt_status tt_runtime_compile(tt_runtime *rt, const char *text, size_t len,
   tt_explain_label(tt_prog_cache_explain(rt->progs), text, len, label, sizeof label);
   tt_prog_meta meta = {.label = label};
   tt_cache_key_make(env, text, len, &meta.key);
-  TT_RETURN_IF_ERROR(load_or_compile(rt, text, len, &meta, out));
+  TT_RETURN_IF_ERROR(load_or_compile(rt, text, len, opts, opts_len, &meta, out));
   tt_status st = tt_prog_cache_insert(rt->progs, text, len, *out, &meta);
   if (st) {
     tt_pjrt_exe_destroy(rt->pjrt, *out);
     *out = NULL;
   }
   return st;
+}
+
+tt_status tt_runtime_compile(tt_runtime *rt, const char *text, size_t len,
+                             tt_pjrt_exe **out) {
+  return compile_cached(rt, text, len, NULL, 0, out);
+}
+
+tt_status tt_runtime_compile_with_options(tt_runtime *rt, const char *text,
+                                          size_t len, const void *opts,
+                                          size_t opts_len, tt_pjrt_exe **out) {
+  return compile_cached(rt, text, len, opts, opts_len, out);
 }
 
 // --- public API -------------------------------------------------------------------------------

@@ -17,4 +17,13 @@
 tt_status tt_runtime_compile(tt_runtime *rt, const char *text, size_t len,
                              tt_pjrt_exe **out);
 
+// The same with explicit compile options (serialized CompileOptionsProto,
+// e.g. tt_pjrt_compile_options_replicated). The caches key on the text (and
+// the client's compile environment), not on `opts`: the text must itself
+// say everything the options decide (collective.c writes the replica count
+// and device ids into it).
+tt_status tt_runtime_compile_with_options(tt_runtime *rt, const char *text,
+                                          size_t len, const void *opts,
+                                          size_t opts_len, tt_pjrt_exe **out);
+
 #endif
