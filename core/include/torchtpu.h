@@ -225,6 +225,13 @@ TT_API tt_status tt_op_infer(tt_runtime *rt, const tt_op_call *call,
 TT_API tt_status tt_runtime_set_cache_dir(tt_runtime *rt, const char *dir,
                                           int64_t max_bytes);
 
+// Bounds the in-memory program cache to about `max_bytes` (StableHLO text
+// plus serialised executable per entry; 0: no bound, the default). Past the
+// bound the least recently used programs are dropped, with the signature
+// plans and recorded fused traces that use them (they lower and compile
+// again when they come back); executables of live captured graphs are kept.
+TT_API tt_status tt_runtime_set_program_cache_bytes(tt_runtime *rt, int64_t max_bytes);
+
 // One program in the in-memory cache.
 typedef struct tt_cache_entry_info {
   char key[33];            // 32 hex digits: the file name stem on disk

@@ -12,6 +12,7 @@
 #include "check.h"
 #include "op_helpers.h"
 #include "runtime/cache.h"
+#include "runtime/compile.h"
 #include "runtime/runtime.h"
 
 // x + 2 x for an [r, 3] tensor of 1..3r; checks the values.
@@ -41,11 +42,11 @@ int main(void) {
   // Size one program first, then bound the cache at about five of them.
   run_add(rt, 1);
   int64_t bytes = 0, entries = 0, evictions = 0;
-  tt_prog_cache_set_bound(rt->progs, rt->pjrt, rt->sigs, (int64_t)1 << 40);
+  CHECK_OK(tt_runtime_set_program_cache_bytes(rt, (int64_t)1 << 40));
   tt_prog_cache_usage(rt->progs, &bytes, &entries, &evictions);
   CHECK(entries == 1 && bytes > 0, "entries %lld bytes %lld", (long long)entries, (long long)bytes);
   const int64_t bound = 5 * bytes + bytes / 2;
-  tt_prog_cache_set_bound(rt->progs, rt->pjrt, rt->sigs, bound);
+  CHECK_OK(tt_runtime_set_program_cache_bytes(rt, bound));
 
   // A pinned program survives everything below.
   static const char kPinned[] =
@@ -90,7 +91,7 @@ int main(void) {
         "unpinned, the oldest program is evicted");
 
   // Unbounded again: nothing more is evicted.
-  tt_prog_cache_set_bound(rt->progs, rt->pjrt, rt->sigs, 0);
+  CHECK_OK(tt_runtime_set_program_cache_bytes(rt, 0));
   tt_prog_cache_usage(rt->progs, &bytes, &entries, &evictions);
   int64_t before = evictions;
   for (int64_t r = 71; r <= 76; r++) run_add(rt, r);

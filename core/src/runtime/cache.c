@@ -201,7 +201,10 @@ struct tt_prog_cache {
   uint64_t clock;
   int64_t evictions;
   tt_pjrt *pjrt;         // borrowed: to destroy evicted executables
-  tt_sig_cache *plans;   // borrowed: plans dropped with their executable
+  // Told before an evicted executable is destroyed, so that what borrows it
+  // (signature plans, recorded traces) lets go first.
+  tt_prog_evict_fn on_evict;
+  void *evict_ctx;
   tt_disk_cache *disk;  // owned; NULL: no persistent cache
   uint64_t env[2];
   bool env_ready;
@@ -299,7 +302,7 @@ static void evict(tt_prog_cache *c, const prog_entry *keep) {
       if (!victim || e->last_use < victim->last_use) victim = e;
     }
     if (!victim) return;  // everything left is pinned or in use
-    if (c->plans) table_remove_if(&c->plans->t, plan_uses, victim->exe);
+    if (c->on_evict) c->on_evict(c->evict_ctx, victim->exe);
     table_remove(&c->t, victim->text, (size_t)victim->text_bytes);
     remove_from_list(c, victim);
     c->total_bytes -= victim->bytes;
@@ -386,10 +389,15 @@ tt_explain *tt_prog_cache_explain(tt_prog_cache *c) { return c->explain; }
 
 // --- bound, pins, dependents ---------------------------------------------------------
 
-void tt_prog_cache_set_bound(tt_prog_cache *c, tt_pjrt *p, tt_sig_cache *plans,
-                             int64_t max_bytes) {
+void tt_sig_cache_drop_exe(tt_sig_cache *c, const tt_pjrt_exe *exe) {
+  table_remove_if(&c->t, plan_uses, (void *)exe);
+}
+
+void tt_prog_cache_set_bound(tt_prog_cache *c, tt_pjrt *p, int64_t max_bytes,
+                             tt_prog_evict_fn on_evict, void *ctx) {
   c->pjrt = p;
-  c->plans = plans;
+  c->on_evict = on_evict;
+  c->evict_ctx = ctx;
   bool was = c->max_bytes > 0;
   c->max_bytes = max_bytes > 0 ? max_bytes : 0;
   if (c->max_bytes > 0 && !was) {  // entries made while unbounded: size them now

@@ -84,8 +84,12 @@ tt_explain *tt_prog_cache_explain(tt_prog_cache *c);
 // with it. Borrowers that keep an executable past the current call (captured
 // graphs) must pin it; pinned entries and the entry just inserted are never
 // evicted. Applies at once (evicting down to 90% of the bound).
-void tt_prog_cache_set_bound(tt_prog_cache *c, tt_pjrt *p, tt_sig_cache *plans,
-                             int64_t max_bytes);
+// Called before an evicted executable is destroyed.
+typedef void (*tt_prog_evict_fn)(void *ctx, const tt_pjrt_exe *exe);
+void tt_prog_cache_set_bound(tt_prog_cache *c, tt_pjrt *p, int64_t max_bytes,
+                             tt_prog_evict_fn on_evict, void *ctx);
+// Drops the plans whose executable is `exe`.
+void tt_sig_cache_drop_exe(tt_sig_cache *c, const tt_pjrt_exe *exe);
 void tt_prog_cache_pin(tt_prog_cache *c, const tt_pjrt_exe *exe);
 void tt_prog_cache_unpin(tt_prog_cache *c, const tt_pjrt_exe *exe);
 void tt_prog_cache_usage(const tt_prog_cache *c, int64_t *out_bytes,

@@ -14,6 +14,7 @@
 #include "base/buf.h"
 #include "runtime/cache.h"
 #include "runtime/disk_cache.h"
+#include "runtime/executor.h"
 #include "runtime/explain.h"
 #include "runtime/runtime.h"
 
@@ -133,6 +134,23 @@ tt_status tt_runtime_set_cache_dir(tt_runtime *rt, const char *dir,
   if (!st) tt_prog_cache_set_disk(rt->progs, d);
   pthread_mutex_unlock(&rt->mu);
   return st ? tt_status_annotate(st, "cache dir %s", dir) : NULL;
+}
+
+// Every executor lets go of an executable before the program cache frees it.
+static void forget_everywhere(void *ctx, const tt_pjrt_exe *exe) {
+  tt_runtime *rt = ctx;
+  tt_exec_forget_exe(rt->strict, exe);
+  tt_exec_forget_exe(rt->fused, exe);
+}
+
+tt_status tt_runtime_set_program_cache_bytes(tt_runtime *rt, int64_t max_bytes) {
+  if (max_bytes < 0)
+    return tt_make_status(TT_INVALID_ARGUMENT, "program cache bound %lld: expected "
+                          "a size in bytes, 0 for no bound", (long long)max_bytes);
+  pthread_mutex_lock(&rt->mu);
+  tt_prog_cache_set_bound(rt->progs, rt->pjrt, max_bytes, forget_everywhere, rt);
+  pthread_mutex_unlock(&rt->mu);
+  return NULL;
 }
 
 int tt_runtime_cache_entries(tt_runtime *rt, tt_cache_entry_info *out,

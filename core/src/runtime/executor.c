@@ -30,3 +30,8 @@ tt_status tt_exec_no_capture_end(tt_executor *ex, tt_exec_seen_fn seen, void *ct
   return tt_make_status(TT_FAILED_PRECONDITION, "graph capture: the %s executor "
                         "is not capturing", ex->ops->name);
 }
+
+void tt_exec_keeps_no_exe(tt_executor *ex, const tt_pjrt_exe *exe) {
+  (void)ex;
+  (void)exe;
+}

@@ -91,6 +91,9 @@ typedef struct tt_executor_ops {
   // recorded whole; the ops ran all the same.
   tt_status (*capture_begin)(tt_executor *ex, int device);
   tt_status (*capture_end)(tt_executor *ex, tt_exec_seen_fn seen, void *ctx);
+  // The program cache is about to destroy `exe` (evicted under its bound):
+  // everything the executor keeps that borrows it goes first.
+  void (*forget_exe)(tt_executor *ex, const tt_pjrt_exe *exe);
   void (*destroy)(tt_executor *ex);
 } tt_executor_ops;
 
@@ -115,6 +118,9 @@ static inline tt_status tt_exec_sync_storage(tt_executor *ex, tt_storage *s) {
 static inline void tt_exec_detach(tt_executor *ex, tt_storage *s) {
   ex->ops->detach(ex, s);
 }
+static inline void tt_exec_forget_exe(tt_executor *ex, const tt_pjrt_exe *exe) {
+  if (ex) ex->ops->forget_exe(ex, exe);
+}
 static inline void tt_exec_destroy(tt_executor *ex) {
   if (ex) ex->ops->destroy(ex);
 }
@@ -125,5 +131,6 @@ tt_status tt_exec_nothing_to_sync(tt_executor *ex, tt_storage *s);
 void tt_exec_nothing_to_detach(tt_executor *ex, tt_storage *s);
 tt_status tt_exec_no_capture_begin(tt_executor *ex, int device);
 tt_status tt_exec_no_capture_end(tt_executor *ex, tt_exec_seen_fn seen, void *ctx);
+void tt_exec_keeps_no_exe(tt_executor *ex, const tt_pjrt_exe *exe);
 
 #endif

@@ -654,6 +654,11 @@ static tt_status fused_capture_end(tt_executor *ex, tt_exec_seen_fn seen, void *
   return NULL;
 }
 
+// Recorded traces keep executables (one per live-output set).
+static void fused_forget_exe(tt_executor *ex, const tt_pjrt_exe *exe) {
+  tt_trace_forget_exe(((tt_fused *)ex)->traces, exe);
+}
+
 static const tt_executor_ops kFusedOps = {
     .name = "fused",
     .run_op = fused_run_op,
@@ -663,6 +668,7 @@ static const tt_executor_ops kFusedOps = {
     .detach = fused_detach,
     .capture_begin = fused_capture_begin,
     .capture_end = fused_capture_end,
+    .forget_exe = fused_forget_exe,
     .destroy = fused_destroy,
 };
 

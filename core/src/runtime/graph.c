@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/cache.h"
 #include "runtime/executor.h"
 #include "runtime/runtime.h"
 #include "runtime/storage.h"
@@ -103,6 +104,10 @@ static void capture_detach(tt_executor *ex, tt_storage *s) {
   tt_exec_detach(c->inner, s);
 }
 
+static void capture_forget_exe(tt_executor *ex, const tt_pjrt_exe *exe) {
+  tt_exec_forget_exe(((capture *)ex)->inner, exe);
+}
+
 static tt_status capture_again(tt_executor *ex, int device) {
   (void)ex;
   (void)device;
@@ -126,6 +131,7 @@ static const tt_executor_ops kCaptureOps = {
     .detach = capture_detach,
     .capture_begin = capture_again,
     .capture_end = tt_exec_no_capture_end,  // graph.c ends the inner capture
+    .forget_exe = capture_forget_exe,
     .destroy = capture_destroy,
 };
 
@@ -168,8 +174,10 @@ struct tt_graph {
   int noutputs;
 };
 
-void tt_graph_destroy(tt_graph *g) {
+// Frees a graph, rt->mu held: its executable is no longer pinned.
+static void graph_free(tt_graph *g) {
   if (!g) return;
+  if (g->exe) tt_prog_cache_unpin(g->rt->progs, g->exe);
   for (int i = 0; i < g->nparams; i++)
     if (g->params[i].buf) tt_pjrt_buffer_destroy(g->rt->pjrt, g->params[i].buf);
   free(g->inputs);
@@ -177,6 +185,14 @@ void tt_graph_destroy(tt_graph *g) {
   free(g->outs);
   free(g->outputs);
   free(g);
+}
+
+void tt_graph_destroy(tt_graph *g) {
+  if (!g) return;
+  tt_runtime *rt = g->rt;
+  pthread_mutex_lock(&rt->mu);
+  graph_free(g);
+  pthread_mutex_unlock(&rt->mu);
 }
 
 int tt_graph_num_inputs(const tt_graph *g) { return g->ninputs; }
@@ -385,7 +401,8 @@ static void seen(void *ctx, const tt_exec_program *p) {
   }
   g->rt = e->rt;
   g->device = e->c->device;
-  g->exe = p->exe;
+  g->exe = p->exe;  // pinned: the program cache keeps it while the graph lives
+  if (g->exe) tt_prog_cache_pin(e->rt->progs, g->exe);
   g->outs = calloc((size_t)(p->nouts ? p->nouts : 1), sizeof *g->outs);
   g->outputs = calloc((size_t)(e->noutputs ? e->noutputs : 1), sizeof *g->outputs);
   tt_status st = g->outs && g->outputs ? NULL
@@ -393,7 +410,7 @@ static void seen(void *ctx, const tt_exec_program *p) {
   if (!st) st = copy_params(e, g, p);
   if (st || e->c->why[0] || !map_outputs(e, g, p)) {
     e->st = st;
-    tt_graph_destroy(g);
+    graph_free(g);
     return;
   }
   g->ninputs = e->c->ninputs;
@@ -425,7 +442,7 @@ tt_status tt_graph_capture_end(tt_runtime *rt, const tt_tensor *outputs, int n,
   if (!st) st = e.st;
   else tt_status_free(e.st);
   if (st) {
-    tt_graph_destroy(e.g);
+    graph_free(e.g);
     e.g = NULL;
   } else if (!e.g) {
     st = tt_make_status(TT_UNIMPLEMENTED, "graph capture failed: %s",

@@ -222,6 +222,10 @@ static tt_status strict_flush(tt_executor *ex) {
   return NULL;
 }
 
+static void strict_forget_exe(tt_executor *ex, const tt_pjrt_exe *exe) {
+  tt_sig_cache_drop_exe(((strict *)ex)->sigs, exe);
+}
+
 static void strict_destroy(tt_executor *ex) {
   strict *x = (strict *)ex;
   tt_sig_cache_destroy(x->sigs, ex->rt->pjrt);
@@ -238,6 +242,7 @@ static const tt_executor_ops kStrictOps = {
     .detach = tt_exec_nothing_to_detach,
     .capture_begin = tt_exec_no_capture_begin,
     .capture_end = tt_exec_no_capture_end,
+    .forget_exe = strict_forget_exe,
     .destroy = strict_destroy,
 };
 

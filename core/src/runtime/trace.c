@@ -247,3 +247,16 @@ tt_pjrt_exe *tt_trace_exe_for(const tt_trace *t, const tt_hv *outv, int n) {
       return t->vars[i].exe;
   return NULL;
 }
+
+void tt_trace_forget_exe(tt_trace_set *s, const tt_pjrt_exe *exe) {
+  for (int i = 0; i < s->n; i++) {
+    tt_trace *t = s->traces[i];
+    int kept = 0;
+    for (int k = 0; k < t->nvars; k++) {
+      if (t->vars[k].exe == exe) free(t->vars[k].outv);
+      else t->vars[kept++] = t->vars[k];
+    }
+    t->nvars = kept;
+    t->next_var = 0;
+  }
+}

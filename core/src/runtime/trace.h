@@ -74,6 +74,8 @@ const tt_hlo *tt_trace_builder(const tt_trace *t);
 tt_pjrt_exe *tt_trace_exe_for(const tt_trace *t, const tt_hv *outv, int n);
 tt_status tt_trace_add_variant(tt_trace *t, const tt_hv *outv, int n,
                                tt_pjrt_exe *exe);
+// Drops every recorded executable that is `exe` (the program cache evicts it).
+void tt_trace_forget_exe(tt_trace_set *s, const tt_pjrt_exe *exe);
 // Copies the first `n` ops of `t` into `r` (emptied first).
 tt_status tt_trace_copy_prefix(const tt_trace *t, int n, tt_trace_rec *r);
 
