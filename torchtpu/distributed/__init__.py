@@ -28,10 +28,6 @@ def _create(store, rank, size, timeout):
 
 def _register():
     """Registers the backend names once (called by `import torchtpu`)."""
-    from .. import tpu
-    from . import _device
-
-    _device.install(tpu)  # torch.tpu.stream() for FSDP2, when tpu.py lacks it
     if not dist.is_available():
         return
     for name in BACKEND_NAMES:
