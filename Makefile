@@ -135,6 +135,9 @@ ctest-asan: $(ASAN_TESTS)
 # clang 15 or later (the core uses _Float16); the newest one installed.
 FUZZ_CC ?= $(or $(firstword $(foreach v,19 18 17 16 15,$(shell command -v clang-$(v) 2>/dev/null))),clang)
 FUZZ_SECONDS ?= 60
+# A fixed seed: CI explores the same inputs a developer's run with the same
+# seed and time explored (FUZZ_SEED=0 asks libFuzzer for a random one).
+FUZZ_SEED ?= 1
 FUZZ_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_OBJS := $(CORE_SRCS:%.c=build/fuzz/obj/%.o)
 FUZZ_BIN := build/fuzz/fuzz_op_call
@@ -158,7 +161,7 @@ fuzz-run: fuzz
 	  export TORCHTPU_SITE_PACKAGES="$${TORCHTPU_SITE_PACKAGES:-$(SITE_PACKAGES)}"; \
 	  export TF_CPP_MIN_LOG_LEVEL=2 ASAN_OPTIONS="$${ASAN_OPTIONS:-detect_leaks=0}" UBSAN_OPTIONS="$${UBSAN_OPTIONS:-print_stacktrace=1}"; \
 	  mkdir -p build/fuzz/corpus; \
-	  $(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -timeout=60 -rss_limit_mb=4096 \
+	  $(FUZZ_BIN) -seed=$(FUZZ_SEED) -max_total_time=$(FUZZ_SECONDS) -timeout=60 -rss_limit_mb=4096 \
 	    -max_len=512 -len_control=0 -print_final_stats=1 -artifact_prefix=build/fuzz/ build/fuzz/corpus; \
 	fi
 

@@ -310,7 +310,8 @@ static tt_status lower_round_decimals(tt_lower_ctx *c) {
   tt_dtype rt = type_of(c, x);
   if (!tt_dtype_is_float(rt) || dec == 0) return rounding(c, TT_HLO_ROUND_EVEN);
   x = tt_hlo_convert(tt_lower_hlo(c), x, tt_opmath(rt));
-  tt_hv p = k(c, x, pow(10.0, (double)(dec < 0 ? -dec : dec)));
+  double mag = dec < 0 ? -(double)dec : (double)dec;  // no overflow at INT64_MIN
+  tt_hv p = k(c, x, pow(10.0, mag));
   tt_hlo_binop in = dec > 0 ? TT_HLO_MUL : TT_HLO_DIV, back = dec > 0 ? TT_HLO_DIV : TT_HLO_MUL;
   return out(c, tt_lower_bin(c, back, un(c, TT_HLO_ROUND_EVEN, tt_lower_bin(c, in, x, p)), p), rt);
 }

@@ -373,6 +373,12 @@ static tt_status lower_multi_margin(tt_lower_ctx *c) {
   tt_hv h = tt_hlo_select(b, tt_hlo_compare(b, TT_HLO_GT, z, zero), z, zero);
   if (p == 2) h = tt_lower_bin(c, TT_HLO_MUL, h, h);
   if (!tt_lower_is_none(c, 4)) {
+    tt_hlo_type wt = tt_lower_tensor_type(c, 4, -1);
+    char s1[96];
+    if (wt.rank != 1 || wt.dims[0] != xt.dims[1])
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "weight must be None or a 1D tensor "
+                           "of size %lld, got %s", (long long)xt.dims[1],
+                           tt_shape_str(&wt, s1, sizeof s1));
     tt_hv w = tt_hlo_convert(b, tt_lower_tensor(c, 4), xt.dtype);
     int64_t bd1 = 1;
     w = tt_hlo_broadcast_in_dim(b, w, 2, xt.dims, &bd1);
