@@ -105,23 +105,13 @@ static tt_status lower_kernel(tt_lower_ctx *c) {
     put_type(sig, sizeof sig, &t);
     tensors[nt++] = i;
   }
+  // The variant was exported, if it had to be, by tt_lower_kernel_prepare
+  // before the runtime took its lock (the exporter runs Python).
   pthread_mutex_lock(&g_mu);
   kernel *k = find_locked(name);
   kvariant *v = k ? find_variant_locked(k, sig) : NULL;
-  tt_kernel_export_fn fn = k ? k->export_fn : NULL;
-  void *fn_ctx = k ? k->export_ctx : NULL;
   pthread_mutex_unlock(&g_mu);
   if (!k) return tt_lower_fail(c, TT_NOT_FOUND, "no kernel registered under this name");
-  if (!v && fn) {
-    // The exporter runs without the lock: it calls tt_kernel_add_variant.
-    char err[1024] = "";
-    if (fn(fn_ctx, name, sig, err, sizeof err) != 0)
-      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "exporting the kernel for (%s) failed: %s",
-                           sig, err[0] ? err : "(no message)");
-    pthread_mutex_lock(&g_mu);
-    v = find_variant_locked(k, sig);
-    pthread_mutex_unlock(&g_mu);
-  }
   if (!v)
     return tt_lower_fail(c, TT_NOT_FOUND, "no variant for the signature (%s)", sig);
   tt_hlo *b = tt_lower_hlo(c);
@@ -138,6 +128,40 @@ static tt_status lower_kernel(tt_lower_ctx *c) {
   }
   for (int j = 0; j < v->nres; j++)
     tt_lower_result(c, r == TT_HV_INVALID ? TT_HV_INVALID : r + j);
+  return NULL;
+}
+
+// The call's signature as the rule computes it; false when an argument is no
+// tensor or it does not fit (the rule then reports the error).
+static bool call_signature(const tt_op_call *call, char *sig, size_t cap) {
+  sig[0] = '\0';
+  for (int i = 0; i < call->nargs && i < 64; i++) {
+    const tt_value *a = &call->args[i];
+    if (a->kind != TT_VALUE_TENSOR || a->u.tensor.ndim < 0 || a->u.tensor.ndim > TT_MAX_RANK)
+      return false;
+    tt_hlo_type t = tt_hlo_make_type(a->u.tensor.dtype, a->u.tensor.ndim, a->u.tensor.sizes);
+    put_type(sig, cap, &t);
+  }
+  return strlen(sig) + 1 < cap;
+}
+
+tt_status tt_lower_kernel_prepare(const tt_op_call *call) {
+  const tt_rule *rule = tt_rule_get(call->op);
+  if (!rule || rule->fn != lower_kernel) return NULL;
+  char sig[1024];
+  if (!call_signature(call, sig, sizeof sig)) return NULL;
+  pthread_mutex_lock(&g_mu);
+  kernel *k = find_locked(rule->name);
+  bool missing = k && !find_variant_locked(k, sig) && k->export_fn;
+  tt_kernel_export_fn fn = missing ? k->export_fn : NULL;
+  void *fn_ctx = missing ? k->export_ctx : NULL;
+  pthread_mutex_unlock(&g_mu);
+  if (!fn) return NULL;
+  // Runs with no lock held: it calls tt_kernel_add_variant.
+  char err[1024] = "";
+  if (fn(fn_ctx, rule->name, sig, err, sizeof err) != 0)
+    return tt_make_status(TT_INVALID_ARGUMENT, "%s: exporting the kernel for (%s) failed: %s",
+                          rule->name, sig, err[0] ? err : "(no message)");
   return NULL;
 }
 

@@ -232,6 +232,11 @@ tt_status tt_rule_table_check(void);
 //
 // The public tt_kernel_* calls (torchtpu.h) land here: a kernel is a rule
 // registered under its schema name, with one exported module per signature.
+// For a call of a kernel op: exports the variant its signature needs when
+// the kernel has none yet (the exporter runs Python: call this before taking
+// any lock the exporter's side may need, e.g. the runtime's). NULL for
+// other ops.
+tt_status tt_lower_kernel_prepare(const tt_op_call *call);
 tt_status tt_lower_kernel_register(const char *name, tt_kernel_export_fn export_fn,
                                    void *export_ctx, int32_t *out_op);
 // A C kernel: its rule emits a typed-FFI custom call to `target` naming it.

@@ -24,6 +24,7 @@ tt_status tt_op_run(tt_runtime *rt, const tt_op_call *call,
   *out_nresults = 0;
   const tt_rule *rule;
   TT_RETURN_IF_ERROR(check_call(rt, call, &rule));
+  TT_RETURN_IF_ERROR(tt_lower_kernel_prepare(call));  // before the lock
   pthread_mutex_lock(&rt->mu);
   tt_status st = tt_exec_run_op(rt->exec, call, rule, results, cap, out_nresults);
   pthread_mutex_unlock(&rt->mu);
@@ -36,6 +37,7 @@ tt_status tt_op_infer(tt_runtime *rt, const tt_op_call *call,
   *out_nresults = 0;
   const tt_rule *rule;
   TT_RETURN_IF_ERROR(check_call(rt, call, &rule));
+  TT_RETURN_IF_ERROR(tt_lower_kernel_prepare(call));  // before the lock
   pthread_mutex_lock(&rt->mu);
   tt_hlo_reset(rt->hlo);
   tt_lower_options opts;
