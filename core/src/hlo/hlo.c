@@ -134,7 +134,20 @@ tt_status tt_hlo_copy_to_mark(tt_hlo *dst, const tt_hlo *src, const tt_hlo_mark 
   dst->next_name = m->next_name;
   dst->indent = m->indent;
   if (m->body_len) tt_hlo_buf_printf(&dst->body, "%.*s", (int)m->body_len, src->body.p);
-  if (dst->body.oom) return tt_make_status(TT_RESOURCE_EXHAUSTED, "hlo builder: out of memory");
+  // Functions beside @main are not rewound (an op after the mark may have
+  // added some: unused private functions are harmless).
+  if (src->funcs.len) tt_hlo_buf_printf(&dst->funcs, "%s", src->funcs.p);
+  if (src->nfunc_keys > dst->cap_func_keys) {
+    uint64_t *k = realloc(dst->func_keys, (size_t)src->nfunc_keys * sizeof *k);
+    if (!k) return tt_make_status(TT_RESOURCE_EXHAUSTED, "hlo builder: out of memory");
+    dst->func_keys = k;
+    dst->cap_func_keys = src->nfunc_keys;
+  }
+  if (src->nfunc_keys)
+    memcpy(dst->func_keys, src->func_keys, (size_t)src->nfunc_keys * sizeof *dst->func_keys);
+  dst->nfunc_keys = src->nfunc_keys;
+  if (dst->body.oom || dst->funcs.oom)
+    return tt_make_status(TT_RESOURCE_EXHAUSTED, "hlo builder: out of memory");
   return NULL;
 }
 
