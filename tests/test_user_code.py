@@ -290,6 +290,9 @@ def test_compile_modes_and_options():
     torch._dynamo.reset()
     f = lambda a: torch.sin(a) * 2  # noqa: E731
     x = torch.randn(5)
+    # Each ignored setting is named once per process: forget what earlier
+    # tests (transformers' static-cache compile) already warned about.
+    torchtpu.compile._warned_options.clear()
     with pytest.warns(UserWarning, match="no effect"):
         got = torch.compile(f, mode="reduce-overhead")(x.to("tpu"))
     torch.testing.assert_close(got.cpu(), f(x))
