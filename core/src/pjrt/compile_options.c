@@ -102,19 +102,6 @@ enum {
   OPTIONS_COMPILE_PORTABLE_EXECUTABLE = 4,
 };
 
-// Hands the encoded message to the caller (or frees it when encoding ran out
-// of memory).
-static tt_status take_message(pb_buf *opts, void **out, size_t *out_len) {
-  if (opts->oom) {
-    free(opts->data);
-    return tt_make_status(TT_RESOURCE_EXHAUSTED,
-                          "out of host memory encoding compile options");
-  }
-  *out = opts->data;
-  *out_len = opts->len;
-  return NULL;
-}
-
 tt_status tt_pjrt_compile_options(void **out, size_t *out_len) {
   *out = NULL;
   *out_len = 0;
@@ -125,7 +112,14 @@ tt_status tt_pjrt_compile_options(void **out, size_t *out_len) {
   pb_message(&opts, OPTIONS_EXECUTABLE_BUILD_OPTIONS, &build);
   pb_int(&opts, OPTIONS_COMPILE_PORTABLE_EXECUTABLE, 1);
   free(build.data);
-  return take_message(&opts, out, out_len);
+  if (opts.oom) {
+    free(opts.data);
+    return tt_make_status(TT_RESOURCE_EXHAUSTED,
+                          "out of host memory encoding compile options");
+  }
+  *out = opts.data;
+  *out_len = opts.len;
+  return NULL;
 }
 
 // --- replicated programs ------------------------------------------------------
@@ -161,5 +155,12 @@ tt_status tt_pjrt_compile_options_replicated(int n, const int64_t *device_ids,
   free(comp.data);
   free(assign.data);
   free(build.data);
-  return take_message(&opts, out, out_len);
+  if (opts.oom) {
+    free(opts.data);
+    return tt_make_status(TT_RESOURCE_EXHAUSTED,
+                          "out of host memory encoding compile options");
+  }
+  *out = opts.data;
+  *out_len = opts.len;
+  return NULL;
 }
