@@ -220,9 +220,14 @@ static int stored_rank(const tt_hlo_type *t) {
   return t->rank < 0 ? 0 : t->rank > TT_MAX_RANK ? TT_MAX_RANK : t->rank;
 }
 
+// Saturates at INT64_MAX: valid_type refuses such types, but a caller may
+// ask of one it has only made.
 int64_t tt_hlo_numel(const tt_hlo_type *t) {
   int64_t n = 1;
-  for (int i = 0; i < stored_rank(t); i++) n *= t->dims[i];
+  for (int i = 0; i < stored_rank(t); i++)
+    if (t->dims[i] == 0) return 0;
+  for (int i = 0; i < stored_rank(t); i++)
+    if (__builtin_mul_overflow(n, t->dims[i], &n)) return INT64_MAX;
   return n;
 }
 
@@ -284,6 +289,12 @@ static bool valid_type(tt_hlo *b, const tt_hlo_type *t) {
       tt_hlo_failf(b, "negative dimension %" PRId64, t->dims[i]);
       return false;
     }
+  }
+  // Element counts past 2^60 cannot be addressed in bytes on any device,
+  // and every size computed from them would overflow.
+  if (tt_hlo_numel(t) > ((int64_t)1 << 60)) {
+    tt_hlo_failf(b, "a tensor of %s elements is too large", "more than 2^60");
+    return false;
   }
   return true;
 }

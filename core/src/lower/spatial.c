@@ -496,6 +496,13 @@ static tt_status adaptive3d(tt_lower_ctx *c, bool backward) {
   int64_t out[3], in[3];
   const tt_value *o = tt_lower_arg(c, 1);
   tt_hlo_type gt = tt_lower_tensor_type(c, 0, -1);
+  if (backward && gt.rank != xt.rank)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "grad_output is %dD but self is %dD", (int)gt.rank,
+                         (int)xt.rank);
+  for (int r = 0; backward && r < xt.rank - 3; r++)
+    if (gt.dims[r] != xt.dims[r])
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "grad_output dim %d is %" PRId64 " but self's is %" PRId64,
+                           r, gt.dims[r], xt.dims[r]);
   for (int i = 0; i < 3; i++) {
     in[i] = xt.dims[xt.rank - 3 + i];
     if (backward) out[i] = gt.dims[gt.rank - 3 + i];
