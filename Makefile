@@ -118,7 +118,7 @@ ctest-plain: $(TESTS)
 
 ctest-asan: $(ASAN_TESTS)
 	@export TORCHTPU_SITE_PACKAGES="$${TORCHTPU_SITE_PACKAGES:-$(SITE_PACKAGES)}"; \
-	export ASAN_OPTIONS="$${ASAN_OPTIONS:-detect_leaks=0}"; \
+	export ASAN_OPTIONS="$${ASAN_OPTIONS:-detect_leaks=0:allocator_may_return_null=1}"; \
 	export UBSAN_OPTIONS="$${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"; \
 	failed=0; \
 	for t in $(ASAN_TESTS); do \
@@ -154,13 +154,15 @@ fuzz:
 	@if command -v $(FUZZ_CC) >/dev/null 2>&1; then $(MAKE) --no-print-directory $(FUZZ_BIN); \
 	else echo "fuzz: SKIPPED: no clang >= 15 found (apt-get install clang-16 libclang-rt-16-dev)"; fi
 
-# Bounded run from an empty corpus (build/fuzz/corpus keeps what it finds);
+# The inputs of earlier findings (core/tests/fuzz_regress) first, then a
+# bounded run from an empty corpus (build/fuzz/corpus keeps what it finds);
 # any crash or sanitizer report fails, its input saved as build/fuzz/crash-*.
 fuzz-run: fuzz
 	@if [ -x $(FUZZ_BIN) ]; then \
 	  export TORCHTPU_SITE_PACKAGES="$${TORCHTPU_SITE_PACKAGES:-$(SITE_PACKAGES)}"; \
-	  export TF_CPP_MIN_LOG_LEVEL=2 ASAN_OPTIONS="$${ASAN_OPTIONS:-detect_leaks=0}" UBSAN_OPTIONS="$${UBSAN_OPTIONS:-print_stacktrace=1}"; \
+	  export TF_CPP_MIN_LOG_LEVEL=2 ASAN_OPTIONS="$${ASAN_OPTIONS:-detect_leaks=0:allocator_may_return_null=1}" UBSAN_OPTIONS="$${UBSAN_OPTIONS:-print_stacktrace=1}"; \
 	  mkdir -p build/fuzz/corpus; \
+	  $(FUZZ_BIN) -runs=1 core/tests/fuzz_regress/* || exit 1; \
 	  $(FUZZ_BIN) -seed=$(FUZZ_SEED) -max_total_time=$(FUZZ_SECONDS) -timeout=60 -rss_limit_mb=4096 \
 	    -max_len=512 -len_control=0 -print_final_stats=1 -artifact_prefix=build/fuzz/ build/fuzz/corpus; \
 	fi

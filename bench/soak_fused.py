@@ -4,6 +4,7 @@ only every N steps, printing per flush the graph size and compile seconds
 stays bounded as graphs grow.
 
     TORCH_TPU_DEFER_AND_FUSE=1 python bench/soak_fused.py [--steps 300] [--sync-every 100]
+        [--max-instructions N]
 """
 import argparse
 import os
@@ -21,7 +22,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--sync-every", type=int, default=100)
+    ap.add_argument("--max-instructions", type=int, default=None,
+                    help="fused eager's compile-cost bound (default: the core's)")
     args = ap.parse_args()
+    torchtpu.modes.set_fuse_limit(max_instructions=args.max_instructions)
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(),
                                 torch.nn.Linear(128, 10)).to("tpu")
@@ -39,9 +43,12 @@ def main():
             new = entries[seen:]
             seen = len(entries)
             worst = max((e["compile_seconds"] for e in new), default=0.0)
+            fs = torchtpu.modes.fused_stats()
             print(f"step {step:5d}  loss {loss.item():.4f}  programs compiled {len(new):3d}  "
-                  f"slowest compile {worst:6.2f} s  wall {time.perf_counter() - t0:7.1f} s",
-                  flush=True)
+                  f"slowest compile {worst:6.2f} s  graphs {fs['graphs']:4d} "
+                  f"(split by a bound {fs['bound_splits']:3d}, last {fs['last_graph_ops']} ops / "
+                  f"{fs['last_graph_instructions']} instructions)  "
+                  f"wall {time.perf_counter() - t0:7.1f} s", flush=True)
 
 
 if __name__ == "__main__":

@@ -80,7 +80,8 @@ class CacheEntryInfo(ctypes.Structure):  # tt_cache_entry_info
 class FusedStats(ctypes.Structure):  # tt_fused_stats
     _fields_ = [(name, ctypes.c_int64) for name in (
         "graphs", "ops", "pending_ops", "last_graph_ops", "last_graph_params",
-        "last_graph_outputs", "last_graph_bytes", "lowered_ops", "replayed_ops")]
+        "last_graph_outputs", "last_graph_bytes", "lowered_ops", "replayed_ops",
+        "last_graph_instructions", "bound_splits")]
 
 
 _p = ctypes.c_void_p
@@ -97,7 +98,7 @@ _CORE_FUNCS = {
     "tt_runtime_mode": (ctypes.c_int, [_p]),
     "tt_runtime_synchronize": (_p, [_p]),
     "tt_runtime_flush": (_p, [_p]),
-    "tt_runtime_set_fuse_limit": (None, [_p, ctypes.c_int64, ctypes.c_int64]),
+    "tt_runtime_set_fuse_limit": (None, [_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]),
     "tt_runtime_fused_stats": (None, [_p, ctypes.POINTER(FusedStats)]),
     "tt_runtime_stats": (None, [_p, ctypes.POINTER(Stats)]),
     "tt_runtime_reset_peak": (None, [_p]),
@@ -253,8 +254,8 @@ def flush():
     check(core.tt_runtime_flush(runtime()))
 
 
-def set_fuse_limit(max_ops, max_bytes):
-    core.tt_runtime_set_fuse_limit(runtime(), int(max_ops), int(max_bytes))
+def set_fuse_limit(max_ops, max_bytes, max_instructions):
+    core.tt_runtime_set_fuse_limit(runtime(), int(max_ops), int(max_bytes), int(max_instructions))
 
 
 def fused_stats():

@@ -20,6 +20,9 @@ Names follow DESIGN.md (compatible with Google's TorchTPU where one exists):
                             suffixes K, M, G, T; 0: unbounded)
     TORCHTPU_PROGRAM_CACHE_MAX_BYTES  bound of the in-memory program cache
                             (same syntax; default 0: unbounded)
+    TORCHTPU_FUSE_MAX_INSTRUCTIONS  fused eager's compile-cost bound: a graph
+                            is run before it passes this many StableHLO
+                            instructions (a positive integer; default 20000)
     TORCHTPU_EXPLAIN_RECOMPILES  1: print why each program is compiled, and a
                             summary of the causes at exit
     TORCHTPU_CHECK_NUMERICS 1: compare every tpu op with PyTorch's CPU result
@@ -184,6 +187,16 @@ def program_cache_max_bytes():
     return _size_setting("TORCHTPU_PROGRAM_CACHE_MAX_BYTES", 0)
 
 
+def fuse_max_instructions():
+    """TORCHTPU_FUSE_MAX_INSTRUCTIONS (0: the core's default, 20000)."""
+    raw = os.environ.get("TORCHTPU_FUSE_MAX_INSTRUCTIONS", "").strip()
+    if not raw:
+        return 0
+    if not raw.isdigit() or int(raw) < 1 or int(raw) > 2**62:
+        raise _bad("TORCHTPU_FUSE_MAX_INSTRUCTIONS", raw, "a positive integer")
+    return int(raw)
+
+
 def explain_recompiles():
     """True when TORCHTPU_EXPLAIN_RECOMPILES asks for compile explanations."""
     return _flag("TORCHTPU_EXPLAIN_RECOMPILES")
@@ -209,6 +222,7 @@ def validate():
     cache_dir()
     cache_max_bytes()
     program_cache_max_bytes()
+    fuse_max_instructions()
     level = os.environ.get("TF_CPP_MIN_LOG_LEVEL", "").strip()
     if level and level not in ("0", "1", "2", "3"):
         raise _bad("TF_CPP_MIN_LOG_LEVEL", os.environ["TF_CPP_MIN_LOG_LEVEL"], "0, 1, 2 or 3")

@@ -65,22 +65,30 @@ def sync():
         _core.flush()
 
 
-def set_fuse_limit(max_ops=None, max_bytes=None):
-    """Bounds a fused graph: it runs before it would exceed `max_ops` ops or
-    `max_bytes` bytes of StableHLO text (None: the default, 10000 ops and
-    64 MiB)."""
-    _core.set_fuse_limit(max_ops or 0, max_bytes or 0)
+def set_fuse_limit(max_ops=None, max_bytes=None, max_instructions=None):
+    """Bounds a fused graph: it runs before it would exceed `max_ops` ops,
+    `max_instructions` StableHLO instructions (its compile-cost estimate:
+    XLA's compile time grows faster than linearly with them) or `max_bytes`
+    bytes of text. None: the default (10000 ops, 64 MiB, and
+    TORCHTPU_FUSE_MAX_INSTRUCTIONS or 20000 instructions). The first graph
+    split by a bound is reported once on stderr; fused_stats() counts them."""
+    if max_instructions is None:
+        max_instructions = _env.fuse_max_instructions()
+    _core.set_fuse_limit(max_ops or 0, max_bytes or 0, max_instructions or 0)
 
 
 def fused_stats():
-    """Counters of fused eager: graphs run, ops recorded, ops pending, and
-    the size (ops, parameters, outputs, text bytes) of the last graph."""
+    """Counters of fused eager: graphs run, ops recorded, ops pending, the
+    size (ops, instructions, parameters, outputs, text bytes) of the last
+    graph, and how many graphs a bound split (bound_splits)."""
     return _core.fused_stats()
 
 
 def _apply(rt=None):
     del rt
     _core.set_mode(_CODES[_wanted])
+    if _env.fuse_max_instructions():
+        _core.set_fuse_limit(0, 0, _env.fuse_max_instructions())
 
 
 def _init_from_env():

@@ -91,10 +91,12 @@ TT_API tt_status tt_runtime_synchronize(tt_runtime *rt);
 TT_API tt_status tt_runtime_flush(tt_runtime *rt);
 
 // Bounds the deferred graph: it is flushed before an op that would make it
-// longer than `max_ops` ops or whose text already exceeds `max_bytes` bytes.
-// A value <= 0 restores that bound's default (10000 ops, 64 MiB).
-TT_API void tt_runtime_set_fuse_limit(tt_runtime *rt, int64_t max_ops,
-                                      int64_t max_bytes);
+// longer than `max_ops` ops, or when it already holds `max_instructions`
+// StableHLO instructions (its compile-cost estimate) or `max_bytes` bytes of
+// text. A value <= 0 restores that bound's default (10000 ops, 20000
+// instructions, 64 MiB). The first split by a bound is said once on stderr.
+TT_API void tt_runtime_set_fuse_limit(tt_runtime *rt, int64_t max_ops, int64_t max_bytes,
+                                      int64_t max_instructions);
 
 typedef struct tt_fused_stats {
   int64_t graphs;              // graphs flushed (run, or dropped when no
@@ -108,6 +110,8 @@ typedef struct tt_fused_stats {
   int64_t lowered_ops;         // ops lowered to StableHLO while recording
   int64_t replayed_ops;        // ops that matched a recorded graph's op and
                                // reused its lowering (no StableHLO built)
+  int64_t last_graph_instructions;  // StableHLO instructions of the last graph
+  int64_t bound_splits;        // graphs flushed because they reached a bound
 } tt_fused_stats;
 
 TT_API void tt_runtime_fused_stats(tt_runtime *rt, tt_fused_stats *out);

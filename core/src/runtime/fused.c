@@ -36,6 +36,7 @@
 // pending values are lost; reading one later is an error).
 #include "runtime/fused.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,12 @@
 #define DEFAULT_MAX_OPS 10000
 #define MAX_TRACES 16
 #define DEFAULT_MAX_BYTES (64ll << 20)
+// XLA's compile time grows faster than linearly with a program's
+// instructions (on the CPU plugin: ~2,000 ATen ops, ~6 s; 10,000, ~2 min),
+// so a graph's instruction count is its compile-cost estimate; a graph is
+// flushed before it passes this bound. See DEFAULT_MAX_INSTRUCTIONS' figures
+// in bench/soak_fused.py.
+#define DEFAULT_MAX_INSTRUCTIONS 20000
 typedef tt_exec_param gparam;
 
 typedef struct tt_fused {
@@ -66,8 +73,9 @@ typedef struct tt_fused {
   int nwrites, cap_writes;
   int32_t *ops;         // op ids, for error messages
   int nops, cap_ops;
-  int64_t max_ops, max_bytes;
+  int64_t max_ops, max_bytes, max_instructions;
   tt_fused_stats stats;
+  bool told_split;   // the first split by a bound was reported
   bool capturing;    // between capture_begin and capture_end
   char split[200];   // why the capture was split ("": it holds)
   // Traces: the graphs recorded so far, the ops of this one (while it is
@@ -120,9 +128,10 @@ static void fused_destroy(tt_executor *ex) {
   free(f);
 }
 
-static void set_limit(tt_fused *f, int64_t max_ops, int64_t max_bytes) {
+static void set_limit(tt_fused *f, int64_t max_ops, int64_t max_bytes, int64_t max_instructions) {
   f->max_ops = max_ops > 0 ? max_ops : DEFAULT_MAX_OPS;
   f->max_bytes = max_bytes > 0 ? max_bytes : DEFAULT_MAX_BYTES;
+  f->max_instructions = max_instructions > 0 ? max_instructions : DEFAULT_MAX_INSTRUCTIONS;
 }
 
 // --- storages and the graph ----------------------------------------------------------------
@@ -285,6 +294,35 @@ static int64_t body_bytes(const tt_fused *f) {
   return f->pos ? (int64_t)tt_trace_op_at(f->tr, f->pos - 1)->mark.body_len : 0;
 }
 
+// The graph's instructions so far (its compile-cost estimate).
+static int64_t body_instructions(const tt_fused *f) {
+  if (!f->tr) return tt_hlo_get_mark(f->b).nvals;
+  return f->pos ? tt_trace_op_at(f->tr, f->pos - 1)->mark.nvals : 0;
+}
+
+// Which bound a graph that goes on would pass (NULL: none). A captured graph
+// is one program whatever its size.
+static const char *bound_reached(const tt_fused *f) {
+  if (f->capturing || f->nops == 0) return NULL;
+  if (f->nops >= f->max_ops) return "ops";
+  if (body_instructions(f) >= f->max_instructions) return "instructions (compile-cost estimate)";
+  if (body_bytes(f) >= f->max_bytes) return "bytes of program text";
+  return NULL;
+}
+
+// Says once per process-lifetime of the executor why graphs are split: a
+// user who expected one program per step learns to sync more often or to
+// raise the bound.
+static void tell_split(tt_fused *f, const char *bound) {
+  f->stats.bound_splits++;
+  if (f->told_split) return;
+  f->told_split = true;
+  fprintf(stderr, "torchtpu: fused eager split a graph of %d ops and %" PRId64 " instructions at its "
+          "bound on %s; later graphs may be split the same way (this is said once). Call "
+          "torchtpu.sync() more often, or raise the bound with torchtpu.modes.set_fuse_limit() "
+          "or TORCHTPU_FUSE_MAX_INSTRUCTIONS.\n", f->nops, body_instructions(f), bound);
+}
+
 // The op's signature in the graph: its own, plus the graph value each slot's
 // storage has (or -1), which decides how lowering reads it.
 static void graph_signature(tt_fused *f, const tt_op_call *call,
@@ -350,9 +388,9 @@ static tt_status fused_run_op(tt_executor *ex, const tt_op_call *call,
   tt_fused *f = (tt_fused *)ex;
   tt_runtime *rt = ex->rt;
   *out_nresults = 0;
-  // A captured graph is one program whatever its size.
-  bool full = !f->capturing && (f->nops >= f->max_ops || body_bytes(f) >= f->max_bytes);
-  if (f->nops > 0 && (call->device != f->device || full)) {
+  const char *bound = bound_reached(f);
+  if (bound) tell_split(f, bound);
+  if (f->nops > 0 && (call->device != f->device || bound)) {
     split_capture(f, "an op ran on another device than the graph's");
     TT_RETURN_IF_ERROR(flush_with(f, NULL, NULL));
   }
@@ -591,12 +629,14 @@ static tt_status flush_with(tt_fused *f, tt_exec_seen_fn seen, void *ctx) {
     if (f->writes[i]) f->writes[nlive++] = f->writes[i];  // in write order
   tt_status st = NULL;
   tt_pjrt_exe *exe = NULL;
+  int64_t instructions = body_instructions(f);  // before run() hands the builder on
   if (nlive > 0) st = run(f, f->writes, nlive, &exe);
   if (!st && seen)
     seen(ctx, &(tt_exec_program){exe, f->device, f->params, f->nparams,
                                  f->writes, nlive});
   f->stats.graphs++;
   f->stats.last_graph_ops = f->nops;
+  f->stats.last_graph_instructions = instructions;
   f->stats.last_graph_params = f->nparams;
   f->stats.last_graph_outputs = nlive;
   if (st) {
@@ -691,17 +731,17 @@ tt_status tt_fused_create(tt_runtime *rt, tt_executor **out) {
   tt_buf_init(&f->sig);
   f->base = (tt_executor){&kFusedOps, rt};
   f->epoch = 1;
-  set_limit(f, 0, 0);
+  set_limit(f, 0, 0, 0);
   *out = &f->base;
   return NULL;
 }
 
 // --- public entry points ----------------------------------------------------------------
 
-void tt_runtime_set_fuse_limit(tt_runtime *rt, int64_t max_ops,
-                               int64_t max_bytes) {
+void tt_runtime_set_fuse_limit(tt_runtime *rt, int64_t max_ops, int64_t max_bytes,
+                               int64_t max_instructions) {
   pthread_mutex_lock(&rt->mu);
-  if (rt->fused) set_limit((tt_fused *)rt->fused, max_ops, max_bytes);
+  if (rt->fused) set_limit((tt_fused *)rt->fused, max_ops, max_bytes, max_instructions);
   pthread_mutex_unlock(&rt->mu);
 }
 
