@@ -4,6 +4,7 @@
 #   make          core + shim
 #   make core     core only (no PyTorch needed)
 #   make ctest    build and run every core/tests/test_*.c, plain and sanitized
+#   make pytest-asan  a subset of the Python tests over the ASan+UBSan core
 #   make fuzz-run the libFuzzer target over op calls, FUZZ_SECONDS (default 60);
 #                 needs clang (skipped with a message when there is none)
 #   make clean
@@ -54,7 +55,7 @@ SHIM_LDLIBS := -ltorchtpu_core -ltorch_cpu -lc10
 
 # --- targets -------------------------------------------------------------------
 
-.PHONY: all core shim examples ctest ctest-plain ctest-asan fuzz fuzz-run clean
+.PHONY: all core shim examples ctest ctest-plain ctest-asan asan-lib pytest-asan fuzz fuzz-run clean
 all: core shim examples
 core: $(CORE_LIB)
 shim: $(SHIM_LIB)
@@ -96,6 +97,34 @@ build/examples/lib%.so: examples/%.c core/include/torchtpu_types.h
 build/tests/%: core/tests/%.c $(CORE_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(CORE_CFLAGS) -o $@ $< $(CORE_OBJS) $(CORE_LDLIBS)
+
+# The sanitized core as a library, with a copy of the shim beside it (its
+# rpath $ORIGIN then finds this core): TORCHTPU_LIB_DIR=build/asan/lib and
+# libasan preloaded run Python tests over it (make pytest-asan).
+ASAN_LIBDIR := build/asan/lib
+asan-lib: $(ASAN_LIBDIR)/libtorchtpu_core.so $(ASAN_LIBDIR)/libtorchtpu_shim.so
+
+$(ASAN_LIBDIR)/libtorchtpu_core.so: $(ASAN_OBJS)
+	@mkdir -p $(@D)
+	$(CC) -shared $(SAN_FLAGS) -Wl,-z,defs -o $@ $^ $(CORE_LDLIBS)
+
+$(ASAN_LIBDIR)/libtorchtpu_shim.so: $(SHIM_LIB)
+	@mkdir -p $(@D)
+	cp $< $@
+
+# A subset of the Python suite over the sanitized core (ASan + UBSan): the
+# op boundary, views, bad inputs, fused traces. The sanitizers' runtime must
+# come first in the process, hence LD_PRELOAD; leaks are not checked (Python
+# and XLA keep allocations to exit), nor the plugin's own new/delete pairing.
+ASAN_PYTESTS ?= tests/test_ops.py tests/test_storage_views.py tests/test_bad_inputs.py \
+  tests/test_fused_trace.py tests/test_errors.py tests/test_tensors.py tests/test_ops_misc.py \
+  tests/test_ops_select.py tests/test_modes.py tests/test_device_checks.py
+pytest-asan: asan-lib
+	@export TORCHTPU_LIB_DIR=$(CURDIR)/$(ASAN_LIBDIR); \
+	export LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)"; \
+	export ASAN_OPTIONS="$${ASAN_OPTIONS:-detect_leaks=0:allocator_may_return_null=1:alloc_dealloc_mismatch=0:new_delete_type_mismatch=0}"; \
+	export UBSAN_OPTIONS="$${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"; \
+	$(PYTHON) -m pytest -q -p no:cacheprovider $(ASAN_PYTESTS)
 
 build/asan/tests/%: core/tests/%.c $(ASAN_OBJS)
 	@mkdir -p $(@D)

@@ -8,7 +8,10 @@ import ctypes
 import os
 import threading
 
-_LIB_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib")
+# TORCHTPU_LIB_DIR: another build of the two libraries (the sanitized core
+# of `make pytest-asan`); by default the ones beside this package.
+_LIB_DIR = (os.environ.get("TORCHTPU_LIB_DIR")
+            or os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 CORE_PATH = os.path.join(_LIB_DIR, "libtorchtpu_core.so")
 SHIM_PATH = os.path.join(_LIB_DIR, "libtorchtpu_shim.so")
 

@@ -39,7 +39,7 @@ static bool reserve(tt_buf *b, size_t n) {
 
 void tt_buf_append(tt_buf *b, const void *p, size_t n) {
   if (!reserve(b, n)) return;
-  memcpy(b->data + b->len, p, n);
+  if (n) memcpy(b->data + b->len, p, n);  // p may be NULL when n is 0 (an empty list)
   b->len += n;
   b->data[b->len] = '\0';
 }
