@@ -72,16 +72,29 @@ static void format_message(const tt_check *ck, int64_t value, char *out, size_t 
   out[len] = '\0';
 }
 
+// Reads the flags of checks[0..n) into flags[2 * i], all copies at once.
+static tt_status read_flags(tt_runtime *rt, int n, int64_t *flags) {
+  tt_pjrt_buffer **bufs = malloc((size_t)n * sizeof *bufs);
+  if (!bufs) return tt_make_status(TT_RESOURCE_EXHAUSTED, "device-side checks: out of memory");
+  for (int i = 0; i < n; i++) bufs[i] = rt->checks[i].buf;
+  tt_status st = tt_pjrt_buffers_to_host(rt->pjrt, bufs, n, flags, 2 * sizeof(int64_t));
+  free(bufs);
+  rt->stats.device_check_reads += n;
+  return st;
+}
+
 tt_status tt_checks_read(tt_runtime *rt) {
-  tt_status first = NULL;
-  for (int i = 0; i < rt->nchecks; i++) {
+  if (rt->nchecks == 0) return NULL;
+  int n = rt->nchecks;
+  int64_t stack[128], *flags = n <= 64 ? stack : calloc((size_t)n, 2 * sizeof *flags);
+  tt_status first = flags ? read_flags(rt, n, flags)
+                    : tt_make_status(TT_RESOURCE_EXHAUSTED, "device-side checks: out of memory");
+  if (first)  // a program itself failed: that error comes first
+    first = tt_status_annotate(first, "reading device-side checks");
+  for (int i = 0; i < n; i++) {
     tt_pending_check *p = &rt->checks[i];
-    int64_t flag[2] = {0, 0};
-    tt_status st = first ? NULL : tt_pjrt_buffer_to_host(rt->pjrt, p->buf, flag, sizeof flag);
-    rt->stats.device_check_reads++;
-    if (st) {  // the program itself failed: that error is the first
-      first = tt_status_annotate(st, "reading a device-side check");
-    } else if (!first && flag[0]) {
+    if (!first && flags[2 * i]) {
+      int64_t flag[2] = {flags[2 * i], flags[2 * i + 1]};
       char msg[512];
       format_message(&p->check, flag[1], msg, sizeof msg);
       const char *name = tt_op_name(p->op);
@@ -93,6 +106,7 @@ tt_status tt_checks_read(tt_runtime *rt) {
     }
     release(rt, p);
   }
+  if (flags != stack) free(flags);
   rt->nchecks = 0;
   return first;
 }
