@@ -46,10 +46,12 @@ void throw_status(tt_status s, const std::string &what) {
   const char *raw = tt_status_message(s);
   std::string msg = raw != nullptr ? raw : "unknown error";
   tt_status_free(s);
-  // Name the op unless the core's message already does ("add.out: ...").
+  // Name the op unless the core's message already does ("add.out: ..."); a
+  // device-side check names the op that failed, and PyTorch's text comes first.
   const size_t colons = what.find("::");
   const std::string short_what = colons == std::string::npos ? what : what.substr(colons + 2);
-  if (!what.empty() && msg.find(short_what) == std::string::npos) {
+  if (!what.empty() && msg.find(short_what) == std::string::npos &&
+      msg.find("(device-side check in ") == std::string::npos) {
     msg = what + ": " + msg;
   }
   // The plugin reports an allocation failure inside a program as its own

@@ -188,13 +188,42 @@ def _print_recompile_summary():
 _core._on_first_runtime.append(_apply_cache)
 __all__ += ["set_cache_dir", "cache_dir", "explain_recompiles", "recompile_summary"]
 
+
+# --- device-side checks ----------------------------------------------------------------
+
+_device_checks = _env.device_checks()
+
+
+def set_device_checks(flag=True):
+    """Device-side checks (on by default): out-of-range indices (index_select,
+    gather, scatter, x[idx], index_put_, embedding, take, ...), class targets
+    outside [0, C) in nll_loss / cross_entropy and integer division by zero
+    are computed inside the programs and raise PyTorch's exception at the
+    next synchronisation (a host read, torch.tpu.synchronize(); after the op
+    under TPU_LAUNCH_BLOCKING=1), as CUDA's device-side asserts do. Off:
+    programs skip them (out-of-range indices are then clamped or dropped).
+    Env: TORCHTPU_DEVICE_CHECKS=0."""
+    global _device_checks
+    _device_checks = bool(flag)
+    if _core.runtime_or_none() is not None:
+        _core.set_device_checks(_device_checks)
+
+
+def device_checks():
+    """True when device-side checks are on (see set_device_checks)."""
+    return _device_checks
+
+
+_core._on_first_runtime.append(lambda rt=None: _core.set_device_checks(_device_checks))
+__all__ += ["set_device_checks", "device_checks"]
+
 def _finish_at_exit():
     """Waits for programs still running (launches are asynchronous) so the
     plugin's worker threads are idle when the interpreter tears down."""
     if _core._rt is not None:
         try:
             _core.synchronize()
-        except RuntimeError:
+        except (RuntimeError, IndexError):
             pass  # an asynchronous error nobody asked for; exiting anyway
 
 

@@ -66,6 +66,8 @@ class Stats(ctypes.Structure):  # tt_stats
         ("disk_rejected", ctypes.c_int64),
         ("disk_evictions", ctypes.c_int64),
         ("recompiles", ctypes.c_int64),
+        ("device_checks_pending", ctypes.c_int64),
+        ("device_check_reads", ctypes.c_int64),
     ]
 
 
@@ -100,6 +102,8 @@ _CORE_FUNCS = {
     "tt_runtime_set_mode": (None, [_p, ctypes.c_int]),
     "tt_runtime_mode": (ctypes.c_int, [_p]),
     "tt_runtime_synchronize": (_p, [_p]),
+    "tt_runtime_set_device_checks": (None, [_p, ctypes.c_bool]),
+    "tt_runtime_device_checks": (ctypes.c_bool, [_p]),
     "tt_runtime_flush": (_p, [_p]),
     "tt_runtime_set_fuse_limit": (None, [_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]),
     "tt_runtime_fused_stats": (None, [_p, ctypes.POINTER(FusedStats)]),
@@ -255,6 +259,14 @@ def mode():
 
 def flush():
     check(core.tt_runtime_flush(runtime()))
+
+
+def set_device_checks(flag):
+    core.tt_runtime_set_device_checks(runtime(), bool(flag))
+
+
+def device_checks():
+    return bool(core.tt_runtime_device_checks(runtime()))
 
 
 def set_fuse_limit(max_ops, max_bytes, max_instructions):

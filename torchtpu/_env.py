@@ -29,6 +29,9 @@ Names follow DESIGN.md (compatible with Google's TorchTPU where one exists):
                             (torchtpu.debug.check_numerics), raise on the first
                             divergence
     TORCHTPU_DIST_CHECK     0: collectives skip the cross-rank dtype/shape check
+    TORCHTPU_DEVICE_CHECKS  0: programs skip device-side checks (indices in
+                            range, class targets, integer division by zero),
+                            which otherwise raise at the next synchronisation
     LOCAL_RANK, LOCAL_WORLD_SIZE  set by torchrun: the CPU plugin then creates
                             LOCAL_WORLD_SIZE devices unless TORCHTPU_CPU_DEVICES
                             is set (torch.tpu.set_device(local_rank) works)
@@ -213,7 +216,7 @@ def validate():
     fallback_mode()
     for name in ("TPU_LAUNCH_BLOCKING", "TORCH_TPU_DEFER_AND_FUSE",
                  "TORCHTPU_EXPLAIN_RECOMPILES", "TORCHTPU_CHECK_NUMERICS",
-                 "TORCHTPU_DIST_CHECK"):
+                 "TORCHTPU_DIST_CHECK", "TORCHTPU_DEVICE_CHECKS"):
         _flag(name)
     cpu_devices()
     # TORCHTPU_PLUGIN_PATH is checked by the core when the runtime starts: a
@@ -240,6 +243,16 @@ def launched_devices():
     n = os.environ.get("LOCAL_WORLD_SIZE", "").strip()
     if n.isdigit() and int(n) > 1:
         os.environ["TORCHTPU_CPU_DEVICES"] = n
+
+
+def device_checks():
+    """TORCHTPU_DEVICE_CHECKS (default on): value preconditions that live on
+    the device are computed in each program and raised at the next
+    synchronisation; 0 (false, no, off) turns them off for speed."""
+    raw = os.environ.get("TORCHTPU_DEVICE_CHECKS")
+    if raw is None or not raw.strip():
+        return True
+    return _flag("TORCHTPU_DEVICE_CHECKS")
 
 
 def dist_check():

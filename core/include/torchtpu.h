@@ -70,8 +70,18 @@ TT_API void tt_runtime_set_mode(tt_runtime *rt, tt_exec_mode mode);
 TT_API tt_exec_mode tt_runtime_mode(tt_runtime *rt);
 
 // Waits for every program launched so far; returns the first async error.
-// In fused mode it flushes the deferred graph first.
+// In fused mode it flushes the deferred graph first. Then reads the
+// device-side checks of those programs: a violated one is the error.
 TT_API tt_status tt_runtime_synchronize(tt_runtime *rt);
+
+// Device-side checks (on by default): value preconditions PyTorch checks on
+// the host (indices in range, class targets, integer division by zero) are
+// computed inside each program and raised at the next synchronisation (a
+// host read of any tensor, tt_runtime_synchronize; after the op in debug
+// mode) with PyTorch's message and the op's name. Off: programs compute no
+// checks (and out-of-range indices are clamped or dropped, as XLA does).
+TT_API void tt_runtime_set_device_checks(tt_runtime *rt, bool on);
+TT_API bool tt_runtime_device_checks(tt_runtime *rt);
 
 // --- fused eager ---------------------------------------------------------------
 //
@@ -140,6 +150,10 @@ typedef struct tt_stats {
   int64_t disk_evictions;     // files removed to stay under the size bound
   int64_t recompiles;         // compiles of an op or graph already compiled
                               // with another signature (see explain)
+  // Device-side checks (tt_runtime_set_device_checks): flags of launched
+  // programs not read yet (each one small device buffer), and flags read.
+  int64_t device_checks_pending;
+  int64_t device_check_reads;
 } tt_stats;
 
 TT_API void tt_runtime_stats(tt_runtime *rt, tt_stats *out);

@@ -333,6 +333,15 @@ tt_hv tt_lower_wrap_index(tt_lower_ctx *c, tt_hv idx, int64_t size) {
                                             tt_lower_splat_like(c, idx, (double)size)), idx);
 }
 
+void tt_lower_check_index(tt_lower_ctx *c, tt_hv idx, int64_t size, bool negatives,
+                          tt_code code, const char *msg, int64_t arg0, int64_t arg1) {
+  tt_hlo *b = tt_lower_hlo(c);
+  idx = tt_hlo_convert(b, idx, TT_I64);
+  tt_hv low = tt_hlo_compare(b, TT_HLO_LT, idx, tt_lower_splat_like(c, idx, negatives ? -(double)size : 0));
+  tt_hv high = tt_hlo_compare(b, TT_HLO_GE, idx, tt_lower_splat_like(c, idx, (double)size));
+  tt_lower_check(c, tt_hlo_binary(b, TT_HLO_OR, low, high), idx, code, msg, arg0, arg1);
+}
+
 tt_hv tt_lower_scatter_at(tt_lower_ctx *c, tt_hv x, tt_hv crd, tt_hv upd, int kind) {
   int r = tt_lower_type(c, x).rank;
   tt_hlo_scatter_dims sd = {.inserted_window_dims = kAllDims, .n_inserted = r,

@@ -39,6 +39,9 @@ struct tt_lower_ctx {
   int nparams, cap_params;
   tt_hv *results;
   int nresults, cap_results;
+  tt_check *checks;    // device-side checks, and their i64[2] values
+  tt_hv *check_vals;
+  int nchecks, cap_checks;
   bool any_cast;
 };
 
@@ -491,6 +494,46 @@ void tt_lower_result(tt_lower_ctx *c, tt_hv v) {
   c->results[c->nresults++] = v;
 }
 
+// --- the rules' API: device-side checks ----------------------------------------------
+
+void tt_lower_check(tt_lower_ctx *c, tt_hv bad, tt_hv val, tt_code code,
+                    const char *msg, int64_t arg0, int64_t arg1) {
+  if (!c->opts.device_checks || c->opts.infer_only) return;
+  tt_hlo *b = c->b;
+  const tt_hlo_type *bt = tt_hlo_type_of(b, bad);
+  if (!bt) return;  // the builder's error is reported later
+  if (c->nchecks == c->cap_checks) {
+    int cap = c->cap_checks ? 2 * c->cap_checks : 4;
+    tt_check *p = realloc(c->checks, (size_t)cap * sizeof *p);
+    if (p) c->checks = p;
+    tt_hv *v = p ? realloc(c->check_vals, (size_t)cap * sizeof *v) : NULL;
+    if (!v) {
+      tt_hlo_fail(b, tt_make_status(TT_RESOURCE_EXHAUSTED, "out of memory"));
+      return;
+    }
+    c->check_vals = v;
+    c->cap_checks = cap;
+  }
+  int rank = bt->rank;
+  int64_t dims[TT_MAX_RANK], one = 1;
+  for (int i = 0; i < rank; i++) dims[i] = i;
+  bad = tt_hlo_convert(b, bad, TT_BOOL);
+  tt_hv any = rank == 0 ? bad : tt_hlo_reduce(b, bad, tt_hlo_const_i(b, TT_BOOL, 0),
+                                               dims, rank, TT_HLO_REDUCE_OR);
+  // The largest offending value (INT64_MIN when none is given or violated).
+  tt_hv worst = tt_hlo_const_i(b, TT_I64, INT64_MIN);
+  if (val != TT_HV_INVALID) {
+    tt_hv v = tt_hlo_convert(b, val, TT_I64);
+    tt_hlo_type vt = tt_hlo_make_type(TT_I64, rank, bt->dims);
+    tt_hv vs = tt_hlo_select(b, bad, v, tt_hlo_splat_i(b, &vt, INT64_MIN));
+    worst = rank == 0 ? vs : tt_hlo_reduce(b, vs, worst, dims, rank, TT_HLO_REDUCE_MAX);
+  }
+  tt_hv parts[2] = {tt_hlo_reshape(b, tt_hlo_convert(b, any, TT_I64), 1, &one),
+                    tt_hlo_reshape(b, worst, 1, &one)};
+  c->checks[c->nchecks] = (tt_check){code, msg, {arg0, arg1}};
+  c->check_vals[c->nchecks++] = tt_hlo_concatenate(b, parts, 2, 0);
+}
+
 static const tt_tensor *dest_tensor(const tt_lower_ctx *c, int r) {
   if (r < 0 || r >= c->call->ndests || c->call->dests[r].arg < 0) return NULL;
   int s = find_slot(c, c->call->dests[r].arg, c->call->dests[r].item);
@@ -650,8 +693,9 @@ static tt_status finish(tt_lower_ctx *c, tt_program *prog, const char **text,
       return tt_lower_fail(c, TT_INTERNAL, "rule made no result %d", r);
   prog->results = calloc((size_t)(c->nresults ? c->nresults : 1), sizeof *prog->results);
   prog->outs = calloc((size_t)(c->nresults + c->nslots + 1), sizeof *prog->outs);
-  tt_hv *outv = calloc((size_t)(c->nresults + c->nslots + 1), sizeof *outv);
-  if (!prog->results || !prog->outs || !outv) {
+  tt_hv *outv = calloc((size_t)(c->nresults + c->nslots + c->nchecks + 1), sizeof *outv);
+  prog->checks = calloc((size_t)(c->nchecks ? c->nchecks : 1), sizeof *prog->checks);
+  if (!prog->results || !prog->outs || !outv || !prog->checks) {
     free(outv);
     return tt_make_status(TT_RESOURCE_EXHAUSTED, "out of memory");
   }
@@ -690,12 +734,18 @@ static tt_status finish(tt_lower_ctx *c, tt_program *prog, const char **text,
     outv[nout++] = c->group_cur[g];
   }
   prog->nouts = nout;
+  // The checks' flags follow the outputs (in the order the rule made them).
+  for (int k = 0; k < c->nchecks && !c->opts.infer_only; k++) {
+    prog->checks[prog->nchecks++] = c->checks[k];
+    outv[nout + k] = c->check_vals[k];
+  }
   if (!st) st = tt_hlo_take_status(c->b);
   if (!st && graph_outs) {
     *graph_outs = outv;  // the recorder keeps the values; no module
     return NULL;
   }
-  if (!st && !c->opts.infer_only) st = tt_hlo_finish(c->b, outv, nout, text, len);
+  if (!st && !c->opts.infer_only)
+    st = tt_hlo_finish(c->b, outv, nout + prog->nchecks, text, len);
   free(outv);
   return st;
 }
@@ -754,6 +804,8 @@ static void ctx_deinit(tt_lower_ctx *c) {
   free(c->params);
   free(c->param_vals);
   free(c->results);
+  free(c->checks);
+  free(c->check_vals);
 }
 
 // Runs the rule and finishes into `prog` (emptied on error); in a graph,

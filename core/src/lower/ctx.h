@@ -27,6 +27,7 @@ int tt_call_slots(const tt_op_call *call, tt_slot *out, int cap);
 typedef struct tt_lower_options {
   bool infer_only;     // compute result metas; emit no writes, no text
   bool supports_f64;   // the device has 64-bit floats
+  bool device_checks;  // rules' value checks (tt_lower_check) become outputs
   tt_storage_facts_fn facts;  // the executor's view of its storages
 } tt_lower_options;
 
@@ -57,7 +58,8 @@ typedef struct tt_lower_graph_out {
   tt_program prog;    // owned: params, outs and result metas
   tt_hv *param_vals;  // owned: builder value of each plan param
   tt_hv *out_vals;    // owned: builder value of each plan out (a flat
-                      // buffer: a fresh result or a storage's new value)
+                      // buffer: a fresh result or a storage's new value),
+                      // then of each check (prog.nouts + prog.nchecks)
 } tt_lower_graph_out;
 
 // Lowers `call` into `b`, which holds the graph so far (not reset), and

@@ -162,6 +162,14 @@ static tt_hv floor_div_int(tt_lower_ctx *c, tt_hv a, tt_hv b) {
   return sel(c, fix, tt_lower_bin(c, TT_HLO_SUB, q, k(c, q, 1)), q);
 }
 
+// Integer division by zero raises on PyTorch's CPU; here the divisor lives
+// on the device (a tensor, or a Scalar's runtime value): a device-side check.
+static void check_int_divisor(tt_lower_ctx *c, tt_dtype rt, tt_hv d) {
+  if (tt_dtype_is_int(rt))
+    tt_lower_check(c, cmp(c, TT_HLO_EQ, d, k(c, d, 0)), TT_HV_INVALID, TT_INVALID_ARGUMENT,
+                   "ZeroDivisionError", 0, 0);
+}
+
 // div with rounding_mode None ("true"), "trunc" or "floor" (argument 2).
 static tt_status div_mode(tt_lower_ctx *c, const char *mode) {
   if (mode && strcmp(mode, "trunc") != 0 && strcmp(mode, "floor") != 0)
@@ -176,6 +184,7 @@ static tt_status div_mode(tt_lower_ctx *c, const char *mode) {
     v[1] = tt_hlo_convert(tt_lower_hlo(c), v[1], rt);
   }
   tt_hv r;
+  if (mode) check_int_divisor(c, rt, v[1]);
   if (!mode) {
     r = tt_lower_bin(c, TT_HLO_DIV, v[0], v[1]);
   } else if (mode[0] == 't') {
@@ -195,6 +204,7 @@ static tt_status lower_remainder(tt_lower_ctx *c) {
   tt_hv v[2];
   TT_RETURN_IF_ERROR(two(c, false, &rt, v));
   if (rt == TT_BOOL) return tt_lower_fail(c, TT_UNIMPLEMENTED, "bool remainder");
+  check_int_divisor(c, rt, v[1]);
   tt_hv r = tt_lower_bin(c, TT_HLO_REM, v[0], v[1]);
   tt_hv off_sign = tt_lower_bin(c, TT_HLO_XOR, cmp(c, TT_HLO_LT, r, k(c, r, 0)),
                        cmp(c, TT_HLO_LT, v[1], k(c, v[1], 0)));
@@ -208,6 +218,7 @@ static tt_status lower_fmod(tt_lower_ctx *c) {
   tt_hv v[2];
   TT_RETURN_IF_ERROR(two(c, false, &rt, v));
   if (rt == TT_BOOL) return tt_lower_fail(c, TT_UNIMPLEMENTED, "bool fmod");
+  check_int_divisor(c, rt, v[1]);
   return out(c, tt_lower_bin(c, TT_HLO_REM, v[0], v[1]), rt);
 }
 

@@ -40,6 +40,8 @@ static tt_hv coords(tt_lower_ctx *c, tt_hv index, int64_t dim, int64_t size) {
   cd[r] = 1;
   tt_hv parts[TT_MAX_RANK];
   tt_hlo_type i64 = tt_hlo_make_type(TT_I64, r, it.dims);
+  tt_lower_check_index(c, index, size, false, TT_INVALID_ARGUMENT,
+                       "index {} is out of bounds for dimension {} with size {}", dim, size);
   for (int d = 0; d < r; d++) {
     tt_hv v = d == dim ? wrap_index(c, index, size) : tt_hlo_iota(b, &i64, d);
     parts[d] = tt_hlo_reshape(b, v, r + 1, cd);
@@ -210,7 +212,11 @@ static tt_status adv_prepare(tt_lower_ctx *c, const tt_hlo_type *xt, adv *a) {
       return tt_lower_fail(c, TT_INVALID_ARGUMENT, "tensors used as indices must be long, "
                            "int, byte or bool tensors, got %s", tt_dtype_name(d));
     dims[a->k] = j;
-    iv[a->k++] = wrap_index(c, tt_lower_list_tensor(c, 1, j), xt->dims[j]);
+    tt_hv ij = tt_lower_list_tensor(c, 1, j);
+    tt_lower_check_index(c, ij, xt->dims[j], true, TT_OUT_OF_RANGE,
+                         "index {} is out of bounds for dimension {} with size {}", j,
+                         xt->dims[j]);
+    iv[a->k++] = wrap_index(c, ij, xt->dims[j]);
   }
   if (a->k == 0) return tt_lower_fail(c, TT_UNIMPLEMENTED, "no index tensors");
   TT_RETURN_IF_ERROR(tt_lower_broadcast(c, iv, a->k));

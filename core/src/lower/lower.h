@@ -115,6 +115,15 @@ void tt_lower_write_arg(tt_lower_ctx *c, int i, tt_hv v);
 // by default only PyTorch's can_cast conversions are allowed.
 void tt_lower_allow_any_cast(tt_lower_ctx *c);
 
+// A device-side check (program.h's tt_check): where bool `bad` (any shape)
+// holds, PyTorch would raise `code` with `msg` (a string literal; "{}" is
+// replaced by an offending value taken from integer `val`, bad's shape, or
+// TT_HV_INVALID, then by arg0, arg1). The program computes it as an extra
+// output; the runtime raises at the next synchronisation. Does nothing when
+// checks are off or only inferring.
+void tt_lower_check(tt_lower_ctx *c, tt_hv bad, tt_hv val, tt_code code,
+                    const char *msg, int64_t arg0, int64_t arg1);
+
 // Formats an error prefixed with the op name:
 //   tt_lower_fail(c, TT_INVALID_ARGUMENT, "shapes %s and %s don't broadcast")
 tt_status tt_lower_fail(const tt_lower_ctx *c, tt_code code, const char *fmt,
@@ -133,6 +142,11 @@ tt_hv tt_lower_expand_like(tt_lower_ctx *c, tt_hv v, tt_hv like);
 // Indexing pieces shared by index.c, select.c, misc.c.
 // idx (integer) as i64 with negative values wrapped by `size`.
 tt_hv tt_lower_wrap_index(tt_lower_ctx *c, tt_hv idx, int64_t size);
+// Device-side check that integer idx lies in [0, size), or [-size, size)
+// when `negatives` wrap (PyTorch's advanced indexing, take); msg and args as
+// tt_lower_check's ("{}" first takes the offending index).
+void tt_lower_check_index(tt_lower_ctx *c, tt_hv idx, int64_t size, bool negatives,
+                          tt_code code, const char *msg, int64_t arg0, int64_t arg1);
 // Scatter of updates at full coordinates crd ([*upd.shape, rank]) into x;
 // kind is a combiner (TT_HLO_REDUCE_*) or -1 to overwrite.
 tt_hv tt_lower_scatter_at(tt_lower_ctx *c, tt_hv x, tt_hv crd, tt_hv upd, int kind);

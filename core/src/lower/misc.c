@@ -216,6 +216,9 @@ static tt_status lower_index_fill(tt_lower_ctx *c) {
   tt_hlo_type rt = tt_lower_type(c, x), st = rt;
   st.dims[dim] = tt_lower_type(c, index).dims[0];
   tt_hv val = tt_lower_broadcast_to(c, tt_lower_operand(c, 3, xt.dtype), st.rank, st.dims);
+  tt_lower_check_index(c, index, rt.dims[dim], true, TT_OUT_OF_RANGE,
+                       "index {} is out of bounds for dimension {} with size {}", dim,
+                       rt.dims[dim]);
   tt_hv out = tt_lower_scatter_at(c, x, tt_lower_dim_coords(c, &st, index, dim, rt.dims[dim]), val, -1);
   tt_lower_result(c, tt_hlo_reshape(b, out, xt.rank, xt.dims));
   return NULL;
@@ -243,6 +246,9 @@ static tt_status lower_index_add(tt_lower_ctx *c) {
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "source %s doesn't match self %s with %" PRId64
                          " indices along dim %" PRId64, tt_shape_str(&st, s1, sizeof s1),
                          tt_shape_str(&xt, s2, sizeof s2), n, dim);
+  tt_lower_check_index(c, index, rt.dims[dim], false, TT_INVALID_ARGUMENT,
+                       "index {} is out of bounds for dimension {} with size {}", dim,
+                       rt.dims[dim]);
   tt_dtype acc = tt_opmath(xt.dtype);
   src = tt_hlo_convert(b, src, acc);
   if (!tt_lower_is_none(c, 4))

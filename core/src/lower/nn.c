@@ -56,6 +56,12 @@ static tt_status nll_prepare(tt_lower_ctx *c, int x, nll_parts *p) {
   tt_hv t = tt_hlo_convert(b, tt_hlo_reshape(b, tt_lower_tensor(c, x + 1), 1, &p->n), TT_I64);
   p->mask = tt_hlo_compare(b, TT_HLO_NE, t, tt_lower_splat_like(c, t, (double)tt_lower_int(c, x + 4)));
   p->safe = tt_hlo_select(b, p->mask, t, tt_lower_splat_like(c, t, 0));
+  tt_hv out = tt_hlo_binary(b, TT_HLO_OR,
+                            tt_hlo_compare(b, TT_HLO_LT, t, tt_lower_splat_like(c, t, 0)),
+                            tt_hlo_compare(b, TT_HLO_GE, t,
+                                           tt_lower_splat_like(c, t, (double)p->classes)));
+  tt_lower_check(c, tt_hlo_binary(b, TT_HLO_AND, p->mask, out), t, TT_OUT_OF_RANGE,
+                 "Target {} is out of bounds.", 0, 0);
   tt_dtype acc = tt_opmath(p->dt);
   tt_hlo_type wt = tt_hlo_make_type(acc, 1, &p->n);
   tt_hv w = tt_hlo_splat(b, &wt, 1);

@@ -18,5 +18,6 @@ void tt_program_deinit(tt_program *p) {
   free(p->params);
   free(p->outs);
   free(p->results);
+  free(p->checks);
   memset(p, 0, sizeof *p);
 }

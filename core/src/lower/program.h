@@ -64,12 +64,26 @@ typedef struct tt_out {
   int64_t numel;
 } tt_out;
 
+// A value precondition PyTorch checks on the host (an index in range, a
+// class target below C, a non-zero integer divisor) that here holds on the
+// device: the program computes it as one more output, an i64[2] (violated:
+// 0 or 1, an offending value), after its `outs`. The runtime reads the flag
+// at the next synchronisation and raises with `msg` (device-side checks).
+typedef struct tt_check {
+  tt_code code;     // TT_OUT_OF_RANGE: an IndexError in Python; else RuntimeError
+  const char *msg;  // static (a string literal): PyTorch's text; each "{}" is
+                    // replaced by the offending value, then by args[0], args[1]
+  int64_t args[2];
+} tt_check;
+
 // Owns its arrays; free with tt_program_deinit. A zeroed value is empty.
 typedef struct tt_program {
   tt_param *params;
   int nparams;
   tt_out *outs;
   int nouts;
+  tt_check *checks;  // one program output each, after the nouts outs
+  int nchecks;
   tt_op_result *results;  // metas of every result (fresh and dest), in dest
   int nresults;           // order; storages NULL
 } tt_program;

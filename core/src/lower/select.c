@@ -62,7 +62,14 @@ static tt_status index_prepare(tt_lower_ctx *c, index_args *a) {
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "source %s doesn't match self %s with %" PRId64
                          " indices along dim %" PRId64, tt_shape_str(&st, s1, sizeof s1),
                          tt_shape_str(&a->xt, s2, sizeof s2), n, a->dim);
-  a->crd = tt_lower_dim_coords(c, &st, index, a->dim, tt_lower_type(c, a->x).dims[a->dim]);
+  int64_t size = tt_lower_type(c, a->x).dims[a->dim];
+  if (strstr(tt_lower_op_name(c), "index_copy"))
+    tt_lower_check_index(c, index, size, false, TT_OUT_OF_RANGE, "index_copy_(): index {} is "
+                         "out of bounds for dimension {} with size {}", a->dim, size);
+  else
+    tt_lower_check_index(c, index, size, false, TT_OUT_OF_RANGE, "index out of range in self",
+                         0, 0);
+  a->crd = tt_lower_dim_coords(c, &st, index, a->dim, size);
   return NULL;
 }
 
@@ -155,6 +162,9 @@ static tt_status lower_take(tt_lower_ctx *c) {
   int64_t cd[TT_MAX_RANK + 1];
   memcpy(cd, it.dims, sizeof(int64_t) * (size_t)it.rank);
   cd[it.rank] = 1;
+  tt_lower_check_index(c, tt_lower_tensor(c, 1), n, true, TT_OUT_OF_RANGE,
+                       "out of range: tried to access index {} on a tensor of {} elements.",
+                       n, 0);
   tt_hv idx = tt_hlo_reshape(b, tt_lower_wrap_index(c, tt_lower_tensor(c, 1), n), it.rank + 1, cd);
   tt_hlo_gather_dims gd = {.collapsed_slice_dims = kIota, .n_collapsed = 1,
                            .start_index_map = kIota, .n_start_index_map = 1,
@@ -179,6 +189,9 @@ static tt_status lower_put(tt_lower_ctx *c) {
     return NULL;
   }
   bool acc = !tt_lower_is_none(c, 3) && tt_lower_bool(c, 3);
+  tt_lower_check_index(c, tt_lower_tensor(c, 1), tt_hlo_numel(&xt), true, TT_OUT_OF_RANGE,
+                       "out of range: tried to access index {} on a tensor of {} elements.",
+                       tt_hlo_numel(&xt), 0);
   tt_hv idx = tt_hlo_reshape(b, tt_lower_wrap_index(c, flat(c, tt_lower_tensor(c, 1)),
                                            tt_hlo_numel(&xt)), 2, two);
   tt_hv src = tt_hlo_convert(b, flat(c, tt_lower_tensor(c, 2)), xt.dtype);

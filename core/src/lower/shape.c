@@ -119,6 +119,8 @@ static tt_status lower_index_select(tt_lower_ctx *c) {
   int64_t dim;
   TT_RETURN_IF_ERROR(tt_lower_dim(c, tt_lower_int(c, 1), xt.rank, &dim));
   tt_hv x = tt_lower_tensor(c, 0), idx = tt_lower_tensor(c, 2);
+  tt_lower_check_index(c, idx, xt.rank ? xt.dims[dim] : 1, false, TT_OUT_OF_RANGE,
+                       "index out of range in self", 0, 0);
   if (xt.rank == 0) {  // a 0-d self takes index [0] only, and stays 0-d
     tt_lower_result(c, x);
     return NULL;

@@ -892,6 +892,12 @@ static tt_status nll2d_prepare(tt_lower_ctx *c, int x, nll2d *p) {
   tt_hv t = tt_hlo_convert(b, tt_hlo_reshape(b, tt_lower_tensor(c, x + 1), 1, &p->m), TT_I64);
   tt_hv keep = tt_hlo_compare(b, TT_HLO_NE, t,
                               tt_lower_splat_like(c, t, (double)tt_lower_int(c, x + 4)));
+  tt_hv out = tt_hlo_binary(b, TT_HLO_OR,
+                            tt_hlo_compare(b, TT_HLO_LT, t, tt_lower_splat_like(c, t, 0)),
+                            tt_hlo_compare(b, TT_HLO_GE, t,
+                                           tt_lower_splat_like(c, t, (double)p->classes)));
+  tt_lower_check(c, tt_hlo_binary(b, TT_HLO_AND, keep, out), t, TT_OUT_OF_RANGE,
+                 "Target {} is out of bounds.", 0, 0);
   tt_hlo_type it = tt_hlo_make_type(TT_I64, 2, md), ft = tt_hlo_make_type(p->acc, 2, md);
   tt_hv kt = tt_hlo_broadcast_in_dim(b, tt_hlo_reshape(b, keep, 2, col), 2, md, (int64_t[]){0, 1});
   p->hit = tt_hlo_binary(b, TT_HLO_AND, kt,

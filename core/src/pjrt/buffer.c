@@ -131,6 +131,44 @@ tt_status tt_pjrt_buffer_to_host(tt_pjrt *p, tt_pjrt_buffer *b, void *host,
   return st;
 }
 
+tt_status tt_pjrt_buffers_to_host(tt_pjrt *p, tt_pjrt_buffer *const *bufs, int n,
+                                  void *host, size_t each) {
+  int64_t minor_to_major[TT_MAX_RANK + 1];
+  PJRT_Buffer_MemoryLayout layout;
+  tt_status first = NULL;
+  PJRT_Event **events = calloc((size_t)(n ? n : 1), sizeof *events);
+  if (!events) return tt_make_status(TT_RESOURCE_EXHAUSTED, "download: out of memory");
+  for (int i = 0; i < n && !first; i++) {  // start every copy, then wait for all
+    int64_t dims[TT_MAX_RANK];
+    int rank = tt_pjrt_buffer_dims(p, bufs[i], dims);
+    int64_t numel = 1;
+    for (int d = 0; d < rank; d++) numel *= dims[d];
+    if (rank < 0 || (size_t)(numel * tt_dtype_size(tt_pjrt_buffer_dtype(p, bufs[i]))) != each) {
+      first = tt_make_status(TT_INVALID_ARGUMENT, "download: buffer %d of %d does not hold "
+                             "%zu bytes", i, n, each);
+      break;
+    }
+    row_major_layout(rank, minor_to_major, &layout);
+    PJRT_Buffer_ToHostBuffer_Args a = {0};
+    a.struct_size = PJRT_Buffer_ToHostBuffer_Args_STRUCT_SIZE;
+    a.src = tt_pjrt_raw_buffer(bufs[i]);
+    a.host_layout = &layout;
+    a.dst = (char *)host + (size_t)i * each;
+    a.dst_size = each;
+    first = TT_PJRT_CALL(p->api, PJRT_Buffer_ToHostBuffer, &a);
+    events[i] = a.event;
+  }
+  for (int i = 0; i < n; i++) {
+    if (!events[i]) continue;
+    tt_status st = tt_pjrt_raw_event_await(p->api, events[i]);
+    if (st && !first) first = st;
+    else tt_status_free(st);
+    tt_pjrt_raw_event_destroy(p->api, events[i]);
+  }
+  free(events);
+  return first;
+}
+
 // PJRT_Buffer_Destroy acts as PJRT_Buffer_Delete first, whose memory is only
 // released once pending work using the buffer completes: so this is safe
 // while launches that read `b` are in flight.

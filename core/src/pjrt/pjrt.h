@@ -60,6 +60,10 @@ tt_status tt_pjrt_buffer_from_host(tt_pjrt *p, int device, tt_dtype dtype,
 // Blocks until the buffer's value is on the host in `host` (`nbytes` long).
 tt_status tt_pjrt_buffer_to_host(tt_pjrt *p, tt_pjrt_buffer *b, void *host,
                                  size_t nbytes);
+// Copies `n` buffers of `each` bytes (any dense shape) into host[i * each],
+// every copy started before any is waited for (one wait, not n round trips).
+tt_status tt_pjrt_buffers_to_host(tt_pjrt *p, tt_pjrt_buffer *const *bufs, int n,
+                                  void *host, size_t each);
 // Safe while programs using `b` are still running: the plugin keeps the
 // memory until they finish.
 void tt_pjrt_buffer_destroy(tt_pjrt *p, tt_pjrt_buffer *b);

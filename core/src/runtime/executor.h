@@ -54,6 +54,13 @@ typedef struct tt_exec_param {
   int32_t op;             // the op that added it (for messages)
 } tt_exec_param;
 
+// A device-side check of a deferred program (program.h's tt_check), with the
+// op that made it; its flag is the program's output after `nouts`.
+typedef struct tt_exec_check {
+  tt_check check;
+  int32_t op;
+} tt_exec_check;
+
 // What a deferred program ran, shown to a capture before it is cleared.
 // `exe` is NULL when nothing ran (no op, or no output alive).
 typedef struct tt_exec_program {
@@ -63,6 +70,8 @@ typedef struct tt_exec_program {
   int nparams;
   tt_storage *const *outs;      // program outputs, in order: their storages
   int nouts;                    // (buffers already handed over)
+  const tt_exec_check *checks;  // then one flag output per check
+  int nchecks;
 } tt_exec_program;
 
 typedef void (*tt_exec_seen_fn)(void *ctx, const tt_exec_program *p);

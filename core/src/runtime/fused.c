@@ -43,6 +43,7 @@
 
 #include "base/hash.h"
 #include "lower/ctx.h"
+#include "runtime/checks.h"
 #include "runtime/compile.h"
 #include "runtime/executor.h"
 #include "runtime/runtime.h"
@@ -73,6 +74,9 @@ typedef struct tt_fused {
   int nwrites, cap_writes;
   int32_t *ops;         // op ids, for error messages
   int nops, cap_ops;
+  tt_exec_check *checks;  // device-side checks of the ops: outputs after the
+  tt_hv *check_vals;      // writes, their flags handed to the runtime
+  int nchecks, cap_checks, cap_check_vals;
   int64_t max_ops, max_bytes, max_instructions;
   tt_fused_stats stats;
   bool told_split;   // the first split by a bound was reported
@@ -107,7 +111,7 @@ static void clear(tt_fused *f, bool lost) {
       s->mark.epoch = 0;
     }
   }
-  f->nparams = f->nwrites = f->nops = 0;
+  f->nparams = f->nwrites = f->nops = f->nchecks = 0;
   f->epoch++;
   tt_hlo_reset(f->b);
   tt_trace_rec_clear(&f->rec);
@@ -125,6 +129,8 @@ static void fused_destroy(tt_executor *ex) {
   free(f->params);
   free(f->writes);
   free(f->ops);
+  free(f->checks);
+  free(f->check_vals);
   free(f);
 }
 
@@ -200,7 +206,11 @@ static tt_status prepare(tt_runtime *rt, tt_fused *f, const tt_op_call *call,
                sizeof *f->params) ||
       !reserve((void **)&f->writes, &f->cap_writes, f->nwrites + plan->nouts,
                sizeof *f->writes) ||
-      !reserve((void **)&f->ops, &f->cap_ops, f->nops + 1, sizeof *f->ops))
+      !reserve((void **)&f->ops, &f->cap_ops, f->nops + 1, sizeof *f->ops) ||
+      !reserve((void **)&f->checks, &f->cap_checks, f->nchecks + plan->nchecks,
+               sizeof *f->checks) ||
+      !reserve((void **)&f->check_vals, &f->cap_check_vals, f->nchecks + plan->nchecks,
+               sizeof *f->check_vals))
     return tt_make_status(TT_RESOURCE_EXHAUSTED, "%s: fused graph: out of memory", name);
   for (int i = 0; i < plan->nparams; i++) {
     const tt_param *p = &plan->params[i];
@@ -281,6 +291,10 @@ static void commit(tt_runtime *rt, tt_fused *f, const tt_op_call *call,
     results[*nres].storage = s;
     (*nres)++;
   }
+  for (int k = 0; k < plan->nchecks; k++) {
+    f->checks[f->nchecks] = (tt_exec_check){plan->checks[k], call->op};
+    f->check_vals[f->nchecks++] = lo->out_vals[plan->nouts + k];
+  }
   f->ops[f->nops++] = call->op;
   f->stats.ops++;
   rt->stats.op_calls++;
@@ -328,6 +342,7 @@ static void tell_split(tt_fused *f, const char *bound) {
 static void graph_signature(tt_fused *f, const tt_op_call *call,
                             const tt_rule *rule, const tt_slot *slots) {
   tt_signature_build(&f->sig, call, rule, slots);
+  tt_buf_append_i64(&f->sig, f->base.rt->device_checks);
   int n = tt_call_slots(call, NULL, 0);
   for (int i = 0; i < n; i++) {
     const tt_storage *s = slots[i].t->storage;
@@ -519,7 +534,8 @@ static tt_status launch(tt_fused *f, tt_pjrt_exe *exe, const tt_hlo *types,
                         tt_storage **live, const tt_hv *outv, int nlive) {
   tt_runtime *rt = f->base.rt;
   tt_status st = NULL;
-  tt_pjrt_buffer **outs = calloc((size_t)(nlive ? nlive : 1), sizeof *outs);
+  int nouts = nlive + f->nchecks;  // the checks' flags follow the storages'
+  tt_pjrt_buffer **outs = calloc((size_t)(nouts ? nouts : 1), sizeof *outs);
   size_t np = (size_t)(f->nparams ? f->nparams : 1);
   tt_pjrt_buffer **args = calloc(np, sizeof *args);
   tt_pjrt_buffer **rng = calloc(np, sizeof *rng);
@@ -541,7 +557,15 @@ static tt_status launch(tt_fused *f, tt_pjrt_exe *exe, const tt_hlo *types,
     const tt_hlo_type *ty = tt_hlo_type_of(types, outv[i]);
     tt_storage_set_buffer(live[i], outs[i], ty->dtype, tt_hlo_numel(ty));
   }
-  st = tt_runtime_track_event(rt, done);
+  for (int k = 0; k < f->nchecks; k++) {
+    tt_status ck = tt_checks_push(rt, outs[nlive + k], &f->checks[k].check,
+                                  f->checks[k].op);
+    if (ck && !st) st = ck;
+    else tt_status_free(ck);
+  }
+  tt_status ev = tt_runtime_track_event(rt, done);
+  if (!st) st = ev;
+  else tt_status_free(ev);
   for (int i = 0; i < temps.cap; i++)  // keep this step's scalars for the next
     if (temps.bufs[i])
       tt_scalar_cache_put(&rt->scalars, rt->pjrt, f->device, temps.dtypes[i],
@@ -609,11 +633,13 @@ static tt_status program_for(tt_fused *f, const tt_hv *outv, int nlive,
 // Finishes (or finds), compiles and launches the graph's program; hands the
 // outputs to the live storages it wrote.
 static tt_status run(tt_fused *f, tt_storage **live, int nlive, tt_pjrt_exe **out_exe) {
-  tt_hv *outv = malloc((size_t)(nlive ? nlive : 1) * sizeof *outv);
+  int n = nlive + f->nchecks;
+  tt_hv *outv = malloc((size_t)(n ? n : 1) * sizeof *outv);
   if (!outv) return tt_make_status(TT_RESOURCE_EXHAUSTED, "out of memory");
   for (int i = 0; i < nlive; i++) outv[i] = live[i]->mark.val;
+  for (int k = 0; k < f->nchecks; k++) outv[nlive + k] = f->check_vals[k];
   const tt_hlo *types = NULL;
-  tt_status st = program_for(f, outv, nlive, out_exe, &types);
+  tt_status st = program_for(f, outv, n, out_exe, &types);
   if (!st) st = launch(f, *out_exe, types, live, outv, nlive);
   free(outv);
   return st;
@@ -630,10 +656,11 @@ static tt_status flush_with(tt_fused *f, tt_exec_seen_fn seen, void *ctx) {
   tt_status st = NULL;
   tt_pjrt_exe *exe = NULL;
   int64_t instructions = body_instructions(f);  // before run() hands the builder on
-  if (nlive > 0) st = run(f, f->writes, nlive, &exe);
+  // A graph whose results all died still runs when it checks something.
+  if (nlive > 0 || f->nchecks > 0) st = run(f, f->writes, nlive, &exe);
   if (!st && seen)
     seen(ctx, &(tt_exec_program){exe, f->device, f->params, f->nparams,
-                                 f->writes, nlive});
+                                 f->writes, nlive, f->checks, f->nchecks});
   f->stats.graphs++;
   f->stats.last_graph_ops = f->nops;
   f->stats.last_graph_instructions = instructions;

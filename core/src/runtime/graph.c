@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "runtime/cache.h"
+#include "runtime/checks.h"
 #include "runtime/executor.h"
 #include "runtime/runtime.h"
 #include "runtime/storage.h"
@@ -172,6 +173,8 @@ struct tt_graph {
   int nouts, nresults;
   tt_graph_output *outputs;  // the graph's outputs
   int noutputs;
+  tt_exec_check *checks;  // device-side checks: program outputs after outs
+  int nchecks;
 };
 
 // Frees a graph, rt->mu held: its executable is no longer pinned.
@@ -184,6 +187,7 @@ static void graph_free(tt_graph *g) {
   free(g->params);
   free(g->outs);
   free(g->outputs);
+  free(g->checks);
   free(g);
 }
 
@@ -405,7 +409,12 @@ static void seen(void *ctx, const tt_exec_program *p) {
   if (g->exe) tt_prog_cache_pin(e->rt->progs, g->exe);
   g->outs = calloc((size_t)(p->nouts ? p->nouts : 1), sizeof *g->outs);
   g->outputs = calloc((size_t)(e->noutputs ? e->noutputs : 1), sizeof *g->outputs);
-  tt_status st = g->outs && g->outputs ? NULL
+  g->checks = calloc((size_t)(p->nchecks ? p->nchecks : 1), sizeof *g->checks);
+  if (g->checks && p->nchecks) {
+    memcpy(g->checks, p->checks, (size_t)p->nchecks * sizeof *g->checks);
+    g->nchecks = p->nchecks;
+  }
+  tt_status st = g->outs && g->outputs && g->checks ? NULL
                  : tt_make_status(TT_RESOURCE_EXHAUSTED, "graph capture: out of memory");
   if (!st) st = copy_params(e, g, p);
   if (st || e->c->why[0] || !map_outputs(e, g, p)) {
@@ -580,7 +589,7 @@ static tt_status replay_locked(tt_runtime *rt, tt_graph *g, const tt_tensor *inp
   // A pending deferred program may hold an input's value: run it first.
   TT_RETURN_IF_ERROR(tt_exec_flush(rt->exec));
   size_t np = (size_t)(g->nparams ? g->nparams : 1);
-  size_t no = (size_t)(g->nouts ? g->nouts : 1);
+  size_t no = (size_t)(g->nouts + g->nchecks ? g->nouts + g->nchecks : 1);
   tt_pjrt_buffer **args = calloc(np, sizeof *args);
   tt_pjrt_buffer **rng = calloc(np, sizeof *rng);
   tt_pjrt_buffer **outs = calloc(no, sizeof *outs);
@@ -606,6 +615,12 @@ static tt_status replay_locked(tt_runtime *rt, tt_graph *g, const tt_tensor *inp
     goto cleanup;
   }
   st = scatter(rt, g, inputs, outs, results);
+  for (int k = 0; k < g->nchecks; k++) {  // read at the next synchronisation
+    tt_status ck = tt_checks_push(rt, outs[g->nouts + k], &g->checks[k].check,
+                                  g->checks[k].op);
+    if (ck && !st) st = ck;
+    else tt_status_free(ck);
+  }
   if (done) {
     tt_status ev = tt_runtime_track_event(rt, done);
     if (!st) st = ev;

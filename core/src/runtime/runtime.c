@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "runtime/cache.h"
+#include "runtime/checks.h"
 #include "runtime/executor.h"
 #include "runtime/fused.h"
 #include "runtime/storage.h"
@@ -19,6 +20,7 @@ tt_status tt_runtime_create(const tt_runtime_options *opts,
   tt_runtime *rt = calloc(1, sizeof *rt);
   if (!rt) return tt_make_status(TT_RESOURCE_EXHAUSTED, "runtime: out of memory");
   pthread_mutex_init(&rt->mu, NULL);
+  rt->device_checks = true;
   tt_status st = NULL;
   tt_pjrt_options po = {
       .plugin_path = opts ? opts->plugin_path : NULL,
@@ -52,6 +54,7 @@ void tt_runtime_destroy(tt_runtime *rt) {
   tt_exec_destroy(rt->fused);
   tt_exec_destroy(rt->strict);
   tt_status_free(rt->deferred);
+  tt_checks_drop(rt);
   tt_prog_cache_destroy(rt->progs, rt->pjrt);
   tt_hlo_destroy(rt->hlo);
   for (int i = 0; i < TT_MAX_DEVICES; i++) free(rt->generators[i]);
@@ -125,6 +128,7 @@ void tt_runtime_lower_options(const tt_runtime *rt, bool infer_only,
                               tt_lower_options *out) {
   *out = (tt_lower_options){.infer_only = infer_only,
                             .supports_f64 = rt->supports_f64,
+                            .device_checks = rt->device_checks,
                             .facts = tt_storage_facts_of};
 }
 
@@ -144,6 +148,19 @@ void tt_runtime_set_mode(tt_runtime *rt, tt_exec_mode mode) {
 }
 
 tt_exec_mode tt_runtime_mode(tt_runtime *rt) { return rt->mode; }
+
+void tt_runtime_set_device_checks(tt_runtime *rt, bool on) {
+  pthread_mutex_lock(&rt->mu);
+  rt->device_checks = on;  // part of every signature: plans don't mix
+  pthread_mutex_unlock(&rt->mu);
+}
+
+bool tt_runtime_device_checks(tt_runtime *rt) {
+  pthread_mutex_lock(&rt->mu);
+  bool on = rt->device_checks;
+  pthread_mutex_unlock(&rt->mu);
+  return on;
+}
 
 void tt_runtime_stats(tt_runtime *rt, tt_stats *out) {
   pthread_mutex_lock(&rt->mu);
@@ -261,6 +278,12 @@ tt_status tt_runtime_synchronize(tt_runtime *rt) {
     tt_pjrt_event_destroy(rt->pjrt, evs[i]);
   }
   free(evs);
+  // The programs are done: their device-side checks are read now.
+  pthread_mutex_lock(&rt->mu);
+  tt_status ck = tt_checks_read(rt);
+  pthread_mutex_unlock(&rt->mu);
+  if (!first) first = ck;
+  else tt_status_free(ck);
   return first;
 }
 

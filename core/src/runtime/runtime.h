@@ -18,6 +18,7 @@
 //   cache.h      the in-memory signature and program caches
 //   disk_cache.h the persistent cache;  explain.h  the recompile explainer
 //   scalars.h    device copies of recent scalar arguments
+//   checks.h     device-side checks' flags, read at synchronisation
 #ifndef TT_RUNTIME_RUNTIME_H
 #define TT_RUNTIME_RUNTIME_H
 
@@ -70,6 +71,12 @@ struct tt_runtime {
 
   tt_pjrt_event **pending;  // completion events of launched programs
   int npending, cap_pending;
+
+  // Device-side checks (checks.h): on unless the user turned them off; the
+  // flag buffers of launched programs, read at the next synchronisation.
+  bool device_checks;
+  struct tt_pending_check *checks;
+  int nchecks, cap_checks;
 
   tt_generator *generators[TT_MAX_DEVICES];
   tt_graph_stats graph_stats;  // graph capture and replay (graph.c)

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/checks.h"
 #include "runtime/executor.h"
 #include "runtime/runtime.h"
 
@@ -266,6 +267,9 @@ static tt_status download_locked(const tt_tensor *src, void *host) {
   // graphs then end where the program syncs (loss.item()), so a training
   // step is one graph, the same every step, whatever the size bound cut.
   TT_RETURN_IF_ERROR(tt_exec_flush(s->rt->exec));
+  // A host read is a synchronisation: a device-side check that failed in
+  // any program launched so far raises here (CUDA's semantics).
+  TT_RETURN_IF_ERROR(tt_checks_read(s->rt));
   if (!s->buf && s->lost)
     return tt_make_status(TT_FAILED_PRECONDITION,
                           "this tensor's value was lost: the fused graph that "

@@ -16,6 +16,7 @@
 #include "base/buf.h"
 #include "lower/ctx.h"
 #include "runtime/cache.h"
+#include "runtime/checks.h"
 #include "runtime/compile.h"
 #include "runtime/executor.h"
 #include "runtime/explain.h"
@@ -113,9 +114,10 @@ static tt_status run_plan(tt_runtime *rt, const tt_op_call *call,
                           const tt_plan *plan, const tt_slot *slots,
                           tt_op_result *results, int32_t cap, int32_t *nres) {
   tt_pjrt_buffer *stack_args[16], *stack_outs[16], *stack_temps[16];
-  bool heap = plan->prog.nparams > 16 || plan->prog.nouts > 16;
+  int nouts = plan->prog.nouts + plan->prog.nchecks;  // checks' flags last
+  bool heap = plan->prog.nparams > 16 || nouts > 16;
   size_t na = (size_t)(plan->prog.nparams ? plan->prog.nparams : 1);
-  size_t no = (size_t)(plan->prog.nouts ? plan->prog.nouts : 1);
+  size_t no = (size_t)(nouts ? nouts : 1);
   tt_pjrt_buffer **args = heap ? calloc(na, sizeof *args) : stack_args;
   tt_pjrt_buffer **temps = heap ? calloc(na, sizeof *temps) : stack_temps;
   tt_pjrt_buffer **outs = heap ? calloc(no, sizeof *outs) : stack_outs;
@@ -131,9 +133,17 @@ static tt_status run_plan(tt_runtime *rt, const tt_op_call *call,
                                        plan->prog.nparams, outs, &done), cleanup);
   rt->stats.op_calls++;
   st = scatter_outputs(rt, call, plan, slots, outs, results, cap, nres);
+  for (int k = 0; k < plan->prog.nchecks; k++) {  // read at the next sync
+    tt_status ck = tt_checks_push(rt, outs[plan->prog.nouts + k], &plan->prog.checks[k],
+                                  call->op);
+    if (ck && !st) st = ck;
+    else tt_status_free(ck);
+  }
   tt_status ev = tt_runtime_track_event(rt, done);
   if (ev && !st) st = tt_status_annotate(ev, "%s", tt_op_name(call->op));
   else tt_status_free(ev);
+  // Debug eager: the op has finished (track_event waited); so are its checks.
+  if (!st && rt->mode == TT_MODE_DEBUG && plan->prog.nchecks) st = tt_checks_read(rt);
 cleanup:
   for (int i = 0; i < ntemps; i++) tt_pjrt_buffer_destroy(rt->pjrt, temps[i]);
   if (heap) {
@@ -200,6 +210,7 @@ static tt_status strict_run_op(tt_executor *ex, const tt_op_call *call,
   TT_RETURN_IF_ERROR(with_slots(call, &slots, stack, 32));
   tt_status st = NULL;
   tt_signature_build(&x->sig, call, rule, slots);
+  tt_buf_append_i64(&x->sig, rt->device_checks);  // plans with and without checks
   tt_plan *plan = tt_sig_cache_find(x->sigs, x->sig.data, x->sig.len);
   if (plan) rt->stats.sig_hits++;
   else {

@@ -94,11 +94,13 @@ static bool lo_copy(const tt_lower_graph_out *src, tt_lower_graph_out *dst) {
       .outs = dup(p->outs, (size_t)p->nouts * sizeof *p->outs),
       .nouts = p->nouts,
       .results = dup(p->results, (size_t)p->nresults * sizeof *p->results),
-      .nresults = p->nresults};
+      .nresults = p->nresults,
+      .checks = dup(p->checks, (size_t)p->nchecks * sizeof *p->checks),
+      .nchecks = p->nchecks};
   dst->param_vals = dup(src->param_vals, (size_t)p->nparams * sizeof(tt_hv));
-  dst->out_vals = dup(src->out_vals, (size_t)p->nouts * sizeof(tt_hv));
+  dst->out_vals = dup(src->out_vals, (size_t)(p->nouts + p->nchecks) * sizeof(tt_hv));
   if (dst->prog.params && dst->prog.outs && dst->prog.results && dst->param_vals &&
-      dst->out_vals)
+      dst->out_vals && dst->prog.checks)
     return true;
   tt_lower_graph_out_deinit(dst);
   return false;
