@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Everything CI runs: the core's layering check, setup, the core's C tests
 # (plain and ASan+UBSan), a time-bounded fuzz run over the op-call boundary
-# (libFuzzer, clang >= 15), then the Python test suite on the real XLA CPU
-# plugin.
+# (libFuzzer, clang >= 15), a subset of the Python suite over the sanitized
+# core, then the Python test suite on the real XLA CPU plugin.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,5 +20,8 @@ if ! have_clang && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "fuzz: could not install clang-16"
 fi
 make -j2 PYTHON=.venv/bin/python fuzz-run FUZZ_SECONDS="${FUZZ_SECONDS:-45}"
+
+# A subset of the Python suite over the ASan+UBSan core (about 4 minutes).
+make -j2 PYTHON=.venv/bin/python pytest-asan
 
 .venv/bin/python -m pytest tests/ -q
