@@ -391,7 +391,7 @@ static tt_status cumulative(tt_lower_ctx *c, tt_hlo_reduce_kind kind) {
   TT_RETURN_IF_ERROR(tt_lower_dim(c, tt_lower_int(c, 1), xt.rank, &dim));
   const tt_value *dv = tt_lower_arg(c, 2);
   tt_hlo_type dest;
-  tt_dtype rt = dv->kind == TT_VALUE_DTYPE ? dv->u.dtype
+  tt_dtype rt = dv->kind == TT_VALUE_DTYPE && dv->u.dtype != TT_DTYPE_NONE ? dv->u.dtype
                 : tt_lower_dest_type(c, 0, &dest) ? dest.dtype
                 : tt_dtype_is_float(xt.dtype) ? xt.dtype : TT_I64;
   if (xt.rank == 0 || tt_hlo_numel(&xt) == 0) {

@@ -35,7 +35,8 @@ static tt_hv per_channel(tt_lower_ctx *c, tt_hv v, tt_hv like) {
 
 // Optional tensor argument i as opmath [n], or a splat of `dflt`.
 static tt_hv opt_vec(tt_lower_ctx *c, int i, int64_t n, tt_dtype acc, double dflt) {
-  if (!tt_lower_is_none(c, i)) return tt_lower_convert(c, tt_lower_tensor(c, i), acc);
+  if (!tt_lower_is_none(c, i))
+    return tt_hlo_reshape(tt_lower_hlo(c), tt_lower_convert(c, tt_lower_tensor(c, i), acc), 1, &n);
   tt_hlo_type t = tt_hlo_make_type(acc, 1, &n);
   return tt_hlo_splat(tt_lower_hlo(c), &t, dflt);
 }
@@ -71,6 +72,19 @@ static tt_status batch_norm(tt_lower_ctx *c, const bn_args *a) {
   tt_dtype acc = tt_opmath(xt.dtype);
   bool mask[TT_MAX_RANK] = {false};
   for (int d = 0; d < xt.rank; d++) mask[d] = d != 1;
+  // weight, bias and the running statistics are [C] (PyTorch: "running_mean
+  // should contain C elements not N").
+  const int vecs[4] = {a->w, a->b, a->rm, a->rv};
+  static const char *const kVecNames[4] = {"weight", "bias", "running_mean", "running_var"};
+  for (int k = 0; k < 4; k++) {
+    if (vecs[k] < 0 || tt_lower_is_none(c, vecs[k])) continue;
+    tt_hlo_type vt = tt_lower_tensor_type(c, vecs[k], -1);
+    // weight and bias may be any shape of C elements (read flat); the
+    // statistics are written back, so they are [C].
+    if (k < 2 ? tt_hlo_numel(&vt) != ch : (vt.rank != 1 || vt.dims[0] != ch))
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "%s should contain %" PRId64 " elements not %" PRId64,
+                           kVecNames[k], ch, tt_hlo_numel(&vt));
+  }
   bool has_stats = a->rm >= 0 && !tt_lower_is_none(c, a->rm) && !tt_lower_is_none(c, a->rv);
   if (!a->training && !has_stats)
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "running_mean and running_var must be "

@@ -304,8 +304,11 @@ static tt_status lower_kthvalue(tt_lower_ctx *c) {
   if (!tt_dtype_is_float(d))
     return tt_lower_fail(c, TT_UNIMPLEMENTED, "kthvalue of %s (tied indices follow the CPU's "
                          "quickselect)", tt_dtype_name(d));
-  return order_stat(c, tt_lower_int(c, 2), tt_lower_bool(c, 3), PICK_KTH,
-                    tt_lower_int(c, 1) - 1, false);
+  int64_t k = tt_lower_int(c, 1);
+  if (k < 1)  // order_stat checks the upper end
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "kthvalue(): selected number k out of range "
+                         "(k = %" PRId64 ")", k);
+  return order_stat(c, tt_lower_int(c, 2), tt_lower_bool(c, 3), PICK_KTH, k - 1, false);
 }
 // median.dim(self, dim, keepdim): the lower median; NaN when a NaN is present.
 static tt_status lower_median_dim(tt_lower_ctx *c) {
