@@ -165,6 +165,27 @@ void tt_hlo_add_functions(tt_hlo *b, uint64_t key, const char *text) {
   tt_hlo_buf_printf(&b->funcs, "%s", text);
 }
 
+// "%a, %b" of a call's operands.
+static void put_operand_names(tt_hlo *b, const tt_hv *operands, int n) {
+  for (int i = 0; i < n; i++) {
+    tt_hlo_buf_printf(&b->body, "%s", i ? ", " : "");
+    tt_hlo_put_name(b, &b->body, operands[i]);
+  }
+}
+
+// " : (operand types) -> (result types)" and the end of the line.
+static void put_call_types(tt_hlo *b, const tt_hv *operands, int n,
+                           const tt_hlo_type *types, int nres) {
+  tt_hlo_put_types(b, &b->body, operands, n);
+  tt_hlo_buf_printf(&b->body, "(");
+  for (int i = 0; i < nres; i++) {
+    tt_hlo_buf_printf(&b->body, "%s", i ? ", " : "");
+    tt_hlo_put_type(&b->body, &types[i]);
+  }
+  tt_hlo_buf_printf(&b->body, ")\n");
+}
+
+
 tt_hv tt_hlo_call(tt_hlo *b, const char *callee, const tt_hv *operands, int n,
                   const tt_hlo_type *types, int nres) {
   if (!tt_hlo_ok(b, operands, n)) return TT_HV_INVALID;
@@ -176,18 +197,9 @@ tt_hv tt_hlo_call(tt_hlo *b, const char *callee, const tt_hv *operands, int n,
   if (r == TT_HV_INVALID) return r;
   tt_hlo_begin_line(b, r, nres);
   tt_hlo_buf_printf(&b->body, "\"func.call\"(");
-  for (int i = 0; i < n; i++) {
-    tt_hlo_buf_printf(&b->body, "%s", i ? ", " : "");
-    tt_hlo_put_name(b, &b->body, operands[i]);
-  }
+  put_operand_names(b, operands, n);
   tt_hlo_buf_printf(&b->body, ") {callee = @%s}", callee);
-  tt_hlo_put_types(b, &b->body, operands, n);
-  tt_hlo_buf_printf(&b->body, "(");
-  for (int i = 0; i < nres; i++) {
-    tt_hlo_buf_printf(&b->body, "%s", i ? ", " : "");
-    tt_hlo_put_type(&b->body, &types[i]);
-  }
-  tt_hlo_buf_printf(&b->body, ")\n");
+  put_call_types(b, operands, n, types, nres);
   return r;
 }
 
@@ -221,22 +233,13 @@ tt_hv tt_hlo_ffi_call(tt_hlo *b, const char *target, const char *attrs,
   if (r == TT_HV_INVALID) return r;
   tt_hlo_begin_line(b, r, nres);
   tt_hlo_buf_printf(&b->body, "\"stablehlo.custom_call\"(");
-  for (int i = 0; i < n; i++) {
-    tt_hlo_buf_printf(&b->body, "%s", i ? ", " : "");
-    tt_hlo_put_name(b, &b->body, operands[i]);
-  }
+  put_operand_names(b, operands, n);
   tt_hlo_buf_printf(&b->body, ") {api_version = 4 : i32, backend_config = {%s}, "
                     "call_target_name = \"%s\", operand_layouts = ", attrs, target);
   put_layouts(&b->body, in_types, n);
   tt_hlo_buf_printf(&b->body, ", result_layouts = ");
   put_layouts(&b->body, types, nres);
   tt_hlo_buf_printf(&b->body, "}");
-  tt_hlo_put_types(b, &b->body, operands, n);
-  tt_hlo_buf_printf(&b->body, "(");
-  for (int i = 0; i < nres; i++) {
-    tt_hlo_buf_printf(&b->body, "%s", i ? ", " : "");
-    tt_hlo_put_type(&b->body, &types[i]);
-  }
-  tt_hlo_buf_printf(&b->body, ")\n");
+  put_call_types(b, operands, n, types, nres);
   return r;
 }

@@ -102,6 +102,19 @@ enum {
   OPTIONS_COMPILE_PORTABLE_EXECUTABLE = 4,
 };
 
+// Hands the encoded message to the caller (or frees it when encoding ran out
+// of memory).
+static tt_status take_message(pb_buf *opts, void **out, size_t *out_len) {
+  if (opts->oom) {
+    free(opts->data);
+    return tt_make_status(TT_RESOURCE_EXHAUSTED,
+                          "out of host memory encoding compile options");
+  }
+  *out = opts->data;
+  *out_len = opts->len;
+  return NULL;
+}
+
 tt_status tt_pjrt_compile_options(void **out, size_t *out_len) {
   *out = NULL;
   *out_len = 0;
@@ -112,14 +125,7 @@ tt_status tt_pjrt_compile_options(void **out, size_t *out_len) {
   pb_message(&opts, OPTIONS_EXECUTABLE_BUILD_OPTIONS, &build);
   pb_int(&opts, OPTIONS_COMPILE_PORTABLE_EXECUTABLE, 1);
   free(build.data);
-  if (opts.oom) {
-    free(opts.data);
-    return tt_make_status(TT_RESOURCE_EXHAUSTED,
-                          "out of host memory encoding compile options");
-  }
-  *out = opts.data;
-  *out_len = opts.len;
-  return NULL;
+  return take_message(&opts, out, out_len);
 }
 
 // --- replicated programs ------------------------------------------------------
@@ -155,12 +161,5 @@ tt_status tt_pjrt_compile_options_replicated(int n, const int64_t *device_ids,
   free(comp.data);
   free(assign.data);
   free(build.data);
-  if (opts.oom) {
-    free(opts.data);
-    return tt_make_status(TT_RESOURCE_EXHAUSTED,
-                          "out of host memory encoding compile options");
-  }
-  *out = opts.data;
-  *out_len = opts.len;
-  return NULL;
+  return take_message(&opts, out, out_len);
 }
