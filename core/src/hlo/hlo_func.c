@@ -185,7 +185,6 @@ static void put_call_types(tt_hlo *b, const tt_hv *operands, int n,
   tt_hlo_buf_printf(&b->body, ")\n");
 }
 
-
 tt_hv tt_hlo_call(tt_hlo *b, const char *callee, const tt_hv *operands, int n,
                   const tt_hlo_type *types, int nres) {
   if (!tt_hlo_ok(b, operands, n)) return TT_HV_INVALID;
