@@ -150,7 +150,6 @@ _CORE_FUNCS = {
     "tt_runtime_profile_counts": (None, [_p, ctypes.POINTER(ctypes.c_int64),
                                          ctypes.POINTER(ctypes.c_int64)]),
     "tt_runtime_profile_now_ns": (ctypes.c_int64, []),
-    "tt_graph_set_name": (None, [_p, ctypes.c_char_p]),
 }
 
 # Entry points bound only when the core exports them (added by later cores).
@@ -332,10 +331,6 @@ def profile_read(cap=65536):
 
 def profile_now_ns():
     return core.tt_runtime_profile_now_ns()
-
-
-def graph_set_name(handle, name):
-    core.tt_graph_set_name(handle, name.encode("utf-8", "replace")[:95])
 
 
 def set_device_checks(flag):
