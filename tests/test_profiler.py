@@ -156,3 +156,29 @@ def test_profiling_config():
     assert cfg["profiling"]["enable_profiling"] and cfg["profiling"]["profile_freq"] == 5
     with pytest.raises(ConfigError):
         load_config(argv=["--profiling.profile_freq", "2"])  # < warmup 3 + active 1
+
+
+_COLLECTIVE_SCRIPT = """
+import torch, torchtpu, torchtpu.profiler
+from torchtpu.distributed import device_collectives as dc
+xs = [torch.ones(8, device=f"tpu:{i}") for i in range(2)]
+torch.tpu.synchronize()
+with torchtpu.profiler.trace() as t:
+    dc.all_reduce(xs, "SUM")
+for e in t.events:
+    print("EVENT", e["kind"], e["device"], e["bytes_in"], e["bytes_out"], e["end_ns"] > 0, e["name"])
+"""
+
+
+def test_collective_one_event_per_device():
+    import subprocess
+    import sys
+    env = dict(os.environ, TORCHTPU_CPU_DEVICES="2")
+    out = subprocess.run([sys.executable, "-c", _COLLECTIVE_SCRIPT], env=env,
+                         capture_output=True, text=True, timeout=300)
+    events = [l.split(None, 6)[1:] for l in out.stdout.splitlines() if l.startswith("EVENT")]
+    assert out.returncode == 0 and len(events) == 2, out.stdout[-2000:] + out.stderr[-2000:]
+    assert sorted(e[1] for e in events) == ["0", "1"]
+    for kind, _, bin_, bout, done, name in events:
+        assert kind == "collective" and bin_ == bout == "32" and done == "True"
+        assert "all_reduce" in name
