@@ -32,8 +32,11 @@ Clocks: the core stamps CLOCK_MONOTONIC; PyTorch's trace holds microseconds
 since its "baseTimeNanoseconds" (Unix time). The offset between the two
 clocks is measured once per export.
 
-Device time is launch start to completion-event ready: on the CPU plugin a
-program runs during (or right after) its launch, so it includes the launch.
+Device time (`device_time_us`, the event's duration) is launch start to
+completion-event ready: it includes the launch and, for a program launched
+while earlier ones still ran, its wait behind them; `exec_us` is the share
+after the device's previous programs finished (exact if it runs programs in
+order). Overlapping programs go on separate rows ("programs (1)", ...).
 """
 import gzip
 import json
@@ -91,6 +94,7 @@ def chrome_events(events, base_time_ns=0):
     offset = _monotonic_to_unix_ns() - base_time_ns
     out = []
     seen = set()
+    busy_until = {}  # device -> latest end so far (exec_us: in-order estimate)
     for e, lane in zip(events, _lanes(events)):
         pid = TPU_PID_BASE + e["device"]
         if e["device"] not in seen:
@@ -107,10 +111,17 @@ def chrome_events(events, base_time_ns=0):
                         "args": {"name": "programs" if lane == 0 else f"programs ({lane})"}})
         done = e["end_ns"] > 0
         dur_ns = e["end_ns"] - e["start_ns"] if done else e["launched_ns"] - e["start_ns"]
+        # A program launched while earlier ones still ran waited for them
+        # (if the device runs programs in order): its own share.
+        began = max(e["start_ns"], busy_until.get(e["device"], 0))
+        exec_ns = max(e["end_ns"] - began, 0) if done else None
+        if done:
+            busy_until[e["device"]] = max(busy_until.get(e["device"], 0), e["end_ns"])
         out.append({
             "ph": "X", "cat": "tpu_program", "name": e["name"], "pid": pid, "tid": lane,
             "ts": (e["start_ns"] + offset) / 1000.0, "dur": max(dur_ns, 0) / 1000.0,
             "args": {"kind": e["kind"], "device_time_us": dur_ns / 1000.0 if done else None,
+                     "exec_us": exec_ns / 1000.0 if done else None,
                      "launch_us": (e["launched_ns"] - e["start_ns"]) / 1000.0,
                      "bytes_in": e["bytes_in"], "bytes_out": e["bytes_out"],
                      "seq": e["seq"], "failed": e["failed"]},
