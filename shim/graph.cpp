@@ -12,6 +12,7 @@
 
 #include <memory>
 #include <mutex>
+#include <string>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -149,6 +150,18 @@ std::vector<at::Tensor> replay(int64_t handle, const std::vector<at::Tensor> &in
   return out;
 }
 
+// Names the graph in profiles (torchtpu.profiler); an unknown handle is ignored.
+void set_name(int64_t handle, const std::string &name) {
+  std::shared_ptr<const Graph> graph;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    auto it = g_graphs.find(handle);
+    if (it == g_graphs.end()) return;
+    graph = it->second;
+  }
+  tt_graph_set_name(graph->g, name.c_str());
+}
+
 void destroy(int64_t handle) {
   std::shared_ptr<const Graph> last;  // freed outside the lock
   std::lock_guard<std::mutex> lock(g_mu);
@@ -166,4 +179,5 @@ TORCH_LIBRARY_FRAGMENT(torchtpu, m) {
   m.def("graph_capture_end(Tensor[] outputs) -> (int, str)", &torchtpu::capture_end);
   m.def("graph_replay(int handle, Tensor[] inputs) -> Tensor[]", &torchtpu::replay);
   m.def("graph_destroy(int handle) -> ()", &torchtpu::destroy);
+  m.def("graph_set_name(int handle, str name) -> ()", &torchtpu::set_name);
 }

@@ -93,6 +93,7 @@ def fallback_mode():
 
 from . import modes  # noqa: E402
 from .modes import set_mode, get_mode, mode, sync  # noqa: E402,F401
+from . import profiler  # noqa: E402,F401  tpu programs in Chrome traces
 
 
 def set_launch_blocking(flag=True):

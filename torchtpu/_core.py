@@ -89,6 +89,25 @@ class FusedStats(ctypes.Structure):  # tt_fused_stats
         "last_graph_instructions", "bound_splits")]
 
 
+class ProfileEvent(ctypes.Structure):  # tt_profile_event
+    _fields_ = [
+        ("name", ctypes.c_char * 128),
+        ("kind", ctypes.c_int32),
+        ("device", ctypes.c_int32),
+        ("start_ns", ctypes.c_int64),
+        ("launched_ns", ctypes.c_int64),
+        ("end_ns", ctypes.c_int64),
+        ("bytes_in", ctypes.c_int64),
+        ("bytes_out", ctypes.c_int64),
+        ("seq", ctypes.c_uint64),
+        ("failed", ctypes.c_bool),
+    ]
+
+
+# tt_profile_kind
+PROFILE_KINDS = ("op", "fused", "graph", "collective")
+
+
 _p = ctypes.c_void_p
 _u64 = ctypes.c_uint64
 
@@ -123,6 +142,14 @@ _CORE_FUNCS = {
     "tt_runtime_recompile_summary": (ctypes.c_size_t, [_p, ctypes.c_char_p, ctypes.c_size_t]),
     "tt_op_register_alias": (ctypes.c_int32, [ctypes.c_char_p, ctypes.c_char_p]),
     "tt_op_lookup": (ctypes.c_int32, [ctypes.c_char_p]),
+    "tt_runtime_profile_start": (_p, [_p, ctypes.c_int]),
+    "tt_runtime_profile_stop": (None, [_p]),
+    "tt_runtime_profile_enabled": (ctypes.c_bool, [_p]),
+    "tt_runtime_profile_read": (_p, [_p, ctypes.POINTER(ProfileEvent), ctypes.c_int,
+                                     ctypes.POINTER(ctypes.c_int)]),
+    "tt_runtime_profile_counts": (None, [_p, ctypes.POINTER(ctypes.c_int64),
+                                         ctypes.POINTER(ctypes.c_int64)]),
+    "tt_runtime_profile_now_ns": (ctypes.c_int64, []),
 }
 
 # Entry points bound only when the core exports them (added by later cores).
@@ -259,6 +286,51 @@ def mode():
 
 def flush():
     check(core.tt_runtime_flush(runtime()))
+
+
+# --- profiling ---------------------------------------------------------------------
+
+def profile_start(capacity=0):
+    check(core.tt_runtime_profile_start(runtime(), capacity))
+
+
+def profile_stop():
+    core.tt_runtime_profile_stop(runtime())
+
+
+def profile_enabled():
+    return core.tt_runtime_profile_enabled(runtime())
+
+
+def profile_counts():
+    """(events recorded since the runtime started, events overwritten in the
+    ring since the last profile_start)."""
+    rec, drop = ctypes.c_int64(), ctypes.c_int64()
+    core.tt_runtime_profile_counts(runtime(), ctypes.byref(rec), ctypes.byref(drop))
+    return rec.value, drop.value
+
+
+def profile_read(cap=65536):
+    """The events recorded since the last profile_start, oldest first, as
+    dicts (times in CLOCK_MONOTONIC nanoseconds; end_ns 0: not finished)."""
+    buf = (ProfileEvent * cap)()
+    n = ctypes.c_int()
+    check(core.tt_runtime_profile_read(runtime(), buf, cap, ctypes.byref(n)))
+    out = []
+    for e in buf[:n.value]:
+        kind = e.kind
+        out.append({
+            "name": e.name.decode("utf-8", "replace"),
+            "kind": PROFILE_KINDS[kind] if 0 <= kind < len(PROFILE_KINDS) else str(kind),
+            "device": e.device, "start_ns": e.start_ns, "launched_ns": e.launched_ns,
+            "end_ns": e.end_ns, "bytes_in": e.bytes_in, "bytes_out": e.bytes_out,
+            "seq": e.seq, "failed": e.failed,
+        })
+    return out
+
+
+def profile_now_ns():
+    return core.tt_runtime_profile_now_ns()
 
 
 def set_device_checks(flag):

@@ -166,6 +166,16 @@ class _GraphRunner:
         self.replay = replay and fused is not None
         self.graph = None       # the _Graph captured
         self.no_capture = None  # why this graph runs fused instead
+        self.number = _stats["graphs"]  # its name in profiles
+
+    def _profile_name(self):
+        """"compiled forward graph #3 (12 ops: mm, add, ...)": its name in
+        profiles (torchtpu.profiler)."""
+        ops = [n.target for n in self.gm.graph.nodes if n.op == "call_function"]
+        names = [getattr(t, "__name__", str(t)).split(".")[0] for t in ops[:4]]
+        more = ", ..." if len(ops) > 4 else ""
+        return (f"compiled {self.kind} graph #{self.number} "
+                f"({len(ops)} ops: {', '.join(names)}{more})")
 
     def __call__(self, args):
         inputs = list(args)
@@ -223,6 +233,7 @@ class _GraphRunner:
             if isinstance(out, (list, tuple)):
                 kind = list if isinstance(out, list) else tuple
             self.graph = _Graph(handle, template, kind)
+            torch.ops.torchtpu.graph_set_name(handle, self._profile_name())
             _stats["captures"] += 1
         return out
 

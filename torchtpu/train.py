@@ -33,6 +33,7 @@ from .trainer import checkpoint, parallel
 from .trainer.config import load_config
 from .trainer.metrics import ProgressBar, TensorBoard, format_line, measure_peak_flops, memory
 from .trainer.plot import loss_curve_png
+from .trainer.profiling import maybe_profile
 
 
 # --- building blocks ----------------------------------------------------------------
@@ -221,6 +222,8 @@ def _train(cfg, log):
         from .compile import compile_training
         forward_loss, optimizer_step = compile_training(forward_loss, optimizer, device)
     # --- end training.compile ----------------------------------------------------------
+    profiling = contextlib.ExitStack()  # [profiling]: closed after the loop
+    profiler = profiling.enter_context(maybe_profile(cfg, device, par.rank, start, log))
     for step in range(start + 1, t["steps"] + 1):
         loss_sum = None
         for micro in range(accum):
@@ -244,6 +247,7 @@ def _train(cfg, log):
         pending[step] = (loss_sum / accum, grad_norm.detach())
         n_window += 1
         bar.update()
+        profiler.step()  # [profiling]: a trace when a window closes
 
         last = step == t["steps"]
         if step % mt["log_freq"] == 0 or last or step == start + 1:
@@ -283,6 +287,7 @@ def _train(cfg, log):
             t_save = time.perf_counter()
             saved = checkpoint.save(state, ck_folder, step, ck["keep_latest_k"])
             t_window += time.perf_counter() - t_save  # saving is not training time
+    profiling.close()
     bar.close()
     tb.close()
 

@@ -447,6 +447,51 @@ TT_API tt_status tt_collective_run(tt_runtime *rt, const tt_collective_desc *d,
                                    const tt_tensor *outputs);
 TT_API const char *tt_collective_name(tt_collective_kind kind);  // static
 
+// --- profiling ---------------------------------------------------------------
+//
+// While profiling is on, the runtime records one event per program it
+// launches (a strict op, a fused flush, a graph replay, a collective on each
+// of its devices) in a bounded ring: the oldest events are overwritten once
+// it is full. Off by default, and then a launch costs one flag test.
+// Timestamps are CLOCK_MONOTONIC nanoseconds (tt_runtime_profile_now_ns).
+
+typedef enum tt_profile_kind {
+  TT_PROFILE_OP = 0,          // strict eager: one ATen op
+  TT_PROFILE_FUSED = 1,       // a fused graph's flush
+  TT_PROFILE_GRAPH = 2,       // a captured graph's replay (torch.compile)
+  TT_PROFILE_COLLECTIVE = 3,  // one device's part of a collective
+} tt_profile_kind;
+
+typedef struct tt_profile_event {
+  char name[128];       // "aten::mm", "fused graph of 3 ops (mul.Tensor, ...)"
+  int32_t kind;         // tt_profile_kind
+  int32_t device;
+  int64_t start_ns;     // the host began the launch
+  int64_t launched_ns;  // the launch call returned
+  int64_t end_ns;       // the program's completion event was ready; 0: not yet
+  int64_t bytes_in;     // device bytes of the program's parameters
+  int64_t bytes_out;    // device bytes of its results
+  uint64_t seq;         // events recorded before this one since the start
+  bool failed;          // the program finished with an error
+} tt_profile_event;
+
+// Clears the ring and turns recording on; `capacity` events (<= 0: 65536).
+TT_API tt_status tt_runtime_profile_start(tt_runtime *rt, int capacity);
+TT_API void tt_runtime_profile_stop(tt_runtime *rt);  // keeps what was recorded
+TT_API bool tt_runtime_profile_enabled(tt_runtime *rt);
+// Copies up to `cap` events recorded since the last start, oldest first, into
+// `out` (not consuming them); `*out_n` the number copied. Call after a
+// synchronize for every end_ns to be set.
+TT_API tt_status tt_runtime_profile_read(tt_runtime *rt, tt_profile_event *out,
+                                         int cap, int *out_n);
+// Events recorded since the runtime was created (`recorded`), and those
+// overwritten before being read since the last start (`dropped`).
+TT_API void tt_runtime_profile_counts(tt_runtime *rt, int64_t *out_recorded,
+                                      int64_t *out_dropped);
+TT_API int64_t tt_runtime_profile_now_ns(void);
+// Names a captured graph in profiles ("graph replay" until named); copied.
+TT_API void tt_graph_set_name(tt_graph *g, const char *name);
+
 #ifdef __cplusplus
 }
 #endif

@@ -73,6 +73,14 @@ DEFAULTS = {
         "enable_tensorboard": False,    # only if tensorboard is installed
         "save_tb_folder": "tb",
     },
+    "profiling": {                      # TorchTitan's names (trainer/profiling.py)
+        "enable_profiling": False,
+        "enable": False,                # the same switch (issue 12's spelling)
+        "save_traces_folder": "profile_traces",  # under job.dump_folder
+        "profile_freq": 10,             # a trace every profile_freq steps
+        "profiler_warmup": 3,           # steps before the traced ones
+        "profiler_active": 1,           # steps traced
+    },
 }
 
 
@@ -182,3 +190,11 @@ def validate(cfg):
             raise ConfigError(f"training.{key} = {t[key]}: must be at least 1")
     if cfg["metrics"]["log_freq"] < 1:
         raise ConfigError("metrics.log_freq: must be at least 1")
+    p = cfg["profiling"]
+    if p["profiler_active"] < 1 or p["profiler_warmup"] < 0:
+        raise ConfigError("profiling.profiler_active must be at least 1 and "
+                          "profiling.profiler_warmup at least 0")
+    if p["profiler_active"] + p["profiler_warmup"] > p["profile_freq"]:
+        raise ConfigError(f"profiling.profile_freq = {p['profile_freq']}: must be at least "
+                          f"profiler_warmup + profiler_active = "
+                          f"{p['profiler_warmup'] + p['profiler_active']}")

@@ -169,6 +169,19 @@ typedef struct PJRT_Event_Await_Args {
 } PJRT_Event_Await_Args;
 TT_ABI_STRUCT(PJRT_Event_Await_Args, event);
 
+// Called once the event is ready, on a plugin thread or (already ready) at
+// once in the caller's; it owns `error` (NULL when the work succeeded).
+typedef void (*PJRT_Event_OnReadyCallback)(PJRT_Error *error, void *user_arg);
+
+typedef struct PJRT_Event_OnReady_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  PJRT_Event *event;
+  PJRT_Event_OnReadyCallback callback;
+  void *user_arg;
+} PJRT_Event_OnReady_Args;
+TT_ABI_STRUCT(PJRT_Event_OnReady_Args, user_arg);
+
 // --- client ------------------------------------------------------------------
 
 typedef struct PJRT_Client_Create_Args {
@@ -513,7 +526,7 @@ typedef struct PJRT_Api {
   PJRT_Error *(*PJRT_Event_IsReady)(PJRT_Event_IsReady_Args *);
   PJRT_Error *(*PJRT_Event_Error)(PJRT_Event_Error_Args *);
   PJRT_Error *(*PJRT_Event_Await)(PJRT_Event_Await_Args *);
-  void *PJRT_Event_OnReady;
+  PJRT_Error *(*PJRT_Event_OnReady)(PJRT_Event_OnReady_Args *);
 
   PJRT_Error *(*PJRT_Client_Create)(PJRT_Client_Create_Args *);
   PJRT_Error *(*PJRT_Client_Destroy)(PJRT_Client_Destroy_Args *);

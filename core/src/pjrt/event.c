@@ -3,6 +3,8 @@
 // An event becomes ready when asynchronous work (a launch, a copy) ends, and
 // then carries that work's error, if any. A tt_pjrt_event * is the plugin's
 // PJRT_Event * itself (see internal.h).
+#include <stdlib.h>
+
 #include "pjrt/internal.h"
 
 // --- raw events (shared with buffer.c and executable.c) ----------------------
@@ -53,4 +55,41 @@ bool tt_pjrt_event_is_ready(tt_pjrt *p, tt_pjrt_event *ev) {
 void tt_pjrt_event_destroy(tt_pjrt *p, tt_pjrt_event *ev) {
   if (!p || !ev) return;
   tt_pjrt_raw_event_destroy(p->api, tt_pjrt_raw_event(ev));
+}
+
+// --- readiness callbacks -------------------------------------------------------
+
+typedef struct ready_thunk {
+  const PJRT_Api *api;
+  tt_pjrt_ready_fn fn;
+  void *arg;
+} ready_thunk;
+
+static void on_ready(PJRT_Error *error, void *user_arg) {
+  ready_thunk *t = user_arg;
+  if (error) {
+    PJRT_Error_Destroy_Args d = {0};
+    d.struct_size = PJRT_Error_Destroy_Args_STRUCT_SIZE;
+    d.error = error;
+    t->api->PJRT_Error_Destroy(&d);
+  }
+  t->fn(t->arg, error == NULL);
+  free(t);
+}
+
+tt_status tt_pjrt_event_on_ready(tt_pjrt *p, tt_pjrt_event *ev,
+                                 tt_pjrt_ready_fn fn, void *arg) {
+  if (!p || !ev || !fn)
+    return tt_make_status(TT_INVALID_ARGUMENT, "event on_ready: NULL argument");
+  ready_thunk *t = malloc(sizeof *t);
+  if (!t) return tt_make_status(TT_RESOURCE_EXHAUSTED, "event on_ready: out of memory");
+  *t = (ready_thunk){p->api, fn, arg};
+  PJRT_Event_OnReady_Args a = {0};
+  a.struct_size = PJRT_Event_OnReady_Args_STRUCT_SIZE;
+  a.event = tt_pjrt_raw_event(ev);
+  a.callback = on_ready;
+  a.user_arg = t;
+  tt_status st = TT_PJRT_CALL(p->api, PJRT_Event_OnReady, &a);
+  if (st) free(t);  // the plugin took no callback
+  return st;
 }

@@ -102,6 +102,12 @@ tt_status tt_pjrt_execute(tt_pjrt *p, tt_pjrt_exe *e, int device,
 tt_status tt_pjrt_event_await(tt_pjrt *p, tt_pjrt_event *ev);  // + its error
 bool tt_pjrt_event_is_ready(tt_pjrt *p, tt_pjrt_event *ev);
 void tt_pjrt_event_destroy(tt_pjrt *p, tt_pjrt_event *ev);
+// Calls fn(arg, ok) once `ev` is ready: on a plugin thread, or at once in
+// this one when it already is; `ok` is false when the work failed. `ev` may be
+// destroyed before then. On an error (no such slot) fn is never called.
+typedef void (*tt_pjrt_ready_fn)(void *arg, bool ok);
+tt_status tt_pjrt_event_on_ready(tt_pjrt *p, tt_pjrt_event *ev,
+                                 tt_pjrt_ready_fn fn, void *arg);
 
 // --- compile options -----------------------------------------------------------
 

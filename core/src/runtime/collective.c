@@ -29,6 +29,7 @@
 #include "base/buf.h"
 #include "runtime/compile.h"
 #include "runtime/runtime.h"
+#include "runtime/profile.h"
 #include "runtime/storage.h"
 
 // --- names and messages --------------------------------------------------------------
@@ -381,7 +382,7 @@ static tt_status run_locked(tt_runtime *rt, const tt_collective_desc *d,
                             (long long)numel_of(&out[i]), (long long)out_numel);
     }
   }
-  st = tt_pjrt_execute_replicated(rt->pjrt, exe, n, args, 1, outs, done);
+  st = tt_profile_execute_replicated(rt, what, exe, n, args, 1, outs, done);
   if (st)
     return tt_status_annotate(st, "%s %s of %lld %s elements on devices 0..%d",
                               what, op_name(d->op), (long long)ci.numel,

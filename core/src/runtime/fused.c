@@ -46,6 +46,7 @@
 #include "runtime/checks.h"
 #include "runtime/compile.h"
 #include "runtime/executor.h"
+#include "runtime/profile.h"
 #include "runtime/runtime.h"
 #include "runtime/scalars.h"
 #include "runtime/signature.h"
@@ -550,8 +551,10 @@ static tt_status launch(tt_fused *f, tt_pjrt_exe *exe, const tt_hlo *types,
   }
   TT_GOTO_IF_ERROR(st, gather(rt, f, args, &temps, rng, &nrng), cleanup);
   tt_pjrt_event *done = NULL;
-  TT_GOTO_IF_ERROR(st, tt_pjrt_execute(rt->pjrt, exe, f->device, args, f->nparams,
-                                       outs, &done), cleanup);
+  char what[128] = "";
+  if (tt_profile_on(rt)) describe(f, what, sizeof what);
+  TT_GOTO_IF_ERROR(st, tt_profile_execute(rt, TT_PROFILE_FUSED, what, exe, f->device, args,
+                                          f->nparams, outs, &done), cleanup);
   f->epoch++;  // the storages leave the graph: set_buffer must not detach
   for (int i = 0; i < nlive; i++) {
     const tt_hlo_type *ty = tt_hlo_type_of(types, outv[i]);

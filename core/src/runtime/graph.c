@@ -30,6 +30,7 @@
 #include "runtime/checks.h"
 #include "runtime/executor.h"
 #include "runtime/runtime.h"
+#include "runtime/profile.h"
 #include "runtime/storage.h"
 
 // --- the capture --------------------------------------------------------------------
@@ -175,6 +176,7 @@ struct tt_graph {
   int noutputs;
   tt_exec_check *checks;  // device-side checks: program outputs after outs
   int nchecks;
+  char name[96];  // in profiles (tt_graph_set_name); "": unnamed
 };
 
 // Frees a graph, rt->mu held: its executable is no longer pinned.
@@ -197,6 +199,13 @@ void tt_graph_destroy(tt_graph *g) {
   pthread_mutex_lock(&rt->mu);
   graph_free(g);
   pthread_mutex_unlock(&rt->mu);
+}
+
+void tt_graph_set_name(tt_graph *g, const char *name) {
+  if (!g) return;
+  pthread_mutex_lock(&g->rt->mu);
+  snprintf(g->name, sizeof g->name, "%s", name ? name : "");
+  pthread_mutex_unlock(&g->rt->mu);
 }
 
 int tt_graph_num_inputs(const tt_graph *g) { return g->ninputs; }
@@ -608,7 +617,8 @@ static tt_status replay_locked(tt_runtime *rt, tt_graph *g, const tt_tensor *inp
     if (g->params[i].kind == TT_PARAM_RNG) g->params[i].gen->offset += g->params[i].count;
   tt_pjrt_event *done = NULL;
   if (!st && g->exe)
-    st = tt_pjrt_execute(rt->pjrt, g->exe, g->device, args, g->nparams, outs, &done);
+    st = tt_profile_execute(rt, TT_PROFILE_GRAPH, g->name[0] ? g->name : "graph replay",
+                            g->exe, g->device, args, g->nparams, outs, &done);
   if (st) {
     for (int i = 0; i < g->nparams; i++)
       if (g->params[i].kind == TT_PARAM_RNG) g->params[i].gen->offset = offsets[i];

@@ -9,6 +9,7 @@
 #include "runtime/checks.h"
 #include "runtime/executor.h"
 #include "runtime/fused.h"
+#include "runtime/profile.h"
 #include "runtime/storage.h"
 #include "runtime/strict.h"
 
@@ -55,6 +56,7 @@ void tt_runtime_destroy(tt_runtime *rt) {
   tt_exec_destroy(rt->strict);
   tt_status_free(rt->deferred);
   tt_checks_drop(rt);
+  tt_profile_destroy(rt->profile);
   tt_prog_cache_destroy(rt->progs, rt->pjrt);
   tt_hlo_destroy(rt->hlo);
   for (int i = 0; i < TT_MAX_DEVICES; i++) free(rt->generators[i]);

@@ -19,6 +19,7 @@
 //   disk_cache.h the persistent cache;  explain.h  the recompile explainer
 //   scalars.h    device copies of recent scalar arguments
 //   checks.h     device-side checks' flags, read at synchronisation
+//   profile.h    per-launch program events while profiling is on
 #ifndef TT_RUNTIME_RUNTIME_H
 #define TT_RUNTIME_RUNTIME_H
 
@@ -54,6 +55,7 @@ struct tt_runtime {
   bool supports_f64;
   tt_exec_mode mode;
   tt_stats stats;
+  struct tt_profile *profile;  // profile.h; NULL until profiling first starts
 
   tt_prog_cache *progs;
   tt_hlo *hlo;  // scratch builder for lowering one op (strict eager, infer)
