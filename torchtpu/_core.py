@@ -68,6 +68,9 @@ class Stats(ctypes.Structure):  # tt_stats
         ("recompiles", ctypes.c_int64),
         ("device_checks_pending", ctypes.c_int64),
         ("device_check_reads", ctypes.c_int64),
+        ("program_cache_entries", ctypes.c_int64),
+        ("program_cache_bytes", ctypes.c_int64),
+        ("program_cache_evictions", ctypes.c_int64),
     ]
 
 

@@ -501,7 +501,9 @@ def _get_cache_stats():
     reused a plan without lowering; disk_*: the persistent cache (a miss in
     memory is a disk hit or a disk miss); recompiles: compiles of an op or
     graph already compiled with another signature; causes: compiles by cause
-    (see torchtpu.explain_recompiles); entries: one dict per program (key,
+    (see torchtpu.explain_recompiles); live_programs, program_cache_bytes
+    (estimated, counted while bounded), program_cache_evictions: the
+    in-memory program cache; entries: one dict per live program (key,
     label, uses, compile_seconds, from_disk, text_bytes)."""
     st = _core.stats()
     return {
@@ -520,6 +522,9 @@ def _get_cache_stats():
         "disk_evictions": st["disk_evictions"],
         "disk_load_seconds": st["disk_load_seconds"],
         "recompiles": st["recompiles"],
+        "live_programs": st["program_cache_entries"],
+        "program_cache_bytes": st["program_cache_bytes"],
+        "program_cache_evictions": st["program_cache_evictions"],
         "causes": _core.recompile_causes(),
         "entries": _core.cache_entries(),
     }

@@ -154,6 +154,12 @@ typedef struct tt_stats {
   // programs not read yet (each one small device buffer), and flags read.
   int64_t device_checks_pending;
   int64_t device_check_reads;
+  // The in-memory program cache: live executables, their estimated host
+  // bytes (counted only while bounded, see tt_runtime_set_program_cache_bytes)
+  // and the executables evicted to stay under the bound.
+  int64_t program_cache_entries;
+  int64_t program_cache_bytes;
+  int64_t program_cache_evictions;
 } tt_stats;
 
 TT_API void tt_runtime_stats(tt_runtime *rt, tt_stats *out);

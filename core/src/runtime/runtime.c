@@ -167,6 +167,8 @@ bool tt_runtime_device_checks(tt_runtime *rt) {
 void tt_runtime_stats(tt_runtime *rt, tt_stats *out) {
   pthread_mutex_lock(&rt->mu);
   *out = rt->stats;
+  tt_prog_cache_usage(rt->progs, &out->program_cache_bytes, &out->program_cache_entries,
+                      &out->program_cache_evictions);
   pthread_mutex_unlock(&rt->mu);
 }
 
