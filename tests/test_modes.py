@@ -6,6 +6,7 @@ import copy
 import os
 import subprocess
 import sys
+import textwrap
 import warnings
 
 import pytest
@@ -219,6 +220,41 @@ def test_fuse_limit_splits_graphs():
             assert torchtpu.modes.fused_stats()["graphs"] - graphs >= 5
     finally:
         torchtpu.modes.set_fuse_limit()
+
+
+def test_compile_cost_bound_splits_graphs_and_says_so_once():
+    """A graph is run before it passes max_instructions StableHLO
+    instructions (its compile-cost estimate); the first split is said once
+    on stderr, every split counted; the numbers are the CPU's."""
+    code = textwrap.dedent("""
+        import sys, torch, torchtpu
+        torchtpu.set_mode("fused")
+        torchtpu.modes.set_fuse_limit(max_instructions=40)
+        x = torch.randn(8)
+        y, ref = x.to("tpu"), x
+        for _ in range(30):
+            y, ref = (y * 1.5).sin(), (ref * 1.5).sin()
+        torch.testing.assert_close(y.cpu(), ref)
+        st = torchtpu.modes.fused_stats()
+        assert st["bound_splits"] >= 3, st
+        assert 0 < st["last_graph_instructions"] <= 60, st
+        print("ok", st["bound_splits"])
+    """)
+    env = dict(os.environ)
+    env.pop("TORCHTPU_FUSE_MAX_INSTRUCTIONS", None)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[0] == "ok"
+    assert out.stderr.count("fused eager split a graph") == 1, out.stderr
+
+
+def test_fuse_max_instructions_env_is_validated():
+    env = dict(os.environ, TORCHTPU_FUSE_MAX_INSTRUCTIONS="lots")
+    out = subprocess.run([sys.executable, "-c", "import torchtpu"], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0
+    assert "TORCHTPU_FUSE_MAX_INSTRUCTIONS" in out.stderr and "positive integer" in out.stderr
 
 
 def test_inplace_through_views_of_pending_storages():
