@@ -107,6 +107,8 @@ tt_dtype to_tt_dtype(c10::ScalarType t) {
     case c10::ScalarType::BFloat16: return TT_BF16;
     case c10::ScalarType::Float: return TT_F32;
     case c10::ScalarType::Double: return TT_F64;
+    case c10::ScalarType::ComplexFloat: return TT_C64;
+    case c10::ScalarType::ComplexDouble: return TT_C128;
     // uint16/32/64 exist in the core for random bits, but PyTorch's own
     // support for them is thin; they stay off the user-facing device for now.
     default: return TT_DTYPE_NONE;
@@ -128,6 +130,8 @@ c10::ScalarType to_scalar_type(tt_dtype d) {
     case TT_U16: return c10::ScalarType::UInt16;
     case TT_U32: return c10::ScalarType::UInt32;
     case TT_U64: return c10::ScalarType::UInt64;
+    case TT_C64: return c10::ScalarType::ComplexFloat;
+    case TT_C128: return c10::ScalarType::ComplexDouble;
     default: break;
   }
   TORCH_CHECK(false, "tpu: the core returned an unknown dtype ",
@@ -460,7 +464,7 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     tt_runtime_info_get(runtime(), &info);
     auto supported = [&](c10::ScalarType t) {
       const tt_dtype d = to_tt_dtype(t);
-      return d != TT_DTYPE_NONE && (d != TT_F64 || info.supports_f64);
+      return d != TT_DTYPE_NONE && ((d != TT_F64 && d != TT_C128) || info.supports_f64);
     };
     c10::DeviceCapability cap;
     cap.capability_data.capability_bits = 0;

@@ -1,6 +1,6 @@
 // kernels.cpp — the ops that must be explicit on "tpu": creation (empty,
 // empty_strided), metadata-only views (as_strided, view, _reshape_alias,
-// unfold), storage changes (resize_, set_), host <-> device copies
+// unfold, view_as_real, view_as_complex), storage changes (resize_, set_), host <-> device copies
 // (_copy_from, _copy_from_and_resize, _local_scalar_dense), _assert_async, and trivial
 // queries (is_set_to, record_stream, _has_compatible_shallow_copy_type).
 //
@@ -18,6 +18,8 @@
 #include <ATen/ops/resize.h>
 #include <ATen/ops/set_native.h>
 #include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
@@ -88,6 +90,15 @@ at::Tensor reshape_alias(const at::Tensor &self, c10::SymIntArrayRef size,
                                     C10_AS_INTARRAYREF_SLOW(stride));
 }
 
+// view_as_real / view_as_complex: the same bytes with another dtype and a
+// last dimension of 2 (storages are untyped; the core reads complex bytes as
+// their parts).
+at::Tensor view_as_real(const at::Tensor &self) { return at::native::view_as_real(self); }
+
+at::Tensor view_as_complex(const at::Tensor &self) {
+  return at::native::view_as_complex(self);
+}
+
 at::Tensor unfold(const at::Tensor &self, int64_t dimension, int64_t size,
                   int64_t step) {
   return at::native::unfold(self, dimension, size, step);
@@ -146,7 +157,11 @@ void upload(const at::Tensor &dst, const at::Tensor &src) {
   at::Tensor host = src;
   if (host.scalar_type() != dst.scalar_type()) host = host.to(dst.scalar_type());
   if (host.sizes() != dst.sizes()) host = host.expand(dst.sizes());
-  host = host.resolve_conj().resolve_neg().contiguous();
+  host = host.resolve_conj().resolve_neg();
+  // dst's own lazy conj/neg bits: its bytes hold conj(value) / -value.
+  if (dst.is_conj()) host = host.conj().resolve_conj();
+  if (dst.is_neg()) host = host._neg_view().resolve_neg();
+  host = host.contiguous();
   const tt_tensor desc = describe(dst, "copy to tpu");
   const c10::DeviceGuard guard(dst.device());
   check(tt_tensor_upload(runtime(), &desc, host.const_data_ptr()), "copy to tpu");
@@ -163,12 +178,28 @@ at::Tensor download(const at::Tensor &src) {
   return host;
 }
 
+// The values of the tpu view `src` on the CPU, its lazy conj/neg bits applied.
+at::Tensor download_resolved(const at::Tensor &src) {
+  at::Tensor host = download(src);  // the bytes: conj/neg not applied
+  if (src.is_conj()) host = host.conj().resolve_conj();
+  if (src.is_neg()) host = host._neg_view().resolve_neg();
+  return host;
+}
+
 at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst,
                      bool non_blocking) {
   TORCH_CHECK(self.defined() && dst.defined(), "tpu copy: undefined tensor");
   if (dst.numel() == 0) return dst;
   const bool src_tpu = self.device().type() == c10::DeviceType::PrivateUse1;
   const bool dst_tpu = dst.device().type() == c10::DeviceType::PrivateUse1;
+  // Lazy conj/neg views (x.conj()) reach here unresolved (see the Conjugate
+  // and Negative fallthroughs below): the core's copy_ reads bytes only, so
+  // these go through the host, where PyTorch applies the bits.
+  const bool bits = self.is_conj() || self.is_neg() || dst.is_conj() || dst.is_neg();
+  if (src_tpu && dst_tpu && bits) {
+    upload(dst, download_resolved(self));
+    return dst;
+  }
   if (src_tpu && dst_tpu) {
     if (self.device() == dst.device()) {
       // Device to device is a program like any other op: the core's copy_.
@@ -188,14 +219,14 @@ at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst,
   // tpu -> CPU (or another host-side device): download, then let the
   // destination's copy_ convert and broadcast.
   if (dst.is_cpu() && dst.is_contiguous() && dst.scalar_type() == self.scalar_type() &&
-      dst.sizes() == self.sizes() && !dst.is_conj() && !dst.is_neg()) {
+      dst.sizes() == self.sizes() && !dst.is_conj() && !dst.is_neg() && !bits) {
     const tt_tensor desc = describe(self, "copy from tpu");
     const c10::DeviceGuard guard(self.device());
     check(tt_tensor_download(runtime(), &desc, dst.mutable_data_ptr()),
           "copy from tpu");
     return dst;
   }
-  const_cast<at::Tensor &>(dst).copy_(download(self), non_blocking);
+  const_cast<at::Tensor &>(dst).copy_(download_resolved(self), non_blocking);
   return dst;
 }
 
@@ -263,6 +294,15 @@ void record_stream(at::Tensor & /*self*/, c10::Stream /*s*/) {
 
 }  // namespace
 
+// _copy_from sees lazy conj/neg bits itself: PyTorch's Conjugate/Negative
+// fallbacks would resolve them with clone, which calls _copy_from again.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   m.impl("empty_strided", TORCH_FN(empty_strided));
@@ -270,6 +310,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("view", TORCH_FN(view));
   m.impl("_reshape_alias", TORCH_FN(reshape_alias));
   m.impl("unfold", TORCH_FN(unfold));
+  m.impl("view_as_real", TORCH_FN(view_as_real));
+  m.impl("view_as_complex", TORCH_FN(view_as_complex));
   m.impl("resize_", TORCH_FN(resize_));
   m.impl("set_.source_Storage", TORCH_FN(set_storage_));
   m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage_offset_));

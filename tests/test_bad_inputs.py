@@ -114,7 +114,7 @@ CASES = [
      "RuntimeError", ["mask", "bool"], True),
     ("out_of_memory", "torch.empty(2**42, device=dev).fill_(1)", "OutOfMemoryError",
      ["fill_", "out of memory"], False),
-    ("complex_dtype", "torch.ones(2, dtype=torch.complex64, device=dev)", "RuntimeError",
+    ("complex_dtype", "torch.ones(2, dtype=torch.complex32, device=dev)", "RuntimeError",
      ["complex"], False),
     # --- writes into memory shared between elements or with an input ----------------
     ("inplace_expanded_add_", "torch.zeros(3, device=dev).expand(2, 3).add_(1)",

@@ -55,12 +55,17 @@ typedef enum tt_dtype {
   TT_U16,  // the wide unsigned types exist for random bits and bit tricks
   TT_U32,
   TT_U64,
+  TT_C64,   // complex<float32>: (re, im) pairs, 8 bytes
+  TT_C128,  // complex<float64>: follows float64's device support
   TT_DTYPE_COUNT,
   TT_DTYPE_NONE = -1,  // "not given" in optional dtype arguments
 } tt_dtype;
 
 TT_API const char *tt_dtype_name(tt_dtype d);  // "float32", static
 TT_API int64_t tt_dtype_size(tt_dtype d);      // bytes per element
+TT_API bool tt_dtype_is_complex(tt_dtype d);   // TT_C64, TT_C128
+// A complex dtype's component (TT_C64 -> TT_F32); other dtypes unchanged.
+TT_API tt_dtype tt_dtype_to_real(tt_dtype d);
 
 // --- tensors and op calls ------------------------------------------------------
 //
@@ -94,10 +99,12 @@ typedef enum tt_value_kind {
 } tt_value_kind;
 
 typedef struct tt_scalar {
-  tt_dtype dtype;  // TT_F64 for Python floats, TT_I64 ints, TT_BOOL bools
+  tt_dtype dtype;  // TT_F64 for Python floats, TT_I64 ints, TT_BOOL bools,
+                   // TT_C128 for Python complex numbers
   bool wrapped;    // a Python number (lowest promotion priority), not a tensor
-  double f;        // value when dtype is floating
+  double f;        // value when dtype is floating; the real part when complex
   int64_t i;       // value when dtype is integral or bool
+  double im;       // the imaginary part when dtype is complex, else 0
 } tt_scalar;
 
 typedef struct tt_value tt_value;

@@ -127,12 +127,14 @@ static void test_info(tt_pjrt *p) {
 static void test_roundtrip(tt_pjrt *p) {
   for (int d = 0; d < TT_DTYPE_COUNT; d++) {
     int64_t esize = tt_dtype_size((tt_dtype)d);
-    unsigned char src[6 * 8], dst[6 * 8];
+    unsigned char src[6 * 16], dst[6 * 16];  // complex128: 16 bytes
     size_t n = (size_t)(6 * esize);
     for (size_t i = 0; i < n; i++) src[i] = (unsigned char)(i * 37 + 11);
     if (d == TT_BOOL)  // PRED holds only 0 and 1
       for (size_t i = 0; i < n; i++) src[i] = (unsigned char)(i % 2);
-    if (d == TT_F16 || d == TT_BF16 || d == TT_F32 || d == TT_F64)
+    if (tt_dtype_is_complex((tt_dtype)d)) esize /= 2;  // per part
+    if (d == TT_F16 || d == TT_BF16 || d == TT_F32 || d == TT_F64 ||
+        tt_dtype_is_complex((tt_dtype)d))
       for (size_t i = 0; i < n; i++)  // keep clear of NaN payloads
         src[i] = (unsigned char)(i % (size_t)esize == (size_t)esize - 1
                                      ? 0x3c

@@ -202,7 +202,7 @@ static const char *const kElemNames[TT_DTYPE_COUNT] = {
     [TT_BOOL] = "i1",  [TT_U8] = "ui8",   [TT_I8] = "i8",    [TT_I16] = "i16",
     [TT_I32] = "i32",  [TT_I64] = "i64",  [TT_F16] = "f16",  [TT_BF16] = "bf16",
     [TT_F32] = "f32",  [TT_F64] = "f64",  [TT_U16] = "ui16", [TT_U32] = "ui32",
-    [TT_U64] = "ui64",
+    [TT_U64] = "ui64", [TT_C64] = "complex<f32>", [TT_C128] = "complex<f64>",
 };
 
 const char *tt_hlo_elem_name(tt_dtype d) {
@@ -560,13 +560,22 @@ static bool is_float_dtype(tt_dtype d) {
   return d == TT_F16 || d == TT_BF16 || d == TT_F32 || d == TT_F64;
 }
 
-// A splat constant; `fv` is used for floats, `iv` for integers and bool.
-static tt_hv splat(tt_hlo *b, const tt_hlo_type *t, double fv, int64_t iv) {
+// A splat constant; `fv` is used for floats, `iv` for integers and bool,
+// (fv, im) for complex.
+static tt_hv splat_c(tt_hlo *b, const tt_hlo_type *t, double fv, int64_t iv,
+                     double im) {
   tt_hv r = tt_hlo_new_values(b, t, 1);
   if (r == TT_HV_INVALID) return r;
   tt_hlo_begin_line(b, r, 1);
   tt_hlo_buf_printf(&b->body, "\"stablehlo.constant\"() {value = dense<");
-  if (is_float_dtype(t->dtype))
+  if (tt_dtype_is_complex(t->dtype)) {
+    tt_dtype part = tt_dtype_to_real(t->dtype);
+    tt_hlo_buf_printf(&b->body, "(");
+    put_float_literal(&b->body, part, fv);
+    tt_hlo_buf_printf(&b->body, ", ");
+    put_float_literal(&b->body, part, im);
+    tt_hlo_buf_printf(&b->body, ")");
+  } else if (is_float_dtype(t->dtype))
     put_float_literal(&b->body, t->dtype, fv);
   else
     put_int_literal(&b->body, t->dtype, iv);
@@ -576,6 +585,15 @@ static tt_hv splat(tt_hlo *b, const tt_hlo_type *t, double fv, int64_t iv) {
   tt_hlo_put_type(&b->body, t);
   tt_hlo_buf_printf(&b->body, "\n");
   return r;
+}
+
+static tt_hv splat(tt_hlo *b, const tt_hlo_type *t, double fv, int64_t iv) {
+  return splat_c(b, t, fv, iv, 0.0);
+}
+
+tt_hv tt_hlo_splat_c(tt_hlo *b, const tt_hlo_type *t, double re, double im) {
+  if (!tt_dtype_is_complex(t->dtype)) return tt_hlo_splat(b, t, re);
+  return splat_c(b, t, re, 0, im);
 }
 
 // Double to int64 the way C would, without undefined behaviour out of range.

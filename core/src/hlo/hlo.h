@@ -81,6 +81,8 @@ tt_status tt_hlo_finish(tt_hlo *b, const tt_hv *results, int n,
 // A tensor of type `t` with every element `v` (converted to t->dtype).
 tt_hv tt_hlo_splat(tt_hlo *b, const tt_hlo_type *t, double v);
 tt_hv tt_hlo_splat_i(tt_hlo *b, const tt_hlo_type *t, int64_t v);
+// A complex splat (re, im); for a real type, tt_hlo_splat(re).
+tt_hv tt_hlo_splat_c(tt_hlo *b, const tt_hlo_type *t, double re, double im);
 // 0-d constants.
 tt_hv tt_hlo_const(tt_hlo *b, tt_dtype d, double v);
 tt_hv tt_hlo_const_i(tt_hlo *b, tt_dtype d, int64_t v);
@@ -117,6 +119,11 @@ tt_hv tt_hlo_compare(tt_hlo *b, tt_hlo_cmp cmp, tt_hv x, tt_hv y);
 tt_hv tt_hlo_select(tt_hlo *b, tt_hv pred, tt_hv on_true, tt_hv on_false);
 tt_hv tt_hlo_clamp(tt_hlo *b, tt_hv lo, tt_hv x, tt_hv hi);
 tt_hv tt_hlo_convert(tt_hlo *b, tt_hv x, tt_dtype d);  // no-op when same
+// Complex parts: real/imag of complex<fN> are fN; complex(re, im) of two
+// same-typed f32/f64 values. (XLA has no bitcast to or from complex.)
+tt_hv tt_hlo_real(tt_hlo *b, tt_hv x);
+tt_hv tt_hlo_imag(tt_hlo *b, tt_hv x);
+tt_hv tt_hlo_complex(tt_hlo *b, tt_hv re, tt_hv im);
 // Reinterprets bits; element sizes must match.
 tt_hv tt_hlo_bitcast(tt_hlo *b, tt_hv x, tt_dtype d);
 // bitcast_convert to `t` when element widths differ: x's shape plus a

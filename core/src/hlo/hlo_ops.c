@@ -13,12 +13,15 @@
 
 // --- type checks -------------------------------------------------------------------
 
-enum { K_FLOAT = 1, K_INT = 2, K_BOOL = 4, K_ANY = 7 };
+// K_CPLX: complex<f32>/complex<f64>; K_ANY leaves it out (max/min have no
+// complex order), K_ALL takes it.
+enum { K_FLOAT = 1, K_INT = 2, K_BOOL = 4, K_ANY = 7, K_CPLX = 8, K_ALL = 15 };
 
 static int dtype_kind(tt_dtype d) {
   switch (d) {
     case TT_F16: case TT_BF16: case TT_F32: case TT_F64: return K_FLOAT;
     case TT_BOOL: return K_BOOL;
+    case TT_C64: case TT_C128: return K_CPLX;
     default: return K_INT;
   }
 }
@@ -57,19 +60,19 @@ static bool check_same(tt_hlo *b, const char *op, tt_hv x, tt_hv y) {
 // --- elementwise ---------------------------------------------------------------------
 
 static const struct { const char *name; int kinds; } kUnops[TT_HLO_UNOP_COUNT] = {
-    [TT_HLO_ABS] = {"stablehlo.abs", K_FLOAT | K_INT},
-    [TT_HLO_NEG] = {"stablehlo.negate", K_FLOAT | K_INT},
-    [TT_HLO_EXP] = {"stablehlo.exponential", K_FLOAT},
-    [TT_HLO_EXPM1] = {"stablehlo.exponential_minus_one", K_FLOAT},
-    [TT_HLO_LOG] = {"stablehlo.log", K_FLOAT},
-    [TT_HLO_LOG1P] = {"stablehlo.log_plus_one", K_FLOAT},
-    [TT_HLO_SQRT] = {"stablehlo.sqrt", K_FLOAT},
-    [TT_HLO_RSQRT] = {"stablehlo.rsqrt", K_FLOAT},
-    [TT_HLO_TANH] = {"stablehlo.tanh", K_FLOAT},
+    [TT_HLO_ABS] = {"stablehlo.abs", K_FLOAT | K_INT | K_CPLX},  // complex -> real
+    [TT_HLO_NEG] = {"stablehlo.negate", K_FLOAT | K_INT | K_CPLX},
+    [TT_HLO_EXP] = {"stablehlo.exponential", K_FLOAT | K_CPLX},
+    [TT_HLO_EXPM1] = {"stablehlo.exponential_minus_one", K_FLOAT | K_CPLX},
+    [TT_HLO_LOG] = {"stablehlo.log", K_FLOAT | K_CPLX},
+    [TT_HLO_LOG1P] = {"stablehlo.log_plus_one", K_FLOAT | K_CPLX},
+    [TT_HLO_SQRT] = {"stablehlo.sqrt", K_FLOAT | K_CPLX},
+    [TT_HLO_RSQRT] = {"stablehlo.rsqrt", K_FLOAT | K_CPLX},
+    [TT_HLO_TANH] = {"stablehlo.tanh", K_FLOAT | K_CPLX},
     [TT_HLO_LOGISTIC] = {"stablehlo.logistic", K_FLOAT},
-    [TT_HLO_SIN] = {"stablehlo.sine", K_FLOAT},
-    [TT_HLO_COS] = {"stablehlo.cosine", K_FLOAT},
-    [TT_HLO_TAN] = {"stablehlo.tan", K_FLOAT},
+    [TT_HLO_SIN] = {"stablehlo.sine", K_FLOAT | K_CPLX},
+    [TT_HLO_COS] = {"stablehlo.cosine", K_FLOAT | K_CPLX},
+    [TT_HLO_TAN] = {"stablehlo.tan", K_FLOAT | K_CPLX},
     [TT_HLO_FLOOR] = {"stablehlo.floor", K_FLOAT},
     [TT_HLO_CEIL] = {"stablehlo.ceil", K_FLOAT},
     [TT_HLO_ROUND_EVEN] = {"stablehlo.round_nearest_even", K_FLOAT},
@@ -81,12 +84,12 @@ static const struct { const char *name; int kinds; } kUnops[TT_HLO_UNOP_COUNT] =
 };
 
 static const struct { const char *name; int kinds; } kBinops[TT_HLO_BINOP_COUNT] = {
-    [TT_HLO_ADD] = {"stablehlo.add", K_ANY},
-    [TT_HLO_SUB] = {"stablehlo.subtract", K_FLOAT | K_INT},
-    [TT_HLO_MUL] = {"stablehlo.multiply", K_ANY},
-    [TT_HLO_DIV] = {"stablehlo.divide", K_FLOAT | K_INT},
+    [TT_HLO_ADD] = {"stablehlo.add", K_ALL},
+    [TT_HLO_SUB] = {"stablehlo.subtract", K_FLOAT | K_INT | K_CPLX},
+    [TT_HLO_MUL] = {"stablehlo.multiply", K_ALL},
+    [TT_HLO_DIV] = {"stablehlo.divide", K_FLOAT | K_INT | K_CPLX},
     [TT_HLO_REM] = {"stablehlo.remainder", K_FLOAT | K_INT},
-    [TT_HLO_POW] = {"stablehlo.power", K_FLOAT | K_INT},
+    [TT_HLO_POW] = {"stablehlo.power", K_FLOAT | K_INT | K_CPLX},
     [TT_HLO_MAX] = {"stablehlo.maximum", K_ANY},
     [TT_HLO_MIN] = {"stablehlo.minimum", K_ANY},
     [TT_HLO_AND] = {"stablehlo.and", K_INT | K_BOOL},
@@ -107,7 +110,35 @@ tt_hv tt_hlo_unary(tt_hlo *b, tt_hlo_unop op, tt_hv x) {
   if (!check_kind(b, kUnops[op].name, x, kUnops[op].kinds)) return TT_HV_INVALID;
   tt_hlo_type t = *ty(b, x);
   if (op == TT_HLO_IS_FINITE) t.dtype = TT_BOOL;
+  if (op == TT_HLO_ABS) t.dtype = tt_dtype_to_real(t.dtype);  // |z| is real
   return tt_hlo_emit(b, kUnops[op].name, &x, 1, NULL, &t);
+}
+
+// --- complex parts ---------------------------------------------------------------------
+
+static tt_hv complex_part(tt_hlo *b, const char *name, tt_hv x) {
+  if (!tt_hlo_ok(b, &x, 1) || !check_kind(b, name, x, K_CPLX)) return TT_HV_INVALID;
+  tt_hlo_type t = *ty(b, x);
+  t.dtype = tt_dtype_to_real(t.dtype);
+  return tt_hlo_emit(b, name, &x, 1, NULL, &t);
+}
+
+tt_hv tt_hlo_real(tt_hlo *b, tt_hv x) { return complex_part(b, "stablehlo.real", x); }
+tt_hv tt_hlo_imag(tt_hlo *b, tt_hv x) { return complex_part(b, "stablehlo.imag", x); }
+
+tt_hv tt_hlo_complex(tt_hlo *b, tt_hv re, tt_hv im) {
+  tt_hv xs[2] = {re, im};
+  if (!tt_hlo_ok(b, xs, 2) || !check_same(b, "stablehlo.complex", re, im))
+    return TT_HV_INVALID;
+  tt_hlo_type t = *ty(b, re);
+  if (t.dtype != TT_F32 && t.dtype != TT_F64) {
+    char s1[96];
+    tt_hlo_failf(b, "stablehlo.complex: parts of type %s (f32 or f64 only)",
+                 type_str(&t, s1, sizeof s1));
+    return TT_HV_INVALID;
+  }
+  t.dtype = t.dtype == TT_F32 ? TT_C64 : TT_C128;
+  return tt_hlo_emit(b, "stablehlo.complex", xs, 2, NULL, &t);
 }
 
 tt_hv tt_hlo_binary(tt_hlo *b, tt_hlo_binop op, tt_hv x, tt_hv y) {
@@ -141,7 +172,11 @@ tt_hv tt_hlo_compare(tt_hlo *b, tt_hlo_cmp cmp, tt_hv x, tt_hv y) {
     return TT_HV_INVALID;
   }
   tt_dtype d = ty(b, x)->dtype;
-  const char *kind = dtype_kind(d) == K_FLOAT ? "FLOAT"
+  if (dtype_kind(d) == K_CPLX && cmp != TT_HLO_EQ && cmp != TT_HLO_NE) {
+    tt_hlo_failf(b, "stablehlo.compare: complex values have no order");
+    return TT_HV_INVALID;
+  }
+  const char *kind = dtype_kind(d) & (K_FLOAT | K_CPLX) ? "FLOAT"
                      : (d == TT_BOOL || is_unsigned(d)) ? "UNSIGNED" : "SIGNED";
   char attrs[160];
   snprintf(attrs, sizeof attrs,
@@ -193,6 +228,12 @@ tt_hv tt_hlo_convert(tt_hlo *b, tt_hv x, tt_dtype d) {
     tt_hv zero = tt_hlo_splat(b, &t, 0.0);
     return tt_hlo_compare(b, TT_HLO_NE, x, zero);
   }
+  if (tt_dtype_is_complex(t.dtype) && !tt_dtype_is_complex(d)) {
+    // XLA has no complex -> real convert; PyTorch drops the imaginary part.
+    x = tt_hlo_real(b, x);
+    t.dtype = tt_dtype_to_real(t.dtype);
+    if (t.dtype == d) return x;
+  }
   bool from_float = t.dtype == TT_F16 || t.dtype == TT_BF16 ||
                     t.dtype == TT_F32 || t.dtype == TT_F64;
   if (from_float && (d == TT_U8 || d == TT_U16 || d == TT_U32)) {
@@ -208,6 +249,12 @@ tt_hv tt_hlo_convert(tt_hlo *b, tt_hv x, tt_dtype d) {
 tt_hv tt_hlo_bitcast(tt_hlo *b, tt_hv x, tt_dtype d) {
   if (!tt_hlo_ok(b, &x, 1)) return TT_HV_INVALID;
   tt_hlo_type t = *ty(b, x);
+  if (tt_dtype_is_complex(t.dtype) != tt_dtype_is_complex(d) && t.dtype != d) {
+    char s[96];
+    tt_hlo_failf(b, "bitcast_convert of %s to %s: XLA has no complex bitcast "
+                 "(use real/imag/complex)", type_str(&t, s, sizeof s), tt_hlo_elem_name(d));
+    return TT_HV_INVALID;
+  }
   if (tt_dtype_size(t.dtype) != tt_dtype_size(d) || d == TT_BOOL || t.dtype == TT_BOOL) {
     char s[96];
     tt_hlo_failf(b, "bitcast_convert of %s to %s: element sizes differ",
@@ -224,9 +271,10 @@ tt_hv tt_hlo_bitcast_to(tt_hlo *b, tt_hv x, const tt_hlo_type *t) {
   const tt_hlo_type *from = ty(b, x);
   if (tt_hlo_numel(from) * tt_dtype_size(from->dtype) !=
           tt_hlo_numel(t) * tt_dtype_size(t->dtype) ||
-      from->dtype == TT_BOOL || t->dtype == TT_BOOL) {
+      from->dtype == TT_BOOL || t->dtype == TT_BOOL ||
+      (tt_dtype_is_complex(from->dtype) != tt_dtype_is_complex(t->dtype))) {
     char s1[96], s2[96];
-    tt_hlo_failf(b, "bitcast_convert of %s to %s: sizes differ",
+    tt_hlo_failf(b, "bitcast_convert of %s to %s: sizes differ (or complex)",
                  type_str(from, s1, sizeof s1), type_str(t, s2, sizeof s2));
     return TT_HV_INVALID;
   }

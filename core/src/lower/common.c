@@ -3,7 +3,8 @@
 // shape strings for messages, and small value builders used by several
 // families (zeros, scalar splats, keepdim reshapes).
 //
-// Leaves out: complex dtypes (the core has none).
+// Complex dtypes promote as in PyTorch (complex64 with float64 is
+// complex128); complex32 (ComplexHalf) is left out.
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -59,6 +60,10 @@ static const tt_dtype kPromote[10][10] = {
 tt_dtype tt_promote_types(tt_dtype a, tt_dtype b) {
   if (a == TT_DTYPE_NONE) return b;
   if (b == TT_DTYPE_NONE || a == b) return a;
+  if (tt_dtype_is_complex(a) || tt_dtype_is_complex(b)) {
+    bool wide = a == TT_C128 || b == TT_C128 || a == TT_F64 || b == TT_F64;
+    return wide ? TT_C128 : TT_C64;
+  }
   // uint16/32/64 promote only with themselves and with floats, as in PyTorch.
   bool wide_a = a >= TT_U16, wide_b = b >= TT_U16;
   if (wide_a || wide_b) {
@@ -69,9 +74,9 @@ tt_dtype tt_promote_types(tt_dtype a, tt_dtype b) {
   return kPromote[a][b];
 }
 
-// 0 bool, 1 integer, 2 floating: the categories of type promotion.
+// 0 bool, 1 integer, 2 floating, 3 complex: the categories of type promotion.
 static int category(tt_dtype d) {
-  return d == TT_BOOL ? 0 : tt_dtype_is_float(d) ? 2 : 1;
+  return d == TT_BOOL ? 0 : tt_dtype_is_complex(d) ? 3 : tt_dtype_is_float(d) ? 2 : 1;
 }
 
 bool tt_can_cast(tt_dtype from, tt_dtype to) {
@@ -84,6 +89,13 @@ bool tt_can_cast(tt_dtype from, tt_dtype to) {
 // lower one is of a higher category (bool < int < float).
 static tt_dtype combine(tt_dtype higher, tt_dtype lower) {
   if (higher == TT_DTYPE_NONE) return lower;
+  if (tt_dtype_is_complex(higher)) return higher;
+  if (tt_dtype_is_complex(lower)) {  // a float keeps its width (toComplexType)
+    if (higher == TT_F64) return TT_C128;
+    if (higher == TT_F32) return TT_C64;
+    if (tt_dtype_is_float(higher)) return TT_DTYPE_NONE;  // complex32: not here
+    return lower;
+  }
   if (lower == TT_DTYPE_NONE || tt_dtype_is_float(higher)) return higher;
   if (higher == TT_BOOL || tt_dtype_is_float(lower)) return tt_promote_types(higher, lower);
   return higher;
@@ -104,6 +116,8 @@ tt_dtype tt_lower_result_type(const tt_lower_ctx *c, const int *idx, int n) {
       }
       // A Python float takes the default dtype; ints stay int64.
       if (tt_dtype_is_float(d)) d = tt_lower_default_dtype(c);
+      if (tt_dtype_is_complex(d))  // a Python complex: the default complex dtype
+        d = tt_lower_default_dtype(c) == TT_F64 ? TT_C128 : TT_C64;
       wrapped = tt_promote_types(wrapped, d);
     } else if (v->kind == TT_VALUE_INT) {
       wrapped = tt_promote_types(wrapped, TT_I64);

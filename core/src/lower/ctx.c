@@ -278,8 +278,29 @@ static tt_status check_buffer_dtype(const tt_lower_ctx *c, int slot) {
 }
 
 // True when a view of dtype `v` reads a buffer of dtype `b` element for element.
+// (XLA bitcasts no complex values: complex views go through their parts.)
 static bool same_width(tt_dtype b, tt_dtype v) {
-  return b == v || (tt_dtype_size(b) == tt_dtype_size(v) && b != TT_BOOL && v != TT_BOOL);
+  return b == v || (tt_dtype_size(b) == tt_dtype_size(v) && b != TT_BOOL && v != TT_BOOL &&
+                    !tt_dtype_is_complex(b) && !tt_dtype_is_complex(v));
+}
+
+// A flat complex value [n] as its parts [2n] (re, im, re, im, ...): the
+// bytes PyTorch's view_as_real reads.
+static tt_hv split_complex(tt_lower_ctx *c, tt_hv flat) {
+  int64_t n = tt_hlo_type_of(c->b, flat)->dims[0], col[2] = {n, 1}, all = 2 * n;
+  tt_hv parts[2] = {tt_hlo_reshape(c->b, tt_hlo_real(c->b, flat), 2, col),
+                    tt_hlo_reshape(c->b, tt_hlo_imag(c->b, flat), 2, col)};
+  return tt_hlo_reshape(c->b, tt_hlo_concatenate(c->b, parts, 2, 1), 1, &all);
+}
+
+// The inverse: flat parts [2n] of complex dtype `to`'s component as [n] of `to`.
+static tt_hv join_complex(tt_lower_ctx *c, tt_hv flat) {
+  int64_t m = tt_hlo_type_of(c->b, flat)->dims[0] / 2, pairs[2] = {m, 2};
+  tt_hv x = tt_hlo_reshape(c->b, flat, 2, pairs);
+  int64_t s0[2] = {0, 0}, s1[2] = {0, 1}, l0[2] = {m, 1}, l1[2] = {m, 2}, st[2] = {1, 1};
+  tt_hv re = tt_hlo_reshape(c->b, tt_hlo_slice(c->b, x, s0, l0, st), 1, &m);
+  tt_hv im = tt_hlo_reshape(c->b, tt_hlo_slice(c->b, x, s1, l1, st), 1, &m);
+  return tt_hlo_complex(c->b, re, im);
 }
 
 // The flat buffer value `flat` read as elements of `to`: the same bytes,
@@ -288,6 +309,9 @@ static tt_hv reinterpret(tt_lower_ctx *c, tt_hv flat, tt_dtype to) {
   const tt_hlo_type *ty = tt_hlo_type_of(c->b, flat);
   if (!ty || ty->dtype == to) return ty ? flat : TT_HV_INVALID;
   if (same_width(ty->dtype, to)) return tt_hlo_bitcast(c->b, flat, to);
+  if (tt_dtype_is_complex(ty->dtype)) return reinterpret(c, split_complex(c, flat), to);
+  if (tt_dtype_is_complex(to))
+    return join_complex(c, reinterpret(c, flat, tt_dtype_to_real(to)));
   tt_dtype from = ty->dtype;
   int64_t n = ty->dims[0];
   if (from == TT_BOOL) {
@@ -446,6 +470,12 @@ tt_hv tt_lower_scalar(tt_lower_ctx *c, int i, tt_dtype d) {
     const tt_scalar *s = &v->u.scalar;
     bool fl = s->dtype == TT_F64 || tt_dtype_is_float(s->dtype);
     return fl ? tt_hlo_const(c->b, d, s->f) : tt_hlo_const_i(c->b, d, s->i);
+  }
+  if (tt_dtype_is_complex(d)) {  // a real Scalar (the gate refuses complex ones)
+    tt_dtype part = tt_dtype_to_real(d);
+    tt_param p = {.kind = TT_PARAM_SCALAR, .slot = -1, .arg = i, .dtype = part};
+    tt_hlo_type ty = tt_hlo_make_type(part, 0, NULL);
+    return tt_hlo_convert(c->b, add_param(c, p, &ty), d);
   }
   tt_param p = {.kind = TT_PARAM_SCALAR, .slot = -1, .arg = i, .dtype = d};
   tt_hlo_type ty = tt_hlo_make_type(d, 0, NULL);
@@ -714,8 +744,9 @@ static tt_status finish(tt_lower_ctx *c, tt_program *prog, const char **text,
       break;
     }
     if (!dt) {
-      if (ty->dtype == TT_F64 && !c->opts.supports_f64)
-        st = tt_lower_fail(c, TT_INVALID_ARGUMENT, "float64 is not supported by this device");
+      if ((ty->dtype == TT_F64 || ty->dtype == TT_C128) && !c->opts.supports_f64)
+        st = tt_lower_fail(c, TT_INVALID_ARGUMENT, "%s is not supported by this device",
+                           tt_dtype_name(ty->dtype));
       int64_t n = tt_hlo_numel(ty);
       prog->outs[nout] = (tt_out){.fresh = true, .slot = -1, .dtype = ty->dtype, .numel = n};
       outv[nout++] = tt_hlo_reshape(c->b, c->results[r], 1, &n);
@@ -808,6 +839,40 @@ static void ctx_deinit(tt_lower_ctx *c) {
   free(c->check_vals);
 }
 
+// --- complex gate ----------------------------------------------------------------------
+
+static bool value_is_complex(const tt_value *v) {
+  switch (v->kind) {
+    case TT_VALUE_TENSOR: return tt_dtype_is_complex(v->u.tensor.dtype);
+    case TT_VALUE_SCALAR: return tt_dtype_is_complex(v->u.scalar.dtype);
+    case TT_VALUE_DTYPE: return tt_dtype_is_complex(v->u.dtype);
+    case TT_VALUE_LIST:
+      for (int j = 0; j < v->u.list.n; j++)
+        if (value_is_complex(&v->u.list.items[j])) return true;
+      return false;
+    default: return false;
+  }
+}
+
+static bool value_is_complex_scalar(const tt_value *v) {
+  if (v->kind == TT_VALUE_SCALAR) return tt_dtype_is_complex(v->u.scalar.dtype);
+  if (v->kind != TT_VALUE_LIST) return false;
+  for (int j = 0; j < v->u.list.n; j++)
+    if (value_is_complex_scalar(&v->u.list.items[j])) return true;
+  return false;
+}
+
+// A rule not marked TT_RULE_COMPLEX never sees a complex value. No rule sees
+// a complex Scalar yet: a runtime scalar parameter holds 8 bytes, one part.
+static tt_status check_complex(const tt_op_call *call, const tt_rule *rule) {
+  bool ok = rule->flags & TT_RULE_COMPLEX;
+  for (int i = 0; i < call->nargs; i++)
+    if (ok ? value_is_complex_scalar(&call->args[i]) : value_is_complex(&call->args[i]))
+      return tt_make_status(TT_UNIMPLEMENTED, "%s: no lowering for complex "
+                            "%s (argument %d)", rule->name, ok ? "Scalars" : "arguments", i);
+  return NULL;
+}
+
 // Runs the rule and finishes into `prog` (emptied on error); in a graph,
 // `graph_out` also takes the parameter and output values.
 static tt_status lower(const tt_op_call *call, const tt_rule *rule,
@@ -819,7 +884,8 @@ static tt_status lower(const tt_op_call *call, const tt_rule *rule,
   tt_lower_ctx c;
   memset(&c, 0, sizeof c);
   tt_hv *outs = NULL;
-  tt_status st = ctx_init(&c, call, rule, opts, b);
+  tt_status st = check_complex(call, rule);
+  if (!st) st = ctx_init(&c, call, rule, opts, b);
   c.graph = graph;
   if (!st) st = rule->fn(&c);
   if (!st) st = tt_hlo_take_status(b);

@@ -585,6 +585,11 @@ static tt_hlo_type target_type(const tt_lower_ctx *c) {
 // copy_(self, src): src converted to self's dtype (any cast) and broadcast.
 static tt_status lower_copy(tt_lower_ctx *c) {
   tt_hlo_type t = target_type(c);
+  const tt_value *from = tt_lower_arg(c, 1);
+  if (from->kind == TT_VALUE_TENSOR && tt_dtype_is_complex(from->u.tensor.dtype) &&
+      !tt_dtype_is_complex(t.dtype))  // on the CPU, so PyTorch warns as it does there
+    return tt_lower_fail(c, TT_UNIMPLEMENTED, "copy_: complex to %s drops the "
+                         "imaginary part", tt_dtype_name(t.dtype));
   tt_lower_allow_any_cast(c);
   tt_hv src = tt_hlo_convert(tt_lower_hlo(c), tt_lower_tensor(c, 1), t.dtype);
   tt_lower_result(c, tt_lower_broadcast_to(c, src, t.rank, t.dims));
@@ -1169,6 +1174,7 @@ static tt_status lower_log_sigmoid_backward(tt_lower_ctx *c) {
 // --- the table ---------------------------------------------------------------------------------------
 
 #define R(name, fn) {"aten::" name, fn, 0}
+#define RC(name, fn) {"aten::" name, fn, TT_RULE_COMPLEX}  // complex-capable
 // The functional, in-place and out= forms of one op.
 #define U(name, fn) R(name, fn), R(name "_", fn), R(name ".out", fn)
 static const tt_rule kRules[] = {
@@ -1337,16 +1343,17 @@ static const tt_rule kRules[] = {
     R("log_sigmoid_forward.output", lower_log_sigmoid_forward),
     R("log_sigmoid_backward", lower_log_sigmoid_backward),
     R("log_sigmoid_backward.grad_input", lower_log_sigmoid_backward),
-    R("copy_", lower_copy), R("copy", lower_copy),
-    R("fill_.Scalar", lower_fill), R("fill_.Tensor", lower_fill),
-    R("fill.Scalar", lower_fill), R("fill.Tensor", lower_fill),
-    R("zero_", lower_zero), R("zero", lower_zero),
+    RC("copy_", lower_copy), RC("copy", lower_copy),
+    RC("fill_.Scalar", lower_fill), RC("fill_.Tensor", lower_fill),
+    RC("fill.Scalar", lower_fill), RC("fill.Tensor", lower_fill),
+    RC("zero_", lower_zero), RC("zero", lower_zero),
     R("masked_fill_.Scalar", lower_masked_fill), R("masked_fill_.Tensor", lower_masked_fill),
     R("masked_fill.Scalar", lower_masked_fill), R("masked_fill.Tensor", lower_masked_fill),
     R("masked_fill.Scalar_out", lower_masked_fill),
     R("masked_fill.Tensor_out", lower_masked_fill),
 };
 #undef R
+#undef RC
 #undef U
 
 const tt_rule_table tt_rules_elementwise = {kRules, (int)(sizeof kRules / sizeof kRules[0])};

@@ -83,7 +83,7 @@ static void put_type(char *buf, size_t cap, const tt_hlo_type *t) {
       [TT_BOOL] = "b1", [TT_U8] = "u8",   [TT_I8] = "i8",   [TT_I16] = "i16",
       [TT_I32] = "i32", [TT_I64] = "i64", [TT_F16] = "f16", [TT_BF16] = "bf16",
       [TT_F32] = "f32", [TT_F64] = "f64", [TT_U16] = "u16", [TT_U32] = "u32",
-      [TT_U64] = "u64"};
+      [TT_U64] = "u64", [TT_C64] = "c64", [TT_C128] = "c128"};
   if (t->dtype >= 0 && t->dtype < TT_DTYPE_COUNT) e = kShort[t->dtype];
   n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, "%s%s[", n ? "," : "", e ? e : "?");
   for (int i = 0; i < t->rank && n < cap; i++)

@@ -39,6 +39,10 @@ enum {
   // (which would otherwise run for "tpu" and never reach the core): the shim
   // registers such ops for the device (e.g. _foreach_*, convolution_overrideable).
   TT_RULE_REPLACES_COMPOSITE = 1u << 1,
+  // The rule handles complex tensors. A call of any other rule with a
+  // complex tensor, dtype or Scalar is TT_UNIMPLEMENTED (the shim runs it on
+  // the CPU): rules written for real dtypes would give wrong numbers.
+  TT_RULE_COMPLEX = 1u << 2,
 };
 
 typedef struct tt_rule {
@@ -168,7 +172,7 @@ const char *tt_shape_str(const tt_hlo_type *t, char *buf, size_t cap);
 // priority of dimensioned tensors > 0-d tensors > wrapped numbers and the
 // categories bool < integer < floating.
 tt_dtype tt_lower_result_type(const tt_lower_ctx *c, const int *idx, int n);
-bool tt_dtype_is_float(tt_dtype d);
+bool tt_dtype_is_float(tt_dtype d);  // false for complex (tt_dtype_is_complex)
 bool tt_dtype_is_int(tt_dtype d);  // integral, not bool
 bool tt_can_cast(tt_dtype from, tt_dtype to);  // torch.can_cast
 

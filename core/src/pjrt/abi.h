@@ -274,7 +274,9 @@ typedef enum {
   PJRT_Buffer_Type_F32,
   PJRT_Buffer_Type_F64,
   PJRT_Buffer_Type_BF16,
-  // Later values (complex, fp8, sub-byte ints, ...) are not used by torchtpu.
+  PJRT_Buffer_Type_C64,   // (f32 re, f32 im)
+  PJRT_Buffer_Type_C128,  // (f64 re, f64 im)
+  // Later values (fp8, sub-byte ints, ...) are not used by torchtpu.
 } PJRT_Buffer_Type;
 
 typedef enum {

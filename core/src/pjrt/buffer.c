@@ -19,7 +19,8 @@ static const PJRT_Buffer_Type pjrt_types[] = {
     [TT_F16] = PJRT_Buffer_Type_F16,   [TT_BF16] = PJRT_Buffer_Type_BF16,
     [TT_F32] = PJRT_Buffer_Type_F32,   [TT_F64] = PJRT_Buffer_Type_F64,
     [TT_U16] = PJRT_Buffer_Type_U16,   [TT_U32] = PJRT_Buffer_Type_U32,
-    [TT_U64] = PJRT_Buffer_Type_U64,
+    [TT_U64] = PJRT_Buffer_Type_U64,   [TT_C64] = PJRT_Buffer_Type_C64,
+    [TT_C128] = PJRT_Buffer_Type_C128,
 };
 static_assert(sizeof pjrt_types / sizeof pjrt_types[0] == TT_DTYPE_COUNT,
               "every tt_dtype needs a PJRT element type");

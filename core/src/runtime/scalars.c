@@ -9,7 +9,7 @@
 // The value of a Scalar as `d`'s bytes (zero-extended into 8 bytes).
 uint64_t tt_scalar_bits(const tt_scalar *s, tt_dtype d) {
   bool fl = s->dtype == TT_F64 || s->dtype == TT_F32 || s->dtype == TT_F16 ||
-            s->dtype == TT_BF16;
+            s->dtype == TT_BF16 || tt_dtype_is_complex(s->dtype);  // the real part
   double f = fl ? s->f : (double)s->i;
   // Saturating, as C's conversion of NaN, inf or out-of-range values is undefined.
   int64_t i = !fl ? s->i
