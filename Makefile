@@ -40,7 +40,7 @@ ASAN_TESTS := $(TEST_SRCS:core/tests/%.c=build/asan/tests/%)
 # Torch's location and C++ ABI come from the venv's python, asked only when
 # the shim is built (`make core` / `make ctest` never import torch).
 
-torch_query = $(shell $(PYTHON) -c "import torch, os; print($(1))")
+torch_query = $(shell TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(PYTHON) -c "import torch, os; print($(1))")
 TORCH_DIR = $(eval TORCH_DIR := $(call torch_query,os.path.dirname(torch.__file__)))$(TORCH_DIR)
 TORCH_ABI = $(eval TORCH_ABI := $(call torch_query,int(torch._C._GLIBCXX_USE_CXX11_ABI)))$(TORCH_ABI)
 

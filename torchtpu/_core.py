@@ -172,7 +172,13 @@ shim = None
 
 def _bind(lib, table):
     for name, (restype, argtypes) in table.items():
-        fn = getattr(lib, name)
+        try:
+            fn = getattr(lib, name)
+        except AttributeError:  # a build older than this package (e.g. after git pull)
+            raise ImportError(
+                f"torchtpu: {lib._name} has no {name}: the native libraries are older than "
+                f"the Python package; rebuild them with `make` in the repository root "
+                f"(or `pip install -e .`)") from None
         fn.restype = restype
         fn.argtypes = argtypes
 
