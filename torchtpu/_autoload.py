@@ -8,11 +8,4 @@ starts lazily, on the first tpu tensor."""
 
 
 def autoload():
-    # A missing or stale native build must not break `import torch` itself
-    # (nor the build, which asks torch for its paths): say so and go on;
-    # an explicit `import torchtpu` raises the same error.
-    try:
-        import torchtpu  # noqa: F401  (registration happens on import)
-    except ImportError as e:
-        import warnings
-        warnings.warn(f"torchtpu not loaded: {e}", RuntimeWarning, stacklevel=2)
+    import torchtpu  # noqa: F401  (registration happens on import)
