@@ -404,6 +404,9 @@ static tt_status lower_avg_pool2d_backward(tt_lower_ctx *c) {
   tt_dtype acc = tt_opmath(xt.dtype);
   tt_hv g = tt_hlo_convert(b, tt_lower_tensor(c, 0), acc);
   tt_hlo_type gt = tt_lower_type(c, g);
+  if (gt.rank != xt.rank)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "grad_output is %dD but self is %dD",
+                         (int)gt.rank, (int)xt.rank);
   int64_t bd[2] = {gt.rank - 2, gt.rank - 1};
   tt_hv div = tt_hlo_broadcast_in_dim(b, avg_divisor(c, &a, tt_lower_bool(c, 6), 7, acc),
                                       gt.rank, gt.dims, bd);
@@ -451,6 +454,15 @@ static tt_status adaptive(tt_lower_ctx *c, bool backward) {
   int64_t out[2];
   if (backward) {
     tt_hlo_type gt = tt_lower_tensor_type(c, 0, -1);
+    if (gt.rank != xt.rank)
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "grad_output is %dD but self is %dD",
+                           (int)gt.rank, (int)xt.rank);
+    for (int r = 0; r < xt.rank - 2; r++)
+      if (gt.dims[r] != xt.dims[r])
+        return tt_lower_fail(c, TT_INVALID_ARGUMENT, "grad_output dim %d is %" PRId64
+                             " but self's is %" PRId64, r, gt.dims[r], xt.dims[r]);
+    if (gt.dims[gt.rank - 2] < 1 || gt.dims[gt.rank - 1] < 1)
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "grad_output must have positive sizes");
     out[0] = gt.dims[gt.rank - 2];
     out[1] = gt.dims[gt.rank - 1];
   } else if (!ints_arg(c, 1, 2, NULL, out) || out[0] < 1 || out[1] < 1) {
