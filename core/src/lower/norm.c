@@ -298,8 +298,10 @@ static tt_status gn_read(tt_lower_ctx *c, int x, int first, gn_shape *s) {
   s->ch = tt_lower_int(c, first + 1);
   s->hw = tt_lower_int(c, first + 2);
   s->groups = tt_lower_int(c, first + 3);
-  if (s->groups < 1 || s->ch % s->groups || s->n * s->ch * s->hw != tt_hlo_numel(&xt) ||
-      !tt_dtype_is_float(xt.dtype))
+  int64_t nc = 0, total = 0;
+  bool fits = s->n >= 0 && s->ch >= 0 && s->hw >= 0 && !__builtin_mul_overflow(s->n, s->ch, &nc) &&
+              !__builtin_mul_overflow(nc, s->hw, &total) && total == tt_hlo_numel(&xt);
+  if (s->groups < 1 || s->ch % s->groups || !fits || !tt_dtype_is_float(xt.dtype))
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "input of %" PRId64 " elements (%s) doesn't "
                          "fit N=%" PRId64 ", C=%" PRId64 ", HxW=%" PRId64 " in %" PRId64 " groups",
                          tt_hlo_numel(&xt), tt_dtype_name(xt.dtype), s->n, s->ch, s->hw, s->groups);
