@@ -269,6 +269,15 @@ tt_status tt_lower_dim_mask(const tt_lower_ctx *c, int i, int rank,
   return NULL;
 }
 
+tt_status tt_lower_check_window(tt_lower_ctx *c, const char *what, const int64_t *v, int n) {
+  const int64_t big = INT64_C(1) << 31;
+  for (int i = 0; i < n; i++)
+    if (v[i] > big || v[i] < -big)
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "%s %" PRId64 " is too large (at most 2^31)",
+                           what, v[i]);
+  return NULL;
+}
+
 tt_hv tt_lower_reduce_init(tt_lower_ctx *c, tt_dtype d, tt_hlo_reduce_kind kind) {
   tt_hlo *b = tt_lower_hlo(c);
   bool fl = tt_dtype_is_float(d);

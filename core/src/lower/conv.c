@@ -56,6 +56,11 @@ static tt_status read_conv_args(tt_lower_ctx *c, int first, int rank, conv_args 
                          "output_padding need %d values each", a->ns);
   a->transposed = tt_lower_bool(c, first + 3);
   a->groups = tt_lower_int(c, first + 5);
+  TT_RETURN_IF_ERROR(tt_lower_check_window(c, "stride", a->stride, a->ns));
+  TT_RETURN_IF_ERROR(tt_lower_check_window(c, "padding", a->pad, a->ns));
+  TT_RETURN_IF_ERROR(tt_lower_check_window(c, "dilation", a->dil, a->ns));
+  TT_RETURN_IF_ERROR(tt_lower_check_window(c, "output_padding", a->outpad, a->ns));
+  TT_RETURN_IF_ERROR(tt_lower_check_window(c, "groups", &a->groups, 1));
   for (int i = 0; i < a->ns; i++)
     if (a->stride[i] < 1 || a->dil[i] < 1 || a->pad[i] < 0)
       return tt_lower_fail(c, TT_INVALID_ARGUMENT, "non-positive stride or dilation, or "
@@ -261,6 +266,10 @@ static tt_status read_pool(tt_lower_ctx *c, const tt_hlo_type *xt, int k, int di
                          "dilation must have one or two values");
   if (dil < 0) a->d[0] = a->d[1] = 1;
   a->ceil = tt_lower_bool(c, ceil_arg);
+  TT_RETURN_IF_ERROR(tt_lower_check_window(c, "kernel_size", a->k, 2));
+  TT_RETURN_IF_ERROR(tt_lower_check_window(c, "stride", a->s, 2));
+  TT_RETURN_IF_ERROR(tt_lower_check_window(c, "padding", a->p, 2));
+  TT_RETURN_IF_ERROR(tt_lower_check_window(c, "dilation", a->d, 2));
   for (int i = 0; i < 2; i++) {
     if (a->k[i] < 1 || a->s[i] < 1 || a->d[i] < 1 || a->p[i] < 0 || 2 * a->p[i] > a->k[i])
       return tt_lower_fail(c, TT_INVALID_ARGUMENT, "bad pooling window: kernel %" PRId64

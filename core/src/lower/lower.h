@@ -221,6 +221,11 @@ tt_hv tt_lower_reduce(tt_lower_ctx *c, tt_hv v, const bool *mask, bool keepdim,
 // mul, -inf / lowest for max, +inf / highest for min, true/false for and/or).
 tt_hv tt_lower_reduce_init(tt_lower_ctx *c, tt_dtype d, tt_hlo_reduce_kind kind);
 
+// Refuses window parameters (kernel, stride, padding, dilation, groups) past
+// 2^31 in magnitude, naming `what`: the output-size arithmetic of pooling
+// and convolution would overflow int64 with them. NULL when all fit.
+tt_status tt_lower_check_window(tt_lower_ctx *c, const char *what, const int64_t *v, int n);
+
 // --- family tables (one per lower/<family>.c; joined by lower/table.c) -------
 
 extern const tt_rule_table tt_rules_elementwise;

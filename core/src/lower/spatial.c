@@ -694,6 +694,10 @@ static tt_status pool3d_window(tt_lower_ctx *c, const tt_hlo_type *xt, int k, in
                          "must have one or three values");
   if (dil < 0) memcpy(dl, ones, sizeof dl);
   bool ceil = tt_lower_bool(c, ceil_arg);
+  TT_RETURN_IF_ERROR(tt_lower_check_window(c, "kernel_size", ks, 3));
+  TT_RETURN_IF_ERROR(tt_lower_check_window(c, "stride", st, 3));
+  TT_RETURN_IF_ERROR(tt_lower_check_window(c, "padding", pd, 3));
+  TT_RETURN_IF_ERROR(tt_lower_check_window(c, "dilation", dl, 3));
   *w = tt_hlo_window_identity(xt->rank);
   for (int i = 0; i < 3; i++) {
     int r = xt->rank - 3 + i;
@@ -991,6 +995,8 @@ static tt_status read_unfold(tt_lower_ctx *c, int first, const int64_t *in, unfo
                            "stride must have two values each");
     dst[j][0] = v->u.ints.data[0];
     dst[j][1] = v->u.ints.data[1];
+    static const char *const kNames[4] = {"kernel_size", "dilation", "padding", "stride"};
+    TT_RETURN_IF_ERROR(tt_lower_check_window(c, kNames[j], dst[j], 2));
   }
   for (int i = 0; i < 2; i++) {
     a->in[i] = in[i];
