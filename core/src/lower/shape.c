@@ -214,6 +214,7 @@ static tt_status lower_constant_pad_nd(tt_lower_ctx *c) {
   if (np % 2 != 0 || np / 2 > t.rank)
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Length of pad must be even but instead "
                          "it equals %d (and at most twice the rank %d)", np, (int)t.rank);
+  TT_RETURN_IF_ERROR(tt_lower_check_window(c, "pad", pad, np));
   int64_t lo[TT_MAX_RANK] = {0}, hi[TT_MAX_RANK] = {0}, in[TT_MAX_RANK] = {0};
   for (int k = 0; k < np / 2; k++) {
     int d = t.rank - 1 - k;

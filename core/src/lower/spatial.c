@@ -357,6 +357,7 @@ static tt_status pad(tt_lower_ctx *c, mode m, int ns, bool backward) {
                          ns + 1, ns + 2, (int)xt.rank);
   if (backward && !tt_dtype_is_float(xt.dtype))
     return tt_lower_fail(c, TT_UNIMPLEMENTED, "backward of %s", tt_dtype_name(xt.dtype));
+  TT_RETURN_IF_ERROR(tt_lower_check_window(c, "padding", p->u.ints.data, 2 * ns));
   axis_args ax[3];
   for (int i = 0; i < ns; i++) {
     int64_t lo = p->u.ints.data[2 * (ns - 1 - i)], hi = p->u.ints.data[2 * (ns - 1 - i) + 1];
