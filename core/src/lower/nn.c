@@ -66,6 +66,12 @@ static tt_status nll_prepare(tt_lower_ctx *c, int x, nll_parts *p) {
   tt_hlo_type wt = tt_hlo_make_type(acc, 1, &p->n);
   tt_hv w = tt_hlo_splat(b, &wt, 1);
   if (!tt_lower_is_none(c, x + 2)) {
+    tt_hlo_type wtt = tt_lower_tensor_type(c, x + 2, -1);
+    if (wtt.rank != 1 || wtt.dims[0] != p->classes)  // PyTorch's text
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "weight tensor should be defined either for "
+                           "all %" PRId64 " classes or no classes but got weight tensor of %dD "
+                           "with %" PRId64 " elements", p->classes, (int)wtt.rank,
+                           tt_hlo_numel(&wtt));
     tt_hv weight = tt_hlo_convert(b, tt_lower_tensor(c, x + 2), acc);
     int64_t col[2] = {p->n, 1}, one = 1, zero = 0;
     tt_hlo_gather_dims gd = {.collapsed_slice_dims = &zero, .n_collapsed = 1,
