@@ -52,6 +52,14 @@ DEFAULTS = {
         "mixed_precision": "float32",   # float32 | bfloat16 (torch.autocast)
         "dataset_path": "",             # "": the shipped corpus
         "compile": False,               # torch.compile the step (backend "tpu"; issue 6)
+        "compile_mode": "graphs",       # graphs: forward+backward and optimizer graphs;
+                                        # step: the whole step as one program (issue 13)
+        "mixed_precision_param": "float32",   # SimpleFSDP: dtype parameters are gathered in
+        "mixed_precision_reduce": "float32",  # SimpleFSDP: dtype gradients are reduced in
+    },
+    "activation_checkpoint": {          # TorchTitan's names
+        "mode": "none",                 # none | selective | full
+        "selective_ac_option": "2",     # selective: "op", or every N-th block ("2")
     },
     "checkpoint": {
         "enable": True,
@@ -64,6 +72,7 @@ DEFAULTS = {
         "data_parallel_replicate_degree": 1,   # DDP
         "data_parallel_shard_degree": -1,      # FSDP2 fully_shard; -1: the rest of the ranks
         "tensor_parallel_degree": 1,           # DTensor TP of the llama blocks (all ranks)
+        "fsdp": "fully_shard",                 # fully_shard (FSDP2) | simple (SimpleFSDP)
     },
     "metrics": {
         "log_freq": 10,
