@@ -1,0 +1,151 @@
+"""The PyTorch-suite runner (torchtpu.testing.pytorch_suites) on a tiny
+device-generic test file written here, so it needs none of PyTorch's files:
+each kind of outcome the runner sorts (pass, tpu-only failure, failure on the
+CPU too, skip, segfault, hang) appears once, and the runner must put each in
+its category, recover from the crash and the hang, and keep the tests after
+them."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from torchtpu.testing import pytorch_suites as ps
+
+SUITE = textwrap.dedent('''
+    import os, signal, time, unittest
+    import torch
+    from torch.testing._internal.common_utils import TestCase, run_tests
+    from torch.testing._internal.common_device_type import (
+        instantiate_device_type_tests, dtypes)
+
+    class TestSynthetic(TestCase):
+        @dtypes(torch.float32)
+        def test_a_pass(self, device, dtype):
+            x = torch.arange(6, dtype=dtype, device=device)
+            self.assertEqual((x + x).cpu(), torch.arange(6, dtype=dtype) * 2)
+
+        def test_b_fail_tpu(self, device):
+            if torch.device(device).type == "tpu":
+                raise ValueError(f"tpu says no to shape {3 + 1}")
+
+        def test_c_fail_both(self, device):
+            self.assertEqual(1, 2)
+
+        def test_d_segv(self, device):
+            if torch.device(device).type == "tpu":
+                os.kill(os.getpid(), signal.SIGSEGV)
+
+        def test_e_hang(self, device):
+            if torch.device(device).type == "tpu":
+                time.sleep(600)
+
+        def test_f_skip(self, device):
+            raise unittest.SkipTest("not here")
+
+        def test_g_after(self, device):
+            # Runs after the crash and the hang: the runner must resume.
+            self.assertEqual(torch.ones(2, device=device).sum().item(), 2.0)
+
+    instantiate_device_type_tests(TestSynthetic, globals())
+
+    if __name__ == "__main__":
+        run_tests()
+''')
+
+CLS = "test_synth.py::TestSyntheticPRIVATEUSE1::"
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    d = tmp_path_factory.mktemp("suites")
+    (d / "test_synth.py").write_text(SUITE)
+    out = d / "out.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "torchtpu.testing.pytorch_suites", "--tests-dir", str(d),
+         "--suite", "test_synth", "--timeout", "20", "--json", str(out)],
+        capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(out.read_text()), proc.stdout
+
+
+def test_tpu_names_and_cpu_counterparts():
+    assert ps.cpu_counterpart("a.py::TestFooPRIVATEUSE1::test_add_tpu_float32") == \
+        "a.py::TestFooCPU::test_add_cpu_float32"
+    assert ps.cpu_counterpart("a.py::TestFooPRIVATEUSE1::test_tpu_things_tpu") == \
+        "a.py::TestFooPRIVATEUSE1".replace("PRIVATEUSE1", "CPU") + "::test_tpu_things_cpu"
+    assert ps.cpu_counterpart("a.py::TestFooCPU::test_add_cpu") is None
+
+
+def test_cluster_key_strips_numbers_and_names():
+    a = ps.cluster_key("RuntimeError", "shape [3, 4] vs 5 for 'aten::add' at 0x7f00")
+    b = ps.cluster_key("RuntimeError", "shape [7, 8] vs 9 for 'aten::mul' at 0x1234")
+    assert a == b
+    assert a != ps.cluster_key("ValueError", "shape [3, 4] vs 5 for 'aten::add' at 0x7f00")
+
+
+def test_each_outcome_is_classified(report):
+    rep, stdout = report
+    tests = rep["suites"]["test_synth"]["tests"]
+    cat = {k.split("::")[-1]: v["category"] for k, v in tests.items()}
+    assert cat == {
+        "test_a_pass_tpu_float32": "passed",
+        "test_b_fail_tpu_tpu": "failed_tpu",
+        "test_c_fail_both_tpu": "failed_cpu_too",
+        "test_d_segv_tpu": "crash",
+        "test_e_hang_tpu": "timeout",
+        "test_f_skip_tpu": "skipped",
+        "test_g_after_tpu": "passed",
+    }, stdout
+    crash = tests[CLS + "test_d_segv_tpu"]
+    assert crash["error"] == "SIGSEGV" and crash["cpu_outcome"] == "passed"
+    assert tests[CLS + "test_e_hang_tpu"]["cpu_outcome"] == "passed"
+    fail = tests[CLS + "test_b_fail_tpu_tpu"]
+    assert fail["error"] == "ValueError" and "tpu says no" in fail["message"]
+    assert fail["cpu_outcome"] == "passed"
+    assert tests[CLS + "test_c_fail_both_tpu"]["cpu_outcome"] == "failed"
+
+
+def test_counts_clusters_and_crash_list(report):
+    rep, stdout = report
+    c = rep["suites"]["test_synth"]["counts"]
+    assert (c["passed"], c["failed_tpu"], c["failed_cpu_too"], c["skipped"],
+            c["crash"], c["timeout"]) == (2, 1, 1, 1, 1, 1)
+    # 2 passed of 2 + 1 tpu-only failure + crash + hang (their CPU twins pass)
+    assert c["pct_tpu_pass"] == 40.0
+    [g] = rep["clusters"]
+    assert g["key"] == "ValueError: tpu says no to shape N" and g["count"] == 1
+    assert [x["id"] for x in rep["crashes"]] == [CLS + "test_d_segv_tpu"]
+    assert "PYTORCH_TESTING_DEVICE_ONLY_FOR=tpu" in rep["crashes"][0]["repro"]
+    assert "test_synth" in stdout and "SIGSEGV" in stdout
+
+
+def test_k_filter_and_xfail_file(tmp_path):
+    (tmp_path / "test_synth.py").write_text(SUITE)
+    xf = tmp_path / "xfail.toml"
+    xf.write_text('[[xfail]]\nid = "test_synth.py::TestSyntheticPRIVATEUSE1::test_b_fail_tpu_tpu"\n'
+                  'reason = "synthetic"\n')
+    s = ps.run_suite("test_synth", str(tmp_path), k="fail_tpu or a_pass",
+                     timeout=20, xfails=ps.load_xfails(str(xf)), log=lambda m: None)
+    cat = {k.split("::")[-1]: v["category"] for k, v in s["tests"].items()}
+    assert cat == {"test_a_pass_tpu_float32": "passed", "test_b_fail_tpu_tpu": "xfail"}
+    assert s["tests"][CLS + "test_b_fail_tpu_tpu"]["xfail_reason"] == "synthetic"
+    xf.write_text('[[xfail]]\nid = "x"\n')
+    with pytest.raises(ValueError, match="no reason"):
+        ps.load_xfails(str(xf))
+
+
+def test_missing_suite_and_import_error(tmp_path):
+    (tmp_path / "test_broken.py").write_text("import torch\nfrom torch.testing._internal.common_utils import no_such_helper\n")
+    s = ps.run_suite("test_broken", str(tmp_path), timeout=20, log=lambda m: None)
+    assert s["tests"] == {} and s["error"] and "no_such_helper" in s["error"][0]
+    s = ps.run_suite("test_absent", str(tmp_path), timeout=20, log=lambda m: None)
+    assert s["counts"] is None and "not found" in s["error"][0]
+
+
+def test_shipped_xfail_file_has_reasons():
+    assert os.path.exists(ps.XFAIL_FILE)
+    for pattern, reason in ps.load_xfails().items():
+        assert reason.strip(), pattern
