@@ -120,6 +120,9 @@ def test_counts_clusters_and_crash_list(report):
     assert [x["id"] for x in rep["crashes"]] == [CLS + "test_d_segv_tpu"]
     assert "PYTORCH_TESTING_DEVICE_ONLY_FOR=tpu" in rep["crashes"][0]["repro"]
     assert "test_synth" in stdout and "SIGSEGV" in stdout
+    md = ps.format_markdown(rep)
+    assert "| test_synth | 2 | 1 | 1 | 1 | 1 | 1 | 0 | 0 | 40.0 |" in md
+    assert "test_d_segv_tpu" in md and "tpu says no" in md
 
 
 def test_k_filter_and_xfail_file(tmp_path):

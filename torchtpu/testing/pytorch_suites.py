@@ -2,7 +2,7 @@
 
     python -m torchtpu.testing.pytorch_suites --tests-dir DIR
         [--suite test_binary_ufuncs ...] [-k EXPR] [--timeout S] [--budget S]
-        [--json out.json] [--no-cpu-rerun]
+        [--json out.json] [--markdown out.md] [--no-cpu-rerun]
 
 PyTorch's test files (test_binary_ufuncs.py, test_view_ops.py, ...) are
 written once against a generic `device` and instantiated per device type by
@@ -491,6 +491,30 @@ def format_table(report):
     return "\n".join(lines)
 
 
+def format_markdown(report):
+    """The per-suite table, the clusters and the crashes, as Markdown."""
+    cols = ("passed", "failed_tpu", "failed_cpu_too", "skipped", "crash",
+            "timeout", "xfail", "not_run")
+    out = ["| suite | " + " | ".join(cols) + " | % tpu-pass |",
+           "|---" * (len(cols) + 2) + "|"]
+    for name, s in report["suites"].items():
+        c = s["counts"]
+        if c is None:
+            out.append(f"| {name} | error: {s['error'][0][:60]} |" + " |" * len(cols))
+            continue
+        pct = "-" if c["pct_tpu_pass"] is None else f"{c['pct_tpu_pass']:.1f}"
+        out.append(f"| {name} | " + " | ".join(str(c[k]) for k in cols) + f" | {pct} |")
+    out += ["", "| # | tests | cluster (tpu-only failures) | example |", "|---|---|---|---|"]
+    for n, g in enumerate(report.get("clusters", []), 1):
+        key = g["key"].replace("|", "\\|")
+        out.append(f"| {n} | {g['count']} | `{key}` | `{g['examples'][0].split('::')[-1]}` |")
+    if report.get("crashes"):
+        out += ["", "Crashes:", ""]
+        out += [f"- `{c['id']}` ({c['signal']}, CPU: {c['cpu_outcome']}): `{c['repro']}`"
+                for c in report["crashes"]]
+    return "\n".join(out) + "\n"
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m torchtpu.testing.pytorch_suites",
                                 description=__doc__.split("\n\n")[0])
@@ -503,6 +527,7 @@ def main(argv=None):
     p.add_argument("--budget", type=float, default=None,
                    help="seconds per suite; tests not reached count as not run")
     p.add_argument("--json", default=None, help="write every result here")
+    p.add_argument("--markdown", default=None, help="write the table and clusters here")
     p.add_argument("--no-cpu-rerun", action="store_true",
                    help="do not rerun tpu failures on the CPU")
     args = p.parse_args(argv)
@@ -547,6 +572,9 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(format_markdown(report))
     return 0
 
 
