@@ -218,33 +218,51 @@ def _train(cfg, log):
         return loss, (loss if aux is None else loss + aux)
 
     optimizer_step = optimizer.step
-    if t["compile"]:
+    whole_step = None  # training.compile_mode = "step" (issue 13): the step as one program
+    if t["compile"] and t["compile_mode"] == "step":
+        from .trainer.graph_step import WholeStep
+        whole_step = WholeStep(core, optimizer, cfg, device, par)
+    elif t["compile"]:
         from .compile import compile_training
         forward_loss, optimizer_step = compile_training(forward_loss, optimizer, device)
     # --- end training.compile ----------------------------------------------------------
     profiling = contextlib.ExitStack()  # [profiling]: closed after the loop
     profiler = profiling.enter_context(maybe_profile(cfg, device, par.rank, start, log))
     for step in range(start + 1, t["steps"] + 1):
-        loss_sum = None
-        for micro in range(accum):
-            x, y = data.batch((step - 1) * accum + micro)
-            x, y = parallel.local_rows(x, par), parallel.local_rows(y, par)
-            x, y = x.to(device), y.to(device)
-            with autocast:
-                loss, total = forward_loss(x, y)
-            (total / accum).backward()
-            loss_sum = loss.detach() if loss_sum is None else loss_sum + loss.detach()
-        if t["max_norm"] > 0:
-            grad_norm = parallel.clip_grad_norm(model.parameters(), t["max_norm"], par)
+        micro_batches = [data.batch((step - 1) * accum + micro) for micro in range(accum)]
+        micro_batches = [(parallel.local_rows(x, par), parallel.local_rows(y, par))
+                         for x, y in micro_batches]
+        if whole_step is not None:  # forward, backward, clipping and update: one program
+            mean_loss, grad_norm = whole_step(torch.stack([x for x, _ in micro_batches]),
+                                              torch.stack([y for _, y in micro_batches]))
+            if whole_step.calls == 2:
+                log(f"whole-step: {whole_step.programs_per_step} program(s) per step"
+                    + (f" ({whole_step.segments} device segments around the host "
+                       f"all_reduce)" if whole_step.segments > 1 else ""))
+                why = whole_step.not_captured()
+                if why:
+                    log(f"whole-step: not replayed ({why})")
         else:
-            grad_norm = _grad_norm(model)
-        grad_norm = parallel.full(grad_norm)  # FSDP2: a DTensor
-        optimizer_step()  # optimizer.step, or its compiled graph (training.compile)
+            loss_sum = None
+            for x, y in micro_batches:
+                x, y = x.to(device), y.to(device)
+                with autocast:
+                    loss, total = forward_loss(x, y)
+                (total / accum).backward()
+                loss_sum = loss.detach() if loss_sum is None else loss_sum + loss.detach()
+            if t["max_norm"] > 0:
+                grad_norm = parallel.clip_grad_norm(model.parameters(), t["max_norm"], par)
+            else:
+                grad_norm = _grad_norm(model)
+            grad_norm = parallel.full(grad_norm)  # FSDP2: a DTensor
+            optimizer_step()  # optimizer.step, or its compiled graph (training.compile)
+            mean_loss = loss_sum / accum
         scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
+        if whole_step is None:
+            optimizer.zero_grad(set_to_none=True)
         if fused:
             torchtpu.sync()  # one step, one program (as XLA's mark_step)
-        pending[step] = (loss_sum / accum, grad_norm.detach())
+        pending[step] = (mean_loss, grad_norm.detach())
         n_window += 1
         bar.update()
         profiler.step()  # [profiling]: a trace when a window closes
@@ -303,6 +321,12 @@ def _train(cfg, log):
         log(f"done: loss {first:.4f} (step {min(losses)}) -> {final:.4f} (step {max(losses)}) "
             f"in {seconds:.1f} s" + (f"; checkpoint {saved}" if saved else "")
             + (f"; plot {plot}" if plot else ""))
+    whole = None
+    if whole_step is not None:
+        whole = {"programs_per_step": whole_step.programs_per_step,
+                 "segments": whole_step.segments,
+                 "compiles_after_step2": whole_step.compiles_after_warmup}
+        log(f"whole-step: {whole['compiles_after_step2']} compile(s) in the steps after step 2")
     if device.type == "tpu":
         import torchtpu
         fb = torchtpu.fallback_counts()
@@ -310,7 +334,7 @@ def _train(cfg, log):
             log("ops that ran on the CPU (no tpu lowering yet): "
                 + ", ".join(f"{k} x{v}" for k, v in sorted(fb.items(), key=lambda kv: -kv[1])))
     return {"losses": losses, "grad_norms": grad_norms, "model": model, "optimizer": optimizer,
-            "parallel": par,
+            "parallel": par, "whole_step": whole,
             "checkpoint": saved, "plot": plot, "seconds": seconds}
 
 

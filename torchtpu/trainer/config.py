@@ -197,6 +197,20 @@ def validate(cfg):
     for key in ("steps", "local_batch_size", "seq_len", "gradient_accumulation_steps"):
         if t[key] < 1:
             raise ConfigError(f"training.{key} = {t[key]}: must be at least 1")
+    if t["compile_mode"] not in ("graphs", "step"):
+        raise ConfigError(f"training.compile_mode = {t['compile_mode']!r}: expected graphs "
+                          f"(forward+backward and optimizer graphs) or step (the whole step "
+                          f"as one program)")
+    if t["compile_mode"] == "step":
+        t["compile"] = True  # compile_mode = "step" implies training.compile
+        if t["device"] != "tpu":
+            raise ConfigError("training.compile_mode = 'step' runs on the tpu device "
+                              f"(training.device = {t['device']!r})")
+        if o["implementation"] == "fused":
+            raise ConfigError("training.compile_mode = 'step' computes the optimizer update "
+                              "inside the step's program; optimizer.implementation = 'fused' "
+                              "(a separate fused kernel) cannot be part of it: use foreach "
+                              "or for-loop")
     if cfg["metrics"]["log_freq"] < 1:
         raise ConfigError("metrics.log_freq: must be at least 1")
     p = cfg["profiling"]

@@ -1,0 +1,382 @@
+"""training.compile_mode = "step": the whole training step as one program.
+
+    python -m torchtpu.train --config torchtpu/configs/llama_debug.toml \\
+        --training.compile_mode step
+
+One step is forward + loss (+ the MoE load-balancing loss) over every
+micro-batch, backward, gradient clipping (training.max_norm), the AdamW /
+Adam / SGD update with weight decay, and the optimizer's step counts. It is
+written as one functional function of (parameters, buffers, optimizer state,
+learning rates, micro-batches) -> (loss, grad norm): torch.func.functional_call
+runs the model on the parameters it is given, torch.autograd.grad takes the
+gradients. make_fx traces that function once with fake tensors into an FX
+graph of ATen ops (the backward included), decomposed with
+torchtpu.compile.decompositions(), and torchtpu.compile's _GraphRunner runs
+it: the first step is recorded under a core graph capture, every later step
+replays the captured program in one shim call.
+
+Parameters and optimizer state are updated in place by the program: the
+graph ends with copy_ of each new value into its input (the core has no
+input donation; a replay hands every input the graph wrote its new buffer,
+see tt_graph_replay), so model.parameters() and optimizer.state are the
+live values, and checkpoints, read-back and resume see them as usual. The
+optimizer state keeps torch.optim's layout (exp_avg, exp_avg_sq and a step
+count per parameter, as capturable Adam keeps them: a float32 tensor on the
+device; momentum_buffer for SGD).
+
+The learning rate is an input (one 0-d float32 tensor per parameter group,
+uploaded each step from group["lr"], which the trainer's LambdaLR sets), so
+the schedule changes nothing in the program: nothing recompiles. Gradient
+accumulation runs inside the step: the micro-batches come as one
+[accum, batch, seq] tensor and the graph sums their gradients.
+
+On many ranks (DDP, data_parallel_replicate_degree > 1) the gradient
+all_reduce cannot run inside a device program across processes on this
+plugin: the step is split into segments, a forward+backward program, the
+all_reduce of one flat gradient bucket on the host transport, and a
+clipping+optimizer program.
+
+Not covered (a clear error): FSDP2 / HSDP / tensor parallelism, the fused
+optimizer implementation, amsgrad, maximize, SGD dampening, and optimizers
+other than torch.optim.AdamW, Adam and SGD. Random ops (dropout) draw fresh
+numbers at every replay but not the numbers eager would draw."""
+import contextlib
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["WholeStep", "programs_during"]
+
+
+def programs_during(fn):
+    """(fn's result, programs the core launched while it ran: strict ops,
+    fused flushes, graph replays, collectives), counted with the core's
+    launch profile (started for the call unless it is on already)."""
+    from .. import _core
+
+    _core.runtime()
+    if _core.profile_enabled():
+        before = _core.profile_counts()[0]
+        out = fn()
+        return out, _core.profile_counts()[0] - before
+    _core.profile_start()
+    try:
+        out = fn()
+        events = _core.profile_read()
+    finally:
+        _core.profile_stop()
+    return out, len(events)
+
+
+def _compiles():
+    return torch.tpu._get_cache_stats()["compiles"]
+
+
+class WholeStep:
+    """The trainer's step in compile_mode "step". `model` is the module
+    itself (not its DDP wrapper); `optimizer` an AdamW / Adam / SGD over its
+    parameters. step(xs, ys) with xs, ys [accum, batch, seq] CPU tensors runs
+    one step and returns (mean loss over the micro-batches, grad norm before
+    clipping) as 0-d device tensors."""
+
+    def __init__(self, model, optimizer, cfg, device, par=None):
+        t = cfg["training"]
+        self.device = torch.device(device)
+        if self.device.type != "tpu":
+            raise ValueError("training.compile_mode = 'step' runs on the tpu device "
+                             f"(training.device is {self.device.type!r})")
+        from .. import compile as tc
+
+        self._tc = tc
+        self.fused = tc._fused_runner()
+        if self.fused is None:
+            raise RuntimeError("training.compile_mode = 'step' needs fused eager "
+                               "(torchtpu.modes), which this build lacks")
+        self.par = par
+        self.ranks = par.world if par is not None and par.enabled else 1
+        if par is not None and par.enabled and (par.tp > 1 or par.shard > 1):
+            raise ValueError(
+                "training.compile_mode = 'step' supports one process or DDP "
+                "(parallelism.data_parallel_replicate_degree = world size); got "
+                f"data_parallel_shard_degree {par.shard}, tensor_parallel_degree {par.tp}")
+        self.model = model
+        self.optimizer = optimizer
+        self.max_norm = float(t["max_norm"])
+        self.accum = int(t["gradient_accumulation_steps"])
+        self.autocast = t["mixed_precision"] == "bfloat16"
+        self.kind = self._optimizer_kind(optimizer)
+
+        named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+        self.pnames = [n for n, _ in named]
+        self.params = [p for _, p in named]
+        self.bnames = [n for n, _ in model.named_buffers()]
+        self.buffers = [b for _, b in model.named_buffers()]
+        frozen = [(n, p) for n, p in model.named_parameters() if not p.requires_grad]
+        self.fnames, self.frozen = [n for n, _ in frozen], [p for _, p in frozen]
+        group_of = {}
+        for gi, group in enumerate(optimizer.param_groups):
+            for p in group["params"]:
+                group_of[id(p)] = gi
+        missing = [n for n, p in named if id(p) not in group_of]
+        if missing:
+            raise ValueError(f"training.compile_mode = 'step': parameters not in the optimizer: "
+                             f"{missing[:4]}")
+        self.group = [group_of[id(p)] for p in self.params]
+        self.states = self._init_state()
+        self.runners = None   # one _GraphRunner per segment, made at the first step
+        self.calls = 0
+        self.programs_per_step = None
+        self.compiles_after_warmup = 0
+        self._compiles_at_2 = None
+
+    # --- set-up --------------------------------------------------------------------
+
+    @staticmethod
+    def _optimizer_kind(opt):
+        kind = {torch.optim.AdamW: "adamw", torch.optim.Adam: "adam",
+                torch.optim.SGD: "sgd"}.get(type(opt))
+        if kind is None:
+            raise ValueError(f"training.compile_mode = 'step': optimizer {type(opt).__name__} "
+                             f"is not supported (AdamW, Adam or SGD)")
+        for group in opt.param_groups:
+            bad = [k for k in ("fused", "amsgrad", "maximize", "differentiable")
+                   if group.get(k)]
+            if group.get("dampening", 0):
+                bad.append("dampening")
+            if bad:
+                raise ValueError(
+                    f"training.compile_mode = 'step': {type(opt).__name__} with "
+                    f"{', '.join(bad)} is not supported (the step computes the update "
+                    f"itself; optimizer.implementation must be foreach or for-loop)")
+            if kind == "adam" and group.get("decoupled_weight_decay"):
+                kind = "adamw"  # Adam(decoupled_weight_decay=True) is AdamW
+        return kind
+
+    def _init_state(self):
+        """Per parameter, the state tensors the step reads and writes, in
+        torch.optim's layout (created as torch.optim would on its first step)."""
+        states = []
+        for p, gi in zip(self.params, self.group):
+            st = self.optimizer.state[p]
+            group = self.optimizer.param_groups[gi]
+            if self.kind in ("adam", "adamw"):
+                if not st:
+                    st["step"] = torch.zeros((), dtype=torch.float32, device=self.device)
+                    st["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    st["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                # a resumed run's step count lives on the host: the step updates it
+                st["step"] = torch.as_tensor(st["step"], dtype=torch.float32).to(self.device)
+                states.append([st["exp_avg"], st["exp_avg_sq"], st["step"]])
+            elif group["momentum"]:
+                # torch's first step sets the buffer to the gradient: with no
+                # dampening, 0 * momentum + grad is exactly that
+                if st.get("momentum_buffer") is None:
+                    st["momentum_buffer"] = torch.zeros_like(p)
+                states.append([st["momentum_buffer"]])
+            else:
+                states.append([])
+        return states
+
+    # --- the functions traced ------------------------------------------------------
+
+    def _loss_and_grads(self, params, buffers, frozen, xs, ys):
+        """Forward + loss + backward of every micro-batch, as the eager trainer
+        runs them: loss (+ aux) under autocast, (total / accum).backward()
+        outside it, gradients summed over the micro-batches."""
+        leaves = [p.detach().requires_grad_(True) for p in params]
+        tensors = dict(zip(self.pnames, leaves))
+        tensors.update(zip(self.bnames, buffers))
+        tensors.update(zip(self.fnames, frozen))
+        amp = (torch.autocast(self.device.type, dtype=torch.bfloat16) if self.autocast
+               else contextlib.nullcontext())
+        loss_sum, grads = None, None
+        for i in range(self.accum):
+            with amp:
+                logits = torch.func.functional_call(self.model, tensors, (xs[i],))
+                loss = F.cross_entropy(logits.flatten(0, 1).float(), ys[i].flatten())
+                aux = self.model.aux_loss()
+                total = loss if aux is None else loss + aux
+            g = torch.autograd.grad(total / self.accum, leaves, allow_unused=True)
+            if grads is None:
+                grads = list(g)
+            else:
+                grads = [b if a is None else a if b is None else a + b
+                         for a, b in zip(grads, g)]
+            loss = loss.detach()
+            loss_sum = loss if loss_sum is None else loss_sum + loss
+        return loss_sum / self.accum, grads
+
+    def _update(self, params, states, lrs, grads):
+        """Gradient clipping (torch.nn.utils.clip_grad_norm_'s formula) and the
+        optimizer update (torch.optim's formulas, with the learning rate and
+        the bias corrections as device values), written into the inputs.
+        Returns the total grad norm before clipping."""
+        live = [i for i, g in enumerate(grads) if g is not None]  # torch skips grad None
+        norm = torch.linalg.vector_norm(
+            torch.stack([torch.linalg.vector_norm(grads[i]) for i in live]))
+        if self.max_norm > 0:
+            coef = torch.clamp(self.max_norm / (norm + 1e-6), max=1.0)
+            grads = [None if g is None else g * coef for g in grads]
+        groups = self.optimizer.param_groups
+        for i in live:
+            p, g, group, lr = params[i], grads[i], groups[self.group[i]], lrs[self.group[i]]
+            wd = group["weight_decay"]
+            if self.kind == "sgd":
+                if wd:
+                    g = g + wd * p
+                momentum = group["momentum"]
+                if momentum:
+                    (buf,) = states[i]
+                    new_buf = buf * momentum + g
+                    buf.copy_(new_buf)
+                    g = g + momentum * new_buf if group["nesterov"] else new_buf
+                p.copy_(p - lr * g)
+                continue
+            exp_avg, exp_avg_sq, step = states[i]
+            beta1, beta2 = group["betas"]
+            new_step = step + 1
+            new_p = p
+            if wd:
+                if self.kind == "adamw":
+                    new_p = p * (1 - lr * wd)
+                else:
+                    g = g + wd * p
+            m = torch.lerp(exp_avg, g, 1 - beta1)
+            v = torch.addcmul(exp_avg_sq * beta2, g, g, value=1 - beta2)
+            step_size = lr / (1 - torch.pow(beta1, new_step))
+            bc2_sqrt = torch.sqrt(1 - torch.pow(beta2, new_step))
+            denom = torch.sqrt(v) / bc2_sqrt + group["eps"]
+            p.copy_(new_p - step_size * (m / denom))
+            exp_avg.copy_(m)
+            exp_avg_sq.copy_(v)
+            step.copy_(new_step)
+        return norm
+
+    # --- inputs and segments -------------------------------------------------------
+
+    def _flat_state(self):
+        return [s for st in self.states for s in st]
+
+    def _unflat_state(self, flat):
+        out, k = [], 0
+        for st in self.states:
+            out.append(list(flat[k:k + len(st)]))
+            k += len(st)
+        return out
+
+    def _split(self, flat, sizes):
+        out, k = [], 0
+        for n in sizes:
+            out.append(list(flat[k:k + n]))
+            k += n
+        return out
+
+    def _whole(self, *flat):
+        """Single process: the whole step, one graph."""
+        P, B, F_, S, G = (len(self.params), len(self.buffers), len(self.frozen),
+                          len(self._flat_state()), len(self.optimizer.param_groups))
+        params, buffers, frozen, state, lrs, rest = self._split(flat, (P, B, F_, S, G, 2))
+        xs, ys = rest
+        loss, grads = self._loss_and_grads(params, buffers, frozen, xs, ys)
+        with torch.no_grad():
+            norm = self._update(params, self._unflat_state(state), lrs, grads)
+        return loss, norm
+
+    def _forward_backward(self, *flat):
+        """Many ranks, segment 1: the local loss and one flat gradient bucket."""
+        P, B, F_ = len(self.params), len(self.buffers), len(self.frozen)
+        params, buffers, frozen, rest = self._split(flat, (P, B, F_, 2))
+        xs, ys = rest
+        loss, grads = self._loss_and_grads(params, buffers, frozen, xs, ys)
+        self._live = [i for i, g in enumerate(grads) if g is not None]
+        return loss, torch.cat([grads[i].flatten() for i in self._live])
+
+    def _optimizer(self, *flat):
+        """Many ranks, segment 2: the summed bucket -> mean gradients, clipping
+        and the update."""
+        P, S, G = len(self.params), len(self._flat_state()), len(self.optimizer.param_groups)
+        params, state, lrs, rest = self._split(flat, (P, S, G, 1))
+        bucket = rest[0] / self.ranks  # DDP averages the gradients
+        grads, k = [None] * P, 0
+        for i in self._live:
+            n = self.params[i].numel()
+            grads[i] = bucket[k:k + n].view(self.params[i].shape)
+            k += n
+        return self._update(params, self._unflat_state(state), lrs, grads)
+
+    def _trace(self, fn, inputs, kind):
+        from torch._subclasses.fake_tensor import FakeTensor
+        from torch.fx.experimental.proxy_tensor import make_fx
+
+        tc = self._tc
+        try:
+            gm = make_fx(fn, decomposition_table=tc.decompositions(),
+                         tracing_mode="fake")(*inputs)
+        finally:
+            # the forward left traced values on the modules (MoE's aux_loss)
+            for m in self.model.modules():
+                for k, v in list(vars(m).items()):
+                    if isinstance(v, FakeTensor):
+                        setattr(m, k, None)
+        consts = [n.target for n in gm.graph.nodes if n.op == "get_attr"]
+        if consts:
+            raise RuntimeError(f"training.compile_mode = 'step': the traced {kind} graph reads "
+                               f"tensors that are not inputs ({consts[:4]}); the step would "
+                               f"not be replayable")
+        gm = tc._match_traced_layouts(gm)
+        runner = tc._GraphRunner(gm, kind, self.fused)
+        return runner
+
+    def _lrs(self):
+        return [torch.tensor(float(g["lr"]), dtype=torch.float32).to(self.device)
+                for g in self.optimizer.param_groups]
+
+    def _run(self, xs, ys):
+        xs, ys = xs.to(self.device), ys.to(self.device)
+        params = [p.detach() for p in self.params]  # aliases: the program writes them
+        base = params + [b.detach() for b in self.buffers] + [p.detach() for p in self.frozen]
+        state = self._flat_state()
+        if self.ranks == 1:
+            inputs = base + state + self._lrs() + [xs, ys]
+            if self.runners is None:
+                self.runners = [self._trace(self._whole, inputs, "whole-step")]
+            return self.runners[0](inputs)
+        import torch.distributed as dist
+
+        inputs = base + [xs, ys]
+        if self.runners is None:
+            self.runners = [self._trace(self._forward_backward, inputs, "forward+backward")]
+        loss, bucket = self.runners[0](inputs)
+        dist.all_reduce(bucket)  # the host transport: between the two programs
+        inputs = params + state + self._lrs() + [bucket]
+        if len(self.runners) == 1:
+            self.runners.append(self._trace(self._optimizer, inputs, "optimizer"))
+        norm = self.runners[1](inputs)
+        return loss, norm
+
+    @property
+    def segments(self):
+        """Device programs per step: 1, or 2 around the host all_reduce."""
+        return 1 if self.ranks == 1 else 2
+
+    def not_captured(self):
+        """Why a segment runs fused instead of replaying, or None."""
+        for r in self.runners or ():
+            if r.no_capture is not None:
+                return f"{r.kind}: {r.no_capture}"
+        return None
+
+    def __call__(self, xs, ys):
+        self.calls += 1
+        if self.calls == 2:  # the first replay: count its programs
+            out, n = programs_during(lambda: self._run(xs, ys))
+            self.programs_per_step = n
+            self._compiles_at_2 = _compiles()
+        else:
+            c0 = _compiles()
+            out = self._run(xs, ys)
+            if self.calls > 2:
+                self.compiles_after_warmup += _compiles() - c0
+        # LambdaLR warns when stepped before optimizer.step(): this is its step
+        self.optimizer._opt_called = True
+        return out
