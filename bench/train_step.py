@@ -9,6 +9,10 @@ backward and AdamW, on every path in one run:
                          makes the backward graph) and of the optimizer step, set
                          up as the trainer's training.compile does
                          (torchtpu.compile.compile_training)
+    tpu whole step       the trainer's training.compile_mode = "step"
+                         (torchtpu.trainer.graph_step): forward, loss, backward,
+                         grad norm and AdamW traced as one graph, replayed as
+                         one program per step
     cpu eager            PyTorch on the CPU
     cpu inductor         torch.compile (inductor, C++ code generation) on the CPU;
                          skipped, with the reason, when it fails
@@ -19,11 +23,13 @@ backward and AdamW, on every path in one run:
 
     python bench/train_step.py [--flavor debugmodel] [--batch 4] [--seq 128]
                                [--warmup 3] [--steps 5] [--skip inductor,jax]
+                               [--model llama|moe]
 
 Each step ends by reading the loss (a host sync), on every path. Prints
 tokens/s per path and its ratio to JAX and to CPU eager (higher is better),
 the final losses (the paths start from the same weights and see the same
-tokens, so they should agree), and programs compiled per tpu path. On a
+tokens, so they should agree), and per tpu path the programs compiled and
+the programs one step launches. On a
 machine without a TPU, "tpu" is XLA's CPU plugin: the figures compare
 dispatch and fusion, not accelerators."""
 import argparse
@@ -37,6 +43,10 @@ import torch.nn.functional as F
 import torchtpu
 from torchtpu.compile import compile_training
 from torchtpu.models import build_model
+from torchtpu.trainer.graph_step import programs_during
+
+
+TPU_PATHS = ("strict", "fused", "compile", "step")
 
 
 def loss_of(model, tokens):
@@ -87,6 +97,26 @@ def torch_path(model, device, tokens, lr, compile_backend=None, fused=False):
     return step
 
 
+def whole_step_path(model, tokens, lr):
+    """The trainer's compile_mode = "step" on the bench's AdamW (torch's
+    defaults but lr; no clipping, the grad norm is computed as the trainer
+    logs it)."""
+    from torchtpu.trainer.graph_step import WholeStep
+
+    model = copy.deepcopy(model).to("tpu")
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    cfg = {"training": {"max_norm": 0.0, "gradient_accumulation_steps": 1,
+                        "mixed_precision": "float32"}}
+    ws = WholeStep(model, opt, cfg, "tpu")
+    xs = tokens[:, :-1].unsqueeze(0).contiguous().to("tpu")  # [accum=1, batch, seq]
+    ys = tokens[:, 1:].unsqueeze(0).contiguous().to("tpu")
+
+    def step():
+        loss, _ = ws(xs, ys)
+        return loss.item()
+    return step
+
+
 def jax_path(model, tokens, lr):
     import jax  # noqa: F401
 
@@ -122,7 +152,7 @@ def main():
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--skip", default="", help="comma-separated paths to skip: strict,fused,"
-                   "compile,cpu,inductor,jax")
+                   "compile,step,cpu,inductor,jax")
     a = p.parse_args()
     skip = set(filter(None, a.skip.split(",")))
     torchtpu.set_fallback_mode("silent")
@@ -138,9 +168,10 @@ def main():
         ("strict", "tpu strict eager", lambda: torch_path(model, "tpu", tokens, a.lr)),
         ("fused", "tpu fused eager", lambda: torch_path(model, "tpu", tokens, a.lr, fused=True)),
         ("compile", "tpu torch.compile", lambda: torch_path(model, "tpu", tokens, a.lr, "tpu")),
+        ("step", "tpu whole step", lambda: whole_step_path(model, tokens, a.lr)),
         ("jax", "jax jit (xla cpu)", lambda: jax_path(model, tokens, a.lr)),
     ]
-    results = {}  # key -> (seconds per step, loss, tpu programs compiled)
+    results = {}  # key -> (seconds per step, loss, tpu programs compiled, programs per step)
     for key, name, make in paths:
         if key in skip:
             continue
@@ -149,13 +180,15 @@ def main():
             continue
         compiles0 = torch.tpu._get_cache_stats()["compiles"]
         try:
-            sec, loss = time_steps(make(), a.warmup, a.steps)
+            step = make()
+            sec, loss = time_steps(step, a.warmup, a.steps)
+            programs = programs_during(step)[1] if key in TPU_PATHS else None
         except Exception as e:  # a peer failing is reported, not fatal
             print(f"{name}: skipped ({type(e).__name__}: {str(e).splitlines()[0][:200]})")
             if key not in ("inductor", "jax"):
                 traceback.print_exc()
             continue
-        results[key] = (sec, loss, torch.tpu._get_cache_stats()["compiles"] - compiles0)
+        results[key] = (sec, loss, torch.tpu._get_cache_stats()["compiles"] - compiles0, programs)
 
     info = torchtpu.runtime_info()
     print(f"\n{a.model} {a.flavor}: batch {a.batch} x seq {a.seq} = {ntok} tokens/step, "
@@ -164,17 +197,19 @@ def main():
     ref_jax = results.get("jax", (None,))[0]
     ref_cpu = results.get("cpu", (None,))[0]
     print(f"{'path':<22}{'ms/step':>10}{'tokens/s':>11}{'vs jax':>8}{'vs cpu':>8}"
-          f"{'loss':>10}{'compiles':>10}")
+          f"{'loss':>10}{'compiles':>10}{'programs':>10}")
     for key, name, _ in paths:
         if key not in results:
             continue
-        sec, loss, compiles = results[key]
+        sec, loss, compiles, programs = results[key]
         vs_jax = f"{ref_jax / sec:.2f}" if ref_jax else "-"
         vs_cpu = f"{ref_cpu / sec:.2f}" if ref_cpu else "-"
-        comp = str(compiles) if key in ("strict", "fused", "compile") else ""
+        comp = str(compiles) if key in TPU_PATHS else ""
+        progs = str(programs) if programs is not None else ""
         print(f"{name:<22}{sec * 1e3:>10.1f}{ntok / sec:>11.0f}{vs_jax:>8}{vs_cpu:>8}"
-              f"{loss:>10.4f}{comp:>10}")
-    print("(vs jax, vs cpu: that path's tokens/s over the reference's; >1 is faster)")
+              f"{loss:>10.4f}{comp:>10}{progs:>10}")
+    print("(vs jax, vs cpu: that path's tokens/s over the reference's; >1 is faster; "
+          "programs: tpu programs launched by one step after the timed ones)")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,164 @@
+"""training.compile_mode = "step" (torchtpu/trainer/graph_step.py): the whole
+training step as one replayed program gives the eager trainer's losses, grad
+norms and final parameters on the same seed (clipping active, the lr
+changing every step in warmup), runs one program per step and compiles
+nothing after step 2; bad combinations are clear errors."""
+import pytest
+import torch
+
+import torchtpu  # noqa: F401
+from torchtpu import train as trainer
+from torchtpu.models import build_model
+from torchtpu.trainer.config import ConfigError, load_config
+from torchtpu.trainer.graph_step import WholeStep
+
+
+def config(tmp_path, name="llama", flavor="debugmodel", steps=10, **sections):
+    overrides = {
+        "job": {"dump_folder": str(tmp_path)},
+        "model": {"name": name, "flavor": flavor, "dropout": 0.0},
+        "optimizer": {"lr": 3e-3},
+        # warmup over the whole run: the lr changes at every step
+        "lr_scheduler": {"warmup_steps": steps},
+        # clipping active: the debug models' grad norms are well above 0.5
+        "training": {"device": "tpu", "steps": steps, "local_batch_size": 2, "seq_len": 32,
+                     "seed": 0, "max_norm": 0.5},
+        "checkpoint": {"enable": False},
+        "metrics": {"log_freq": 1, "peak_flops": 1e9, "plot": False, "progress_bar": False},
+    }
+    for section, values in sections.items():
+        overrides.setdefault(section, {}).update(values)
+    return load_config(overrides=overrides)
+
+
+def run(cfg):
+    lines = []
+    out = trainer.train(cfg, log=lambda *a, **k: lines.append(" ".join(map(str, a))))
+    out["log"] = lines
+    return out
+
+
+def assert_close_per_step(ref, got, rel=1e-4):
+    assert sorted(ref) == sorted(got)
+    for step in ref:
+        assert abs(ref[step] - got[step]) <= rel * abs(ref[step]), \
+            f"step {step}: eager {ref[step]} whole-step {got[step]}"
+
+
+def check_against_eager(tmp_path, name, steps=10, rtol=1e-4, atol=1e-5, **sections):
+    eager = run(config(tmp_path / "eager", name, steps=steps, **sections))
+    compiles0 = torch.tpu._get_cache_stats()["compiles"]
+    step = run(config(tmp_path / "step", name, steps=steps,
+                      **{**sections, "training": {**sections.get("training", {}),
+                                                  "compile_mode": "step"}}))
+    assert_close_per_step(eager["losses"], step["losses"])
+    assert_close_per_step(eager["grad_norms"], step["grad_norms"])
+    assert all(n > 0.5 for n in eager["grad_norms"].values())  # clipping did something
+    assert step["losses"][steps] < step["losses"][1]
+    ws = step["whole_step"]
+    assert ws["programs_per_step"] == 1, ws
+    assert ws["compiles_after_step2"] == 0, ws
+    assert "whole-step: 1 program(s) per step" in step["log"]
+    assert torch.tpu._get_cache_stats()["compiles"] > compiles0  # it did compile, once
+    ref = dict(eager["model"].named_parameters())
+    for name, p in step["model"].named_parameters():
+        torch.testing.assert_close(p.detach().cpu(), ref[name].detach().cpu(),
+                                   rtol=rtol, atol=atol, msg=lambda m: f"{name}: {m}")
+    # the optimizer state is torch.optim's, updated in place by the program
+    st = step["optimizer"].state
+    est = eager["optimizer"].state
+    for p_step, p_eager in zip(step["model"].parameters(), eager["model"].parameters()):
+        assert float(st[p_step]["step"]) == float(est[p_eager]["step"]) == steps
+        torch.testing.assert_close(st[p_step]["exp_avg"].cpu(), est[p_eager]["exp_avg"].cpu(),
+                                   rtol=rtol, atol=atol)
+    return eager, step
+
+
+def test_llama_debug_whole_step_matches_eager(tmp_path):
+    check_against_eager(tmp_path, "llama")
+
+
+def test_moe_debug_whole_step_matches_eager(tmp_path):
+    check_against_eager(tmp_path, "moe")
+
+
+def test_accumulation_and_sgd_match_eager(tmp_path):
+    """Gradient accumulation (inside the step) and SGD with momentum, nesterov
+    and weight decay, on the tiny flavour."""
+    sections = {"model": {"flavor": "tiny"},
+                "optimizer": {"name": "SGD", "lr": 0.05, "nesterov": True,
+                              "weight_decay": 0.01},
+                "training": {"gradient_accumulation_steps": 2}}
+    cfgs = [config(tmp_path / k, "llama", steps=5, **sections) for k in ("a", "b")]
+    cfgs[1]["training"]["compile_mode"] = "step"
+    cfgs[1]["training"]["compile"] = True
+    eager, step = run(cfgs[0]), run(cfgs[1])
+    assert_close_per_step(eager["losses"], step["losses"])
+    assert step["whole_step"]["programs_per_step"] == 1
+    ref = dict(eager["model"].named_parameters())
+    for name, p in step["model"].named_parameters():
+        torch.testing.assert_close(p.detach().cpu(), ref[name].detach().cpu(),
+                                   rtol=1e-4, atol=1e-5)
+
+
+def test_one_replayed_program_per_step_by_the_profiler():
+    """Counted independently of the trainer: torchtpu.profiler's events of one
+    step after the first two."""
+    from torchtpu import profiler
+    from torchtpu.train import build_optimizer
+
+    cfg = load_config(overrides={"model": {"flavor": "tiny"}})
+    torch.manual_seed(0)
+    model = build_model("llama", "tiny").to("tpu")
+    opt = build_optimizer(model.parameters(), cfg["optimizer"])
+    ws = WholeStep(model, opt, cfg, "tpu")
+    xs = torch.randint(0, 256, (1, 2, 16))
+    for _ in range(2):
+        ws(xs, xs)
+    with profiler.trace() as prof:
+        loss, norm = ws(xs, xs)
+    events = prof.events
+    assert len(events) == 1 and events[0]["kind"] == "graph", events
+    assert torch.isfinite(loss.cpu()) and float(norm) > 0
+
+
+def test_bad_combinations_are_clear_errors(tmp_path):
+    with pytest.raises(ConfigError, match="implementation = 'fused'"):
+        config(tmp_path, training={"compile_mode": "step"},
+               optimizer={"implementation": "fused"})
+    with pytest.raises(ConfigError, match="compile_mode = 'whole'"):
+        config(tmp_path, training={"compile_mode": "whole"})
+    with pytest.raises(ConfigError, match="runs on the tpu device"):
+        config(tmp_path, training={"compile_mode": "step", "device": "cpu"})
+    cfg = config(tmp_path, training={"compile_mode": "step"})
+    assert cfg["training"]["compile"] is True  # step implies compile
+    model = build_model("llama", "tiny").to("tpu")
+    for opt, what in ((torch.optim.Adagrad(model.parameters()), "Adagrad is not supported"),
+                      (torch.optim.AdamW(model.parameters(), amsgrad=True), "with amsgrad")):
+        with pytest.raises(ValueError, match=what):
+            WholeStep(model, opt, cfg, "tpu")
+
+
+def test_ddp_two_ranks_segments_match_single_process(tmp_path):
+    """Replicate 2: forward+backward program, host all_reduce, optimizer
+    program; the losses are one process's on the global batch."""
+    import os
+
+    from torchtpu.testing.multiprocess import run as run_ranks
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = {"PYTHONPATH": os.pathsep.join([os.path.dirname(here), here,
+                                          os.environ.get("PYTHONPATH", "")]),
+           "TORCHTPU_FALLBACK": "silent"}
+    par = {"data_parallel_replicate_degree": 2, "data_parallel_shard_degree": 1}
+    cfg = config(tmp_path / "ddp", flavor="tiny", steps=5,
+                 training={"compile_mode": "step"}, parallelism=par)
+    results = run_ranks("graph_step_workers:train", 2, timeout=420, env=env, args={"cfg": cfg})
+    single = run(config(tmp_path / "one", flavor="tiny", steps=5,
+                        training={"local_batch_size": 4}))
+    for r in results:
+        assert r["world"] == 2
+        ws = r["whole_step"]
+        assert ws["segments"] == 2 and ws["compiles_after_step2"] == 0, ws
+        got = {int(k): v for k, v in r["losses"].items()}
+        assert_close_per_step(single["losses"], got)
