@@ -162,3 +162,25 @@ def test_ddp_two_ranks_segments_match_single_process(tmp_path):
         assert ws["segments"] == 2 and ws["compiles_after_step2"] == 0, ws
         got = {int(k): v for k, v in r["losses"].items()}
         assert_close_per_step(single["losses"], got)
+
+
+def test_resume_continues_with_the_same_losses(tmp_path):
+    """The state the program writes in place is what checkpoints save: a run
+    resumed at step 2 continues with the uninterrupted run's losses."""
+    ck = {"enable": True, "interval": 2, "keep_latest_k": 0}
+    step = {"compile_mode": "step"}
+
+    def cfg(folder, steps, **extra):
+        out = config(folder, flavor="tiny", steps=4, training=step,
+                     checkpoint=dict(ck, **extra))
+        out["training"]["steps"] = steps  # the same schedule (warmup 4) in every run
+        return out
+
+    full = run(cfg(tmp_path / "full", 4))
+    first = run(cfg(tmp_path / "part", 2))
+    assert first["losses"] == {s: full["losses"][s] for s in (1, 2)}
+    resumed = run(cfg(tmp_path / "part", 4, resume=True))
+    assert resumed["losses"][3] == full["losses"][3]
+    assert resumed["losses"][4] == full["losses"][4]
+    for pf, pr in zip(full["model"].parameters(), resumed["model"].parameters()):
+        assert torch.equal(pf.detach().cpu(), pr.detach().cpu())
