@@ -305,6 +305,13 @@ tt_value tensor_value(Call &c, size_t i, const at::Tensor &t, bool in_index_list
   if (is_tpu(t)) {
     if (t.device().index() != c.device) wrong_device(c, i, t);
     v.kind = TT_VALUE_TENSOR;
+    if (t.is_conj() || t.is_neg()) {
+      // A lazy conj/neg view (ops PyTorch lets through with the bit: mm,
+      // clone, ...): the core reads bytes, so read its resolved values.
+      c.keep.push_back(t.resolve_conj().resolve_neg());
+      v.u.tensor = describe(c.keep.back(), c.info.name);
+      return v;
+    }
     v.u.tensor = describe(t, c.info.name);
     return v;
   }
@@ -600,6 +607,20 @@ void check_overlap(const Call &c) {
   }
 }
 
+// A written tensor with a lazy conj/neg bit: the core would write values
+// where the view's bytes hold their conjugate / negation.
+bool writes_lazy_bits(const Call &c) {
+  for (size_t i = 0; i < c.args.size(); i++) {
+    if (!c.info.args[i].written) continue;
+    std::vector<at::Tensor> ts;
+    collect_tensors(c.args[i], &ts);
+    for (const at::Tensor &t : ts) {
+      if (t.is_conj() || t.is_neg()) return true;
+    }
+  }
+  return false;
+}
+
 // --- running -------------------------------------------------------------------
 
 tt_op_call make_call(const Call &c) {
@@ -661,6 +682,10 @@ void boxed_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
   const size_t nargs = op.schema().arguments().size();
   Call c(info);
   c.args.assign(stack->end() - static_cast<std::ptrdiff_t>(nargs), stack->end());
+  if (writes_lazy_bits(c)) {
+    run_on_cpu(info, op, stack, "it writes into a lazy conj/neg view");
+    return;
+  }
   c.device = call_device(c, op.schema());
   check_overlap(c);
   build_values(c);

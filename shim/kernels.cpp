@@ -13,8 +13,10 @@
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/conj_physical.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/is_set_to_native.h>
+#include <ATen/ops/neg.h>
 #include <ATen/ops/resize.h>
 #include <ATen/ops/set_native.h>
 #include <ATen/ops/unfold_native.h>
@@ -186,6 +188,22 @@ at::Tensor download_resolved(const at::Tensor &src) {
   return host;
 }
 
+// The bytes of the tpu view `t`: an alias of its storage without its lazy
+// conj/neg bits.
+at::Tensor bytes_of(const at::Tensor &t) {
+  at::Tensor a = at::empty({0}, t.options());
+  a.set_(t.storage(), t.storage_offset(), t.sizes(), t.strides());
+  return a;
+}
+
+// Device to device: the core's copy_ of the bytes.
+void device_copy(const at::Tensor &dst, const at::Tensor &src, bool non_blocking) {
+  static const c10::OperatorHandle op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::copy_", "");
+  torch::jit::Stack stack{dst, src, non_blocking};
+  boxed_fallback(op, &stack);
+}
+
 at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst,
                      bool non_blocking) {
   TORCH_CHECK(self.defined() && dst.defined(), "tpu copy: undefined tensor");
@@ -193,23 +211,23 @@ at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst,
   const bool src_tpu = self.device().type() == c10::DeviceType::PrivateUse1;
   const bool dst_tpu = dst.device().type() == c10::DeviceType::PrivateUse1;
   // Lazy conj/neg views (x.conj()) reach here unresolved (see the Conjugate
-  // and Negative fallthroughs below): the core's copy_ reads bytes only, so
-  // these go through the host, where PyTorch applies the bits.
+  // and Negative fallthroughs below), and this is where they are resolved
+  // (resolve_conj, clone): dst's bytes are src's bytes conjugated / negated
+  // where the two views' bits differ, computed on the device.
   const bool bits = self.is_conj() || self.is_neg() || dst.is_conj() || dst.is_neg();
-  if (src_tpu && dst_tpu && bits) {
-    upload(dst, download_resolved(self));
+  if (src_tpu && dst_tpu && self.device() == dst.device()) {
+    if (!bits) {
+      device_copy(dst, self, non_blocking);  // a program like any other op
+      return dst;
+    }
+    at::Tensor v = bytes_of(self);
+    if (self.is_conj() != dst.is_conj()) v = at::conj_physical(v);
+    if (self.is_neg() != dst.is_neg()) v = at::neg(v);
+    device_copy(bytes_of(dst), v, non_blocking);
     return dst;
   }
   if (src_tpu && dst_tpu) {
-    if (self.device() == dst.device()) {
-      // Device to device is a program like any other op: the core's copy_.
-      static const c10::OperatorHandle op =
-          c10::Dispatcher::singleton().findSchemaOrThrow("aten::copy_", "");
-      torch::jit::Stack stack{dst, self, non_blocking};
-      boxed_fallback(op, &stack);
-      return dst;
-    }
-    upload(dst, download(self));  // across devices: through the host
+    upload(dst, download_resolved(self));  // across devices: through the host
     return dst;
   }
   if (dst_tpu) {

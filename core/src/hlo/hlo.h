@@ -138,6 +138,12 @@ tt_hv tt_hlo_reshape(tt_hlo *b, tt_hv x, int rank, const int64_t *dims);
 tt_hv tt_hlo_broadcast_in_dim(tt_hlo *b, tt_hv x, int rank,
                               const int64_t *dims, const int64_t *bdims);
 tt_hv tt_hlo_transpose(tt_hlo *b, tt_hv x, const int64_t *perm);
+// stablehlo.fft over x's trailing n (1..3) dims, whose lengths are `len`:
+// FFT / IFFT (complex -> complex; IFFT divides by the product of `len`),
+// RFFT (f32/f64 -> complex, trailing dim len/2+1), IRFFT (complex with
+// trailing dim len/2+1 -> real of length len; divides like IFFT).
+typedef enum { TT_HLO_FFT, TT_HLO_IFFT, TT_HLO_RFFT, TT_HLO_IRFFT } tt_hlo_fft_type;
+tt_hv tt_hlo_fft(tt_hlo *b, tt_hv x, tt_hlo_fft_type type, const int64_t *len, int n);
 tt_hv tt_hlo_slice(tt_hlo *b, tt_hv x, const int64_t *start,
                    const int64_t *limit, const int64_t *stride);
 // Start indices are 0-d integer values, one per dim.

@@ -346,6 +346,41 @@ tt_hv tt_hlo_transpose(tt_hlo *b, tt_hv x, const int64_t *perm) {
   return r;
 }
 
+tt_hv tt_hlo_fft(tt_hlo *b, tt_hv x, tt_hlo_fft_type type, const int64_t *len, int n) {
+  static const char *const kType[] = {"FFT", "IFFT", "RFFT", "IRFFT"};
+  if (!tt_hlo_ok(b, &x, 1)) return TT_HV_INVALID;
+  tt_hlo_type t = *ty(b, x);
+  bool real_in = type == TT_HLO_RFFT;
+  bool ok = n >= 1 && n <= 3 && n <= t.rank && (int)type >= 0 && type <= TT_HLO_IRFFT &&
+            (real_in ? (t.dtype == TT_F32 || t.dtype == TT_F64) : dtype_kind(t.dtype) == K_CPLX);
+  for (int i = 0; ok && i < n; i++) {
+    int64_t have = t.dims[t.rank - n + i], want = len[i];
+    if (i == n - 1 && type == TT_HLO_IRFFT) want = len[i] / 2 + 1;
+    ok = len[i] >= 1 && have == want;
+  }
+  if (!ok) {
+    char s1[96];
+    tt_hlo_failf(b, "stablehlo.fft %s of %s over %d trailing dims: bad type or lengths",
+                 (int)type >= 0 && type <= TT_HLO_IRFFT ? kType[type] : "?",
+                 type_str(&t, s1, sizeof s1), n);
+    return TT_HV_INVALID;
+  }
+  if (type == TT_HLO_RFFT) {
+    t.dtype = t.dtype == TT_F32 ? TT_C64 : TT_C128;
+    t.dims[t.rank - 1] = len[n - 1] / 2 + 1;
+  } else if (type == TT_HLO_IRFFT) {
+    t.dtype = tt_dtype_to_real(t.dtype);
+    t.dims[t.rank - 1] = len[n - 1];
+  }
+  tt_hlo_buf a = {0};
+  tt_hlo_buf_printf(&a, "{fft_type = #stablehlo<fft_type %s>, fft_length = ", kType[type]);
+  tt_hlo_put_i64s(&a, len, n);
+  tt_hlo_buf_printf(&a, "}");
+  tt_hv r = tt_hlo_emit(b, "stablehlo.fft", &x, 1, a.p, &t);
+  tt_hlo_buf_free(&a);
+  return r;
+}
+
 tt_hv tt_hlo_slice(tt_hlo *b, tt_hv x, const int64_t *start,
                    const int64_t *limit, const int64_t *stride) {
   if (!tt_hlo_ok(b, &x, 1)) return TT_HV_INVALID;

@@ -220,7 +220,15 @@ tt_status tt_lower_dim(const tt_lower_ctx *c, int64_t dim, int rank,
 // --- operands ------------------------------------------------------------------------------
 
 tt_dtype tt_lower_float_dtype(const tt_lower_ctx *c, tt_dtype d) {
-  return tt_dtype_is_float(d) ? d : tt_lower_default_dtype(c);
+  return tt_dtype_is_float(d) || tt_dtype_is_complex(d) ? d : tt_lower_default_dtype(c);
+}
+
+tt_hv tt_lower_conj(tt_lower_ctx *c, tt_hv x) {
+  tt_hlo *b = tt_lower_hlo(c);
+  const tt_hlo_type *t = tt_hlo_type_of(b, x);
+  if (!t || !tt_dtype_is_complex(t->dtype)) return x;
+  return tt_hlo_complex(b, tt_hlo_real(b, x),
+                        tt_hlo_unary(b, TT_HLO_NEG, tt_hlo_imag(b, x)));
 }
 
 tt_hv tt_lower_operand(tt_lower_ctx *c, int i, tt_dtype d) {
@@ -282,7 +290,8 @@ tt_hv tt_lower_reduce_init(tt_lower_ctx *c, tt_dtype d, tt_hlo_reduce_kind kind)
   tt_hlo *b = tt_lower_hlo(c);
   bool fl = tt_dtype_is_float(d);
   int bits = (int)tt_dtype_size(d) * 8;
-  bool uns = d == TT_U8 || d >= TT_U16;
+  bool uns = d == TT_U8 || d == TT_U16 || d == TT_U32 || d == TT_U64;
+  if (bits > 64) bits = 64;  // complex128: no order, max/min never asked
   int64_t hi = d == TT_BOOL ? 1 : uns ? (bits == 64 ? -1 : (INT64_C(1) << bits) - 1)
                                       : (bits == 64 ? INT64_MAX : (INT64_C(1) << (bits - 1)) - 1);
   int64_t lo = (d == TT_BOOL || uns) ? 0 : -hi - 1;

@@ -466,16 +466,32 @@ tt_hv tt_lower_scalar(tt_lower_ctx *c, int i, tt_dtype d) {
                                     "argument %d is not a scalar", i));
     return TT_HV_INVALID;
   }
+  const tt_scalar *s = &v->u.scalar;
+  if (tt_dtype_is_complex(s->dtype) && !tt_dtype_is_complex(d)) {
+    // Dropping the imaginary part is the CPU's call (it raises or warns).
+    tt_hlo_fail(c->b, tt_lower_fail(c, TT_UNIMPLEMENTED, "a complex Scalar (argument %d) "
+                                    "as %s", i, tt_dtype_name(d)));
+    return TT_HV_INVALID;
+  }
   if (c->rule->flags & TT_RULE_SCALARS_IN_SIGNATURE) {
-    const tt_scalar *s = &v->u.scalar;
-    bool fl = s->dtype == TT_F64 || tt_dtype_is_float(s->dtype);
+    bool fl = s->dtype == TT_F64 || tt_dtype_is_float(s->dtype) || tt_dtype_is_complex(s->dtype);
+    if (tt_dtype_is_complex(d)) {
+      tt_hlo_type ty = tt_hlo_make_type(d, 0, NULL);
+      return tt_hlo_splat_c(c->b, &ty, fl ? s->f : (double)s->i,
+                            tt_dtype_is_complex(s->dtype) ? s->im : 0.0);
+    }
     return fl ? tt_hlo_const(c->b, d, s->f) : tt_hlo_const_i(c->b, d, s->i);
   }
-  if (tt_dtype_is_complex(d)) {  // a real Scalar (the gate refuses complex ones)
+  if (tt_dtype_is_complex(d)) {
+    // A complex value from two real runtime parameters (a parameter holds one
+    // 8-byte part); a real Scalar's imaginary part is a constant 0.
     tt_dtype part = tt_dtype_to_real(d);
-    tt_param p = {.kind = TT_PARAM_SCALAR, .slot = -1, .arg = i, .dtype = part};
     tt_hlo_type ty = tt_hlo_make_type(part, 0, NULL);
-    return tt_hlo_convert(c->b, add_param(c, p, &ty), d);
+    tt_param p = {.kind = TT_PARAM_SCALAR, .slot = -1, .arg = i, .dtype = part};
+    tt_hv re = add_param(c, p, &ty);
+    if (!tt_dtype_is_complex(s->dtype)) return tt_hlo_convert(c->b, re, d);
+    p.imag = true;
+    return tt_hlo_complex(c->b, re, add_param(c, p, &ty));
   }
   tt_param p = {.kind = TT_PARAM_SCALAR, .slot = -1, .arg = i, .dtype = d};
   tt_hlo_type ty = tt_hlo_make_type(d, 0, NULL);
@@ -854,20 +870,23 @@ static bool value_is_complex(const tt_value *v) {
   }
 }
 
-static bool value_is_complex_scalar(const tt_value *v) {
-  if (v->kind == TT_VALUE_SCALAR) return tt_dtype_is_complex(v->u.scalar.dtype);
+// A complex Scalar inside a Scalar[] list.
+static bool value_is_complex_scalar_item(const tt_value *v) {
   if (v->kind != TT_VALUE_LIST) return false;
-  for (int j = 0; j < v->u.list.n; j++)
-    if (value_is_complex_scalar(&v->u.list.items[j])) return true;
+  for (int j = 0; j < v->u.list.n; j++) {
+    const tt_value *it = &v->u.list.items[j];
+    if (it->kind == TT_VALUE_SCALAR && tt_dtype_is_complex(it->u.scalar.dtype)) return true;
+  }
   return false;
 }
 
-// A rule not marked TT_RULE_COMPLEX never sees a complex value. No rule sees
-// a complex Scalar yet: a runtime scalar parameter holds 8 bytes, one part.
+// A rule not marked TT_RULE_COMPLEX never sees a complex value. Complex
+// Scalars reach such rules one at a time (tt_lower_scalar makes two real
+// parameters of one); inside Scalar[] lists they are not lowered.
 static tt_status check_complex(const tt_op_call *call, const tt_rule *rule) {
   bool ok = rule->flags & TT_RULE_COMPLEX;
   for (int i = 0; i < call->nargs; i++)
-    if (ok ? value_is_complex_scalar(&call->args[i]) : value_is_complex(&call->args[i]))
+    if (ok ? value_is_complex_scalar_item(&call->args[i]) : value_is_complex(&call->args[i]))
       return tt_make_status(TT_UNIMPLEMENTED, "%s: no lowering for complex "
                             "%s (argument %d)", rule->name, ok ? "Scalars" : "arguments", i);
   return NULL;

@@ -10,7 +10,11 @@
 // rounded back once. In-place / out= variants share the functional rule (the
 // context converts and writes).
 //
-// Leaves out: complex numbers; integer division by zero raising (XLA returns
+// Complex: the rules marked RC in the table take complex64/complex128 (XLA's
+// ops accept them; comparisons other than eq/ne, rounding, min/max and the
+// activations have no complex meaning, and PyTorch refuses them too).
+//
+// Leaves out: integer division by zero raising (XLA returns
 // -1 where PyTorch's CPU kernel raises); ops that PyTorch decomposes before
 // they reach a backend (square, ...); erfc, the gamma family and special
 // functions.
@@ -110,7 +114,11 @@ static tt_status add_like(tt_lower_ctx *c, tt_hlo_binop op, bool reverse) {
                          "Subtraction, the `-` operator, with two bool tensors is not "
                          "supported. Use the `^` or `logical_xor()` operator instead.");
   const tt_value *alpha = tt_lower_arg(c, 2);
-  if (alpha->kind == TT_VALUE_SCALAR && !tt_dtype_is_float(rt) &&
+  if (alpha->kind == TT_VALUE_SCALAR && !tt_dtype_is_complex(rt) &&
+      tt_dtype_is_complex(alpha->u.scalar.dtype))
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "For non-complex input tensors, "
+                         "argument alpha must not be a complex number.");
+  if (alpha->kind == TT_VALUE_SCALAR && !tt_dtype_is_float(rt) && !tt_dtype_is_complex(rt) &&
       tt_dtype_is_float(alpha->u.scalar.dtype))
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "For integral input tensors, "
                          "argument alpha must not be a floating point number.");
@@ -178,6 +186,8 @@ static tt_status div_mode(tt_lower_ctx *c, const char *mode) {
   tt_dtype rt;
   tt_hv v[2];
   TT_RETURN_IF_ERROR(two(c, mode == NULL, &rt, v));
+  if (mode && tt_dtype_is_complex(rt))  // PyTorch has no complex floor/trunc: its error
+    return tt_lower_fail(c, TT_UNIMPLEMENTED, "div with rounding_mode on complex");
   if (rt == TT_BOOL) {  // bool // bool divides as integers
     rt = TT_I64;
     v[0] = tt_hlo_convert(tt_lower_hlo(c), v[0], rt);
@@ -256,7 +266,14 @@ static tt_status lower_sin(tt_lower_ctx *c) { return float_unary(c, TT_HLO_SIN);
 static tt_status lower_cos(tt_lower_ctx *c) { return float_unary(c, TT_HLO_COS); }
 static tt_status lower_tan(tt_lower_ctx *c) { return float_unary(c, TT_HLO_TAN); }
 static tt_status lower_tanh(tt_lower_ctx *c) { return float_unary(c, TT_HLO_TANH); }
-static tt_status lower_sigmoid(tt_lower_ctx *c) { return float_unary(c, TT_HLO_LOGISTIC); }
+// sigmoid: logistic for reals; 1 / (1 + e^-z) for complex z (PyTorch's formula).
+static tt_status lower_sigmoid(tt_lower_ctx *c) {
+  tt_dtype rt;
+  tt_hv x = float_input(c, &rt);
+  if (!tt_dtype_is_complex(rt)) return out(c, un(c, TT_HLO_LOGISTIC, x), rt);
+  tt_hv e = un(c, TT_HLO_EXP, un(c, TT_HLO_NEG, x));
+  return out(c, tt_lower_bin(c, TT_HLO_DIV, k(c, x, 1), tt_lower_bin(c, TT_HLO_ADD, k(c, x, 1), e)), rt);
+}
 
 static tt_status lower_erf(tt_lower_ctx *c) {
   tt_dtype rt;
@@ -280,7 +297,9 @@ static tt_status lower_neg(tt_lower_ctx *c) {
   return NULL;
 }
 
-static bool is_unsigned(tt_dtype d) { return d == TT_U8 || d >= TT_U16; }
+static bool is_unsigned(tt_dtype d) {
+  return d == TT_U8 || d == TT_U16 || d == TT_U32 || d == TT_U64;  // not complex, after them
+}
 
 static tt_status lower_abs(tt_lower_ctx *c) {
   tt_hv x = tt_lower_tensor(c, 0);
@@ -299,6 +318,55 @@ static tt_status lower_sign(tt_lower_ctx *c) {
     return NULL;
   }
   tt_lower_result(c, un(c, TT_HLO_SIGN, x));
+  return NULL;
+}
+
+// sgn: sign for reals; z / |z| for complex z (0 at 0).
+static tt_status lower_sgn(tt_lower_ctx *c) {
+  tt_hv x = tt_lower_tensor(c, 0);
+  if (!tt_dtype_is_complex(type_of(c, x))) return lower_sign(c);
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hv a = un(c, TT_HLO_ABS, x);
+  tt_hv zero = cmp(c, TT_HLO_EQ, a, k(c, a, 0));
+  tt_hv az = tt_hlo_convert(b, a, type_of(c, x));
+  tt_lower_result(c, sel(c, zero, k(c, x, 0), tt_lower_bin(c, TT_HLO_DIV, x, az)));
+  return NULL;
+}
+
+// conj_physical: the conjugate, computed (x itself for real x).
+static tt_status lower_conj_physical(tt_lower_ctx *c) {
+  tt_lower_result(c, tt_lower_conj(c, tt_lower_tensor(c, 0)));
+  return NULL;
+}
+
+// complex(real, imag): two float32 or two float64 tensors (PyTorch
+// requires the same dtype), broadcast.
+static tt_status lower_complex(tt_lower_ctx *c) {
+  tt_dtype a = tt_lower_tensor_type(c, 0, -1).dtype, d = tt_lower_tensor_type(c, 1, -1).dtype;
+  if (a != d)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Expected object of scalar type %s but got "
+                         "scalar type %s for second argument", tt_dtype_name(a), tt_dtype_name(d));
+  if (a != TT_F32 && a != TT_F64)  // half: complex32, which the core has not
+    return tt_lower_fail(c, TT_UNIMPLEMENTED, "complex of %s parts", tt_dtype_name(a));
+  tt_hv v[2] = {tt_lower_tensor(c, 0), tt_lower_tensor(c, 1)};
+  TT_RETURN_IF_ERROR(tt_lower_broadcast(c, v, 2));
+  tt_lower_result(c, tt_hlo_complex(tt_lower_hlo(c), v[0], v[1]));
+  return NULL;
+}
+
+// polar(abs, angle) = abs (cos angle + i sin angle).
+static tt_status lower_polar(tt_lower_ctx *c) {
+  tt_dtype a = tt_lower_tensor_type(c, 0, -1).dtype, d = tt_lower_tensor_type(c, 1, -1).dtype;
+  if (a != d)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Expected object of scalar type %s but got "
+                         "scalar type %s for second argument", tt_dtype_name(a), tt_dtype_name(d));
+  if (a != TT_F32 && a != TT_F64)
+    return tt_lower_fail(c, TT_UNIMPLEMENTED, "polar of %s parts", tt_dtype_name(a));
+  tt_hv v[2] = {tt_lower_tensor(c, 0), tt_lower_tensor(c, 1)};
+  TT_RETURN_IF_ERROR(tt_lower_broadcast(c, v, 2));
+  tt_hv re = tt_lower_bin(c, TT_HLO_MUL, v[0], un(c, TT_HLO_COS, v[1]));
+  tt_hv im = tt_lower_bin(c, TT_HLO_MUL, v[0], un(c, TT_HLO_SIN, v[1]));
+  tt_lower_result(c, tt_hlo_complex(tt_lower_hlo(c), re, im));
   return NULL;
 }
 
@@ -401,7 +469,7 @@ static tt_status lower_sigmoid_backward(tt_lower_ctx *c) {
   tt_hv g, y;
   TT_RETURN_IF_ERROR(grad_and(c, &rt, &g, &y));
   tt_hv d = tt_lower_bin(c, TT_HLO_MUL, tt_lower_bin(c, TT_HLO_SUB, k(c, y, 1), y), y);
-  return out(c, tt_lower_bin(c, TT_HLO_MUL, g, d), rt);
+  return out(c, tt_lower_bin(c, TT_HLO_MUL, g, tt_lower_conj(c, d)), rt);  // conj: PyTorch's complex rule
 }
 
 // grad * (1 - y^2), y = tanh(x).
@@ -410,7 +478,7 @@ static tt_status lower_tanh_backward(tt_lower_ctx *c) {
   tt_hv g, y;
   TT_RETURN_IF_ERROR(grad_and(c, &rt, &g, &y));
   tt_hv d = tt_lower_bin(c, TT_HLO_SUB, k(c, y, 1), tt_lower_bin(c, TT_HLO_MUL, y, y));
-  return out(c, tt_lower_bin(c, TT_HLO_MUL, g, d), rt);
+  return out(c, tt_lower_bin(c, TT_HLO_MUL, g, tt_lower_conj(c, d)), rt);  // conj: PyTorch's complex rule
 }
 
 // grad * s * (1 + x (1 - s)), s = sigmoid(x).
@@ -565,9 +633,11 @@ static tt_status lower_bitwise_and(tt_lower_ctx *c) { return bitwise(c, TT_HLO_A
 static tt_status lower_bitwise_or(tt_lower_ctx *c) { return bitwise(c, TT_HLO_OR); }
 static tt_status lower_bitwise_xor(tt_lower_ctx *c) { return bitwise(c, TT_HLO_XOR); }
 
+// (x != x holds for a complex x with a NaN part: XLA compares both parts.)
 static tt_status lower_isnan(tt_lower_ctx *c) {
   tt_hv x = tt_lower_tensor(c, 0);
-  tt_lower_result(c, tt_dtype_is_float(type_of(c, x)) ? cmp(c, TT_HLO_NE, x, x)
+  tt_dtype d = type_of(c, x);
+  tt_lower_result(c, tt_dtype_is_float(d) || tt_dtype_is_complex(d) ? cmp(c, TT_HLO_NE, x, x)
                                                       : tt_hlo_convert(tt_lower_hlo(c), k(c, x, 0), TT_BOOL));
   return NULL;
 }
@@ -770,6 +840,13 @@ static tt_hv sign_bit(tt_lower_ctx *c, tt_hv x) {
 // isinf / isposinf / isneginf (sign 0 / +1 / -1); integers never are.
 static tt_status inf_test(tt_lower_ctx *c, int sign) {
   tt_hv x = tt_lower_tensor(c, 0);
+  if (tt_dtype_is_complex(type_of(c, x))) {  // isinf only: either part infinite
+    tt_hlo *b = tt_lower_hlo(c);
+    tt_hv re = un(c, TT_HLO_ABS, tt_hlo_real(b, x)), im = un(c, TT_HLO_ABS, tt_hlo_imag(b, x));
+    tt_lower_result(c, tt_lower_bin(c, TT_HLO_OR, cmp(c, TT_HLO_EQ, re, k(c, re, INFINITY)),
+                                    cmp(c, TT_HLO_EQ, im, k(c, im, INFINITY))));
+    return NULL;
+  }
   if (!tt_dtype_is_float(type_of(c, x))) {
     tt_lower_result(c, tt_hlo_convert(tt_lower_hlo(c), k(c, x, 0), TT_BOOL));
     return NULL;
@@ -785,6 +862,12 @@ static tt_status lower_isneginf(tt_lower_ctx *c) { return inf_test(c, -1); }
 
 static tt_status lower_isfinite(tt_lower_ctx *c) {
   tt_hv x = tt_lower_tensor(c, 0);
+  if (tt_dtype_is_complex(type_of(c, x))) {  // both parts finite
+    tt_hlo *b = tt_lower_hlo(c);
+    tt_lower_result(c, tt_lower_bin(c, TT_HLO_AND, un(c, TT_HLO_IS_FINITE, tt_hlo_real(b, x)),
+                                    un(c, TT_HLO_IS_FINITE, tt_hlo_imag(b, x))));
+    return NULL;
+  }
   tt_lower_result(c, tt_dtype_is_float(type_of(c, x))
                          ? un(c, TT_HLO_IS_FINITE, x)
                          : tt_hlo_convert(tt_lower_hlo(c), k(c, x, 1), TT_BOOL));
@@ -1177,46 +1260,47 @@ static tt_status lower_log_sigmoid_backward(tt_lower_ctx *c) {
 #define RC(name, fn) {"aten::" name, fn, TT_RULE_COMPLEX}  // complex-capable
 // The functional, in-place and out= forms of one op.
 #define U(name, fn) R(name, fn), R(name "_", fn), R(name ".out", fn)
+#define UC(name, fn) RC(name, fn), RC(name "_", fn), RC(name ".out", fn)
 static const tt_rule kRules[] = {
-    R("add.Tensor", lower_add), R("add_.Tensor", lower_add), R("add.out", lower_add),
-    R("add.Scalar", lower_add), R("add_.Scalar", lower_add), R("add.Scalar_out", lower_add),
-    R("sub.Tensor", lower_sub), R("sub_.Tensor", lower_sub), R("sub.out", lower_sub),
-    R("sub.Scalar", lower_sub), R("sub_.Scalar", lower_sub), R("sub.Scalar_out", lower_sub),
-    R("rsub.Tensor", lower_rsub), R("rsub.Scalar", lower_rsub),
-    R("rsub.Tensor_out", lower_rsub), R("rsub.Scalar_out", lower_rsub),
-    R("mul.Tensor", lower_mul), R("mul_.Tensor", lower_mul), R("mul.out", lower_mul),
-    R("mul.Scalar", lower_mul), R("mul_.Scalar", lower_mul), R("mul.Scalar_out", lower_mul),
-    R("div.Tensor", lower_div), R("div_.Tensor", lower_div), R("div.out", lower_div),
-    R("div.Scalar", lower_div), R("div_.Scalar", lower_div), R("div.Scalar_out", lower_div),
-    R("div.Tensor_mode", lower_div), R("div_.Tensor_mode", lower_div),
-    R("div.out_mode", lower_div), R("div.Scalar_mode", lower_div),
-    R("div_.Scalar_mode", lower_div), R("div.Scalar_mode_out", lower_div),
+    RC("add.Tensor", lower_add), RC("add_.Tensor", lower_add), RC("add.out", lower_add),
+    RC("add.Scalar", lower_add), RC("add_.Scalar", lower_add), RC("add.Scalar_out", lower_add),
+    RC("sub.Tensor", lower_sub), RC("sub_.Tensor", lower_sub), RC("sub.out", lower_sub),
+    RC("sub.Scalar", lower_sub), RC("sub_.Scalar", lower_sub), RC("sub.Scalar_out", lower_sub),
+    RC("rsub.Tensor", lower_rsub), RC("rsub.Scalar", lower_rsub),
+    RC("rsub.Tensor_out", lower_rsub), RC("rsub.Scalar_out", lower_rsub),
+    RC("mul.Tensor", lower_mul), RC("mul_.Tensor", lower_mul), RC("mul.out", lower_mul),
+    RC("mul.Scalar", lower_mul), RC("mul_.Scalar", lower_mul), RC("mul.Scalar_out", lower_mul),
+    RC("div.Tensor", lower_div), RC("div_.Tensor", lower_div), RC("div.out", lower_div),
+    RC("div.Scalar", lower_div), RC("div_.Scalar", lower_div), RC("div.Scalar_out", lower_div),
+    RC("div.Tensor_mode", lower_div), RC("div_.Tensor_mode", lower_div),
+    RC("div.out_mode", lower_div), RC("div.Scalar_mode", lower_div),
+    RC("div_.Scalar_mode", lower_div), RC("div.Scalar_mode_out", lower_div),
     R("remainder.Tensor", lower_remainder), R("remainder_.Tensor", lower_remainder),
     R("remainder.Tensor_out", lower_remainder), R("remainder.Scalar", lower_remainder),
     R("remainder_.Scalar", lower_remainder), R("remainder.Scalar_out", lower_remainder),
     R("remainder.Scalar_Tensor", lower_remainder),
     R("fmod.Tensor", lower_fmod), R("fmod_.Tensor", lower_fmod), R("fmod.Tensor_out", lower_fmod),
     R("fmod.Scalar", lower_fmod), R("fmod_.Scalar", lower_fmod), R("fmod.Scalar_out", lower_fmod),
-    R("pow.Tensor_Tensor", lower_pow), R("pow_.Tensor", lower_pow),
-    R("pow.Tensor_Tensor_out", lower_pow), R("pow.Tensor_Scalar", lower_pow),
-    R("pow_.Scalar", lower_pow), R("pow.Tensor_Scalar_out", lower_pow),
-    R("pow.Scalar", lower_pow), R("pow.Scalar_out", lower_pow),
-    R("neg", lower_neg), R("neg_", lower_neg), R("neg.out", lower_neg),
-    R("abs", lower_abs), R("abs_", lower_abs), R("abs.out", lower_abs),
-    R("exp", lower_exp), R("exp_", lower_exp), R("exp.out", lower_exp),
-    R("expm1", lower_expm1), R("expm1_", lower_expm1), R("expm1.out", lower_expm1),
-    R("log", lower_log), R("log_", lower_log), R("log.out", lower_log),
-    R("log1p", lower_log1p), R("log1p_", lower_log1p), R("log1p.out", lower_log1p),
-    R("sqrt", lower_sqrt), R("sqrt_", lower_sqrt), R("sqrt.out", lower_sqrt),
-    R("rsqrt", lower_rsqrt), R("rsqrt_", lower_rsqrt), R("rsqrt.out", lower_rsqrt),
-    R("sin", lower_sin), R("sin_", lower_sin), R("sin.out", lower_sin),
-    R("cos", lower_cos), R("cos_", lower_cos), R("cos.out", lower_cos),
-    R("tan", lower_tan), R("tan_", lower_tan), R("tan.out", lower_tan),
-    R("tanh", lower_tanh), R("tanh_", lower_tanh), R("tanh.out", lower_tanh),
+    RC("pow.Tensor_Tensor", lower_pow), RC("pow_.Tensor", lower_pow),
+    RC("pow.Tensor_Tensor_out", lower_pow), RC("pow.Tensor_Scalar", lower_pow),
+    RC("pow_.Scalar", lower_pow), RC("pow.Tensor_Scalar_out", lower_pow),
+    RC("pow.Scalar", lower_pow), RC("pow.Scalar_out", lower_pow),
+    RC("neg", lower_neg), RC("neg_", lower_neg), RC("neg.out", lower_neg),
+    RC("abs", lower_abs), R("abs_", lower_abs), RC("abs.out", lower_abs),
+    RC("exp", lower_exp), RC("exp_", lower_exp), RC("exp.out", lower_exp),
+    RC("expm1", lower_expm1), RC("expm1_", lower_expm1), RC("expm1.out", lower_expm1),
+    RC("log", lower_log), RC("log_", lower_log), RC("log.out", lower_log),
+    RC("log1p", lower_log1p), RC("log1p_", lower_log1p), RC("log1p.out", lower_log1p),
+    RC("sqrt", lower_sqrt), RC("sqrt_", lower_sqrt), RC("sqrt.out", lower_sqrt),
+    RC("rsqrt", lower_rsqrt), RC("rsqrt_", lower_rsqrt), RC("rsqrt.out", lower_rsqrt),
+    RC("sin", lower_sin), RC("sin_", lower_sin), RC("sin.out", lower_sin),
+    RC("cos", lower_cos), RC("cos_", lower_cos), RC("cos.out", lower_cos),
+    RC("tan", lower_tan), RC("tan_", lower_tan), RC("tan.out", lower_tan),
+    RC("tanh", lower_tanh), RC("tanh_", lower_tanh), RC("tanh.out", lower_tanh),
     R("erf", lower_erf), R("erf_", lower_erf), R("erf.out", lower_erf),
-    R("sigmoid", lower_sigmoid), R("sigmoid_", lower_sigmoid), R("sigmoid.out", lower_sigmoid),
-    R("reciprocal", lower_reciprocal), R("reciprocal_", lower_reciprocal),
-    R("reciprocal.out", lower_reciprocal),
+    RC("sigmoid", lower_sigmoid), RC("sigmoid_", lower_sigmoid), RC("sigmoid.out", lower_sigmoid),
+    RC("reciprocal", lower_reciprocal), RC("reciprocal_", lower_reciprocal),
+    RC("reciprocal.out", lower_reciprocal),
     R("sign", lower_sign), R("sign_", lower_sign), R("sign.out", lower_sign),
     R("floor", lower_floor), R("floor_", lower_floor), R("floor.out", lower_floor),
     R("ceil", lower_ceil), R("ceil_", lower_ceil), R("ceil.out", lower_ceil),
@@ -1228,15 +1312,15 @@ static const tt_rule kRules[] = {
     R("silu", lower_silu), R("silu_", lower_silu), R("silu.out", lower_silu),
     R("threshold_backward", lower_threshold_backward),
     R("threshold_backward.grad_input", lower_threshold_backward),
-    R("sigmoid_backward", lower_sigmoid_backward),
-    R("sigmoid_backward.grad_input", lower_sigmoid_backward),
-    R("tanh_backward", lower_tanh_backward), R("tanh_backward.grad_input", lower_tanh_backward),
+    RC("sigmoid_backward", lower_sigmoid_backward),
+    RC("sigmoid_backward.grad_input", lower_sigmoid_backward),
+    RC("tanh_backward", lower_tanh_backward), RC("tanh_backward.grad_input", lower_tanh_backward),
     R("gelu_backward", lower_gelu_backward), R("gelu_backward.grad_input", lower_gelu_backward),
     R("silu_backward", lower_silu_backward), R("silu_backward.grad_input", lower_silu_backward),
-    R("eq.Tensor", lower_eq), R("eq_.Tensor", lower_eq), R("eq.Tensor_out", lower_eq),
-    R("eq.Scalar", lower_eq), R("eq_.Scalar", lower_eq), R("eq.Scalar_out", lower_eq),
-    R("ne.Tensor", lower_ne), R("ne_.Tensor", lower_ne), R("ne.Tensor_out", lower_ne),
-    R("ne.Scalar", lower_ne), R("ne_.Scalar", lower_ne), R("ne.Scalar_out", lower_ne),
+    RC("eq.Tensor", lower_eq), RC("eq_.Tensor", lower_eq), RC("eq.Tensor_out", lower_eq),
+    RC("eq.Scalar", lower_eq), RC("eq_.Scalar", lower_eq), RC("eq.Scalar_out", lower_eq),
+    RC("ne.Tensor", lower_ne), RC("ne_.Tensor", lower_ne), RC("ne.Tensor_out", lower_ne),
+    RC("ne.Scalar", lower_ne), RC("ne_.Scalar", lower_ne), RC("ne.Scalar_out", lower_ne),
     R("lt.Tensor", lower_lt), R("lt_.Tensor", lower_lt), R("lt.Tensor_out", lower_lt),
     R("lt.Scalar", lower_lt), R("lt_.Scalar", lower_lt), R("lt.Scalar_out", lower_lt),
     R("le.Tensor", lower_le), R("le_.Tensor", lower_le), R("le.Tensor_out", lower_le),
@@ -1256,9 +1340,9 @@ static const tt_rule kRules[] = {
     R("clamp_max", lower_clamp_max), R("clamp_max_", lower_clamp_max),
     R("clamp_max.out", lower_clamp_max), R("clamp_max.Tensor", lower_clamp_max),
     R("clamp_max_.Tensor", lower_clamp_max), R("clamp_max.Tensor_out", lower_clamp_max),
-    R("where.self", lower_where), R("where.self_out", lower_where),
-    R("where.ScalarSelf", lower_where), R("where.ScalarOther", lower_where),
-    R("where.Scalar", lower_where),
+    RC("where.self", lower_where), RC("where.self_out", lower_where),
+    RC("where.ScalarSelf", lower_where), RC("where.ScalarOther", lower_where),
+    RC("where.Scalar", lower_where),
     R("logical_not", lower_logical_not), R("logical_not_", lower_logical_not),
     R("logical_not.out", lower_logical_not),
     R("logical_and", lower_logical_and), R("logical_and_", lower_logical_and),
@@ -1275,17 +1359,17 @@ static const tt_rule kRules[] = {
     R("bitwise_or.Tensor_out", lower_bitwise_or), R("bitwise_or.Scalar", lower_bitwise_or),
     R("bitwise_xor.Tensor", lower_bitwise_xor), R("bitwise_xor_.Tensor", lower_bitwise_xor),
     R("bitwise_xor.Tensor_out", lower_bitwise_xor), R("bitwise_xor.Scalar", lower_bitwise_xor),
-    R("isnan", lower_isnan),
+    RC("isnan", lower_isnan),
     U("asin", lower_asin), U("acos", lower_acos), U("atan", lower_atan),
     U("sinh", lower_sinh), U("cosh", lower_cosh), U("asinh", lower_asinh),
     U("acosh", lower_acosh), U("atanh", lower_atanh),
     U("log2", lower_log2), U("log10", lower_log10), U("exp2", lower_exp2), U("sinc", lower_sinc),
     U("logit", lower_logit), U("trunc", lower_trunc), U("fix", lower_trunc), U("frac", lower_frac),
-    U("nan_to_num", lower_nan_to_num), U("sgn", lower_sign), U("atan2", lower_atan2),
+    U("nan_to_num", lower_nan_to_num), UC("sgn", lower_sgn), U("atan2", lower_atan2),
     U("arctan2", lower_atan2),
-    R("isinf", lower_isinf), R("isinf.out", lower_isinf), R("isposinf", lower_isposinf), R("isposinf.out", lower_isposinf),
+    RC("isinf", lower_isinf), R("isinf.out", lower_isinf), R("isposinf", lower_isposinf), R("isposinf.out", lower_isposinf),
     R("isneginf", lower_isneginf), R("isneginf.out", lower_isneginf),
-    R("isfinite", lower_isfinite), R("signbit", lower_signbit), R("signbit.out", lower_signbit),
+    RC("isfinite", lower_isfinite), R("signbit", lower_signbit), R("signbit.out", lower_signbit),
     R("copysign.Tensor", lower_copysign), R("copysign_.Tensor", lower_copysign),
     R("copysign.out", lower_copysign), R("copysign.Scalar", lower_copysign),
     R("copysign_.Scalar", lower_copysign), R("copysign.Scalar_out", lower_copysign),
@@ -1347,13 +1431,18 @@ static const tt_rule kRules[] = {
     RC("fill_.Scalar", lower_fill), RC("fill_.Tensor", lower_fill),
     RC("fill.Scalar", lower_fill), RC("fill.Tensor", lower_fill),
     RC("zero_", lower_zero), RC("zero", lower_zero),
-    R("masked_fill_.Scalar", lower_masked_fill), R("masked_fill_.Tensor", lower_masked_fill),
-    R("masked_fill.Scalar", lower_masked_fill), R("masked_fill.Tensor", lower_masked_fill),
-    R("masked_fill.Scalar_out", lower_masked_fill),
-    R("masked_fill.Tensor_out", lower_masked_fill),
+    RC("conj_physical", lower_conj_physical), RC("conj_physical.out", lower_conj_physical),
+    RC("_conj_physical", lower_conj_physical), RC("conj_physical_", lower_conj_physical),
+    RC("complex", lower_complex), RC("complex.out", lower_complex),
+    RC("polar", lower_polar), RC("polar.out", lower_polar),
+    RC("masked_fill_.Scalar", lower_masked_fill), RC("masked_fill_.Tensor", lower_masked_fill),
+    RC("masked_fill.Scalar", lower_masked_fill), RC("masked_fill.Tensor", lower_masked_fill),
+    RC("masked_fill.Scalar_out", lower_masked_fill),
+    RC("masked_fill.Tensor_out", lower_masked_fill),
 };
 #undef R
 #undef RC
 #undef U
+#undef UC
 
 const tt_rule_table tt_rules_elementwise = {kRules, (int)(sizeof kRules / sizeof kRules[0])};

@@ -393,7 +393,7 @@ static tt_status cumulative(tt_lower_ctx *c, tt_hlo_reduce_kind kind) {
   tt_hlo_type dest;
   tt_dtype rt = dv->kind == TT_VALUE_DTYPE && dv->u.dtype != TT_DTYPE_NONE ? dv->u.dtype
                 : tt_lower_dest_type(c, 0, &dest) ? dest.dtype
-                : tt_dtype_is_float(xt.dtype) ? xt.dtype : TT_I64;
+                : tt_dtype_is_float(xt.dtype) || tt_dtype_is_complex(xt.dtype) ? xt.dtype : TT_I64;
   if (xt.rank == 0 || tt_hlo_numel(&xt) == 0) {
     tt_lower_result(c, tt_hlo_convert(b, x, rt));
     return NULL;
@@ -414,27 +414,29 @@ static tt_status lower_cumprod(tt_lower_ctx *c) { return cumulative(c, TT_HLO_RE
 // --- the table -------------------------------------------------------------------------------
 
 #define R(name, fn) {"aten::" name, fn, 0}
+#define RC(name, fn) {"aten::" name, fn, TT_RULE_COMPLEX}  // complex-capable
 static const tt_rule kRules[] = {
-    R("gather", lower_gather), R("gather.out", lower_gather),
-    R("scatter.src", lower_scatter), R("scatter.value", lower_scatter),
+    RC("gather", lower_gather), RC("gather.out", lower_gather),
+    RC("scatter.src", lower_scatter), RC("scatter.value", lower_scatter),
     R("scatter.reduce", lower_scatter), R("scatter.value_reduce", lower_scatter),
-    R("scatter_.src", lower_scatter), R("scatter_.value", lower_scatter),
+    RC("scatter_.src", lower_scatter), RC("scatter_.value", lower_scatter),
     R("scatter_.reduce", lower_scatter), R("scatter_.value_reduce", lower_scatter),
-    R("scatter.src_out", lower_scatter), R("scatter.value_out", lower_scatter),
+    RC("scatter.src_out", lower_scatter), RC("scatter.value_out", lower_scatter),
     R("scatter.reduce_out", lower_scatter), R("scatter.value_reduce_out", lower_scatter),
-    R("scatter_add", lower_scatter_add), R("scatter_add_", lower_scatter_add),
-    R("scatter_add.out", lower_scatter_add),
+    RC("scatter_add", lower_scatter_add), RC("scatter_add_", lower_scatter_add),
+    RC("scatter_add.out", lower_scatter_add),
     R("scatter_reduce.two", lower_scatter_reduce), R("scatter_reduce_.two", lower_scatter_reduce),
     R("scatter_reduce.two_out", lower_scatter_reduce),
-    R("index.Tensor", lower_index), R("index.Tensor_out", lower_index),
-    R("index_put", lower_index_put), R("index_put_", lower_index_put),
-    R("_index_put_impl_", lower_index_put),
+    RC("index.Tensor", lower_index), RC("index.Tensor_out", lower_index),
+    RC("index_put", lower_index_put), RC("index_put_", lower_index_put),
+    RC("_index_put_impl_", lower_index_put),
     R("sort", lower_sort), R("sort.values", lower_sort),
     R("sort.stable", lower_sort_stable), R("sort.values_stable", lower_sort_stable),
     R("topk", lower_topk), R("topk.values", lower_topk),
-    R("cumsum", lower_cumsum), R("cumsum_", lower_cumsum), R("cumsum.out", lower_cumsum),
-    R("cumprod", lower_cumprod), R("cumprod_", lower_cumprod), R("cumprod.out", lower_cumprod),
+    RC("cumsum", lower_cumsum), RC("cumsum_", lower_cumsum), RC("cumsum.out", lower_cumsum),
+    RC("cumprod", lower_cumprod), RC("cumprod_", lower_cumprod), RC("cumprod.out", lower_cumprod),
 };
 #undef R
+#undef RC
 
 const tt_rule_table tt_rules_index = {kRules, (int)(sizeof kRules / sizeof kRules[0])};

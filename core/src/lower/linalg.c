@@ -5,6 +5,9 @@
 // 16-bit float products accumulate in float32 (preferred element type) and
 // are rounded once, like PyTorch's CPU and CUDA kernels.
 //
+// Complex products are plain dot_general (no conjugation but vdot's); lazy
+// conj views arrive resolved (the shim materialises them).
+//
 // Leaves out: matmul, linear, einsum (PyTorch decomposes them into these),
 // integer overflow behaviour of int matmuls.
 #include <inttypes.h>
@@ -92,6 +95,17 @@ static tt_status lower_dot(tt_lower_ctx *c) {
                          "respectively", type_at(c, 0).dims[0], type_at(c, 1).dims[0],
                          type_at(c, 0).dims[0], type_at(c, 1).dims[0]);
   return result(c, product(c, 0, 1, 0, 0, false), type_at(c, 0).dtype);
+}
+
+// vdot(self [k], other [k]) -> []: conj(self) . other (dot for reals).
+static tt_status lower_vdot(tt_lower_ctx *c) {
+  if (!tt_dtype_is_complex(type_at(c, 0).dtype)) return lower_dot(c);
+  TT_RETURN_IF_ERROR(check_operands(c, 0, 1, 1, 1));
+  if (type_at(c, 0).dims[0] != type_at(c, 1).dims[0]) return lower_dot(c);  // its message
+  static const int64_t zero = 0;
+  tt_hv x = tt_lower_conj(c, tt_lower_tensor(c, 0)), y = tt_lower_tensor(c, 1);
+  tt_dtype d = type_at(c, 0).dtype;
+  return result(c, tt_hlo_dot_general(tt_lower_hlo(c), x, y, NULL, NULL, 0, &zero, &zero, 1, d), d);
 }
 
 // --- addmm, baddbmm ------------------------------------------------------------------------------
@@ -182,13 +196,13 @@ static tt_status lower_addr(tt_lower_ctx *c) {
 
 // --- the table ------------------------------------------------------------------------------------
 
-#define R(name, fn) {"aten::" name, fn, 0}
+#define R(name, fn) {"aten::" name, fn, TT_RULE_COMPLEX}  // all: dot_general takes complex
 static const tt_rule kRules[] = {
     R("mm", lower_mm), R("mm.out", lower_mm),
     R("bmm", lower_bmm), R("bmm.out", lower_bmm),
     R("mv", lower_mv), R("mv.out", lower_mv),
     R("dot", lower_dot), R("dot.out", lower_dot),
-    R("vdot", lower_dot), R("vdot.out", lower_dot),  // real dtypes: vdot is dot
+    R("vdot", lower_vdot), R("vdot.out", lower_vdot),
     R("addmv", lower_addmv), R("addmv_", lower_addmv), R("addmv.out", lower_addmv),
     R("addbmm", lower_addbmm), R("addbmm_", lower_addbmm), R("addbmm.out", lower_addbmm),
     R("addr", lower_addr), R("addr_", lower_addr), R("addr.out", lower_addr),

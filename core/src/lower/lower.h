@@ -201,8 +201,11 @@ tt_status tt_lower_operands(tt_lower_ctx *c, const int *idx, int n, tt_dtype d,
                             tt_hv *out);
 
 // The dtype floating-point math on dtype d happens in: d itself when it is
-// floating, else the default dtype (PyTorch's int -> float promotion).
+// floating or complex, else the default dtype (PyTorch's int -> float promotion).
 tt_dtype tt_lower_float_dtype(const tt_lower_ctx *c, tt_dtype d);
+
+// The complex conjugate of x (x itself when it is real).
+tt_hv tt_lower_conj(tt_lower_ctx *c, tt_hv x);
 
 // A constant of v's type (shape and dtype) with every element x.
 tt_hv tt_lower_splat_like(tt_lower_ctx *c, tt_hv v, double x);
@@ -246,6 +249,7 @@ extern const tt_rule_table tt_rules_special;
 extern const tt_rule_table tt_rules_spatial;
 extern const tt_rule_table tt_rules_select;
 extern const tt_rule_table tt_rules_misc;
+extern const tt_rule_table tt_rules_fft;
 
 // Checks the joined built-in tables: every name is "aten::..." and unique,
 // and every rule has a function. The error lists each offender.

@@ -52,6 +52,8 @@ typedef struct tt_param {
   int32_t arg;     // SCALAR: argument; RNG: generator argument or -1
   int32_t item;    // SCALAR: list item when `arg` is a Scalar[] list
   tt_dtype dtype;  // STORAGE: buffer dtype (zeros if still empty); SCALAR
+  bool imag;       // SCALAR: the imaginary part of a complex Scalar (else the real
+                   // part): a complex Scalar is two real parameters, one 8-byte part each
   int64_t numel;   // STORAGE: flat elements
   uint64_t count;  // RNG: numbers drawn per call
 } tt_param;

@@ -43,7 +43,7 @@ static tt_dtype accum_dtype(const tt_lower_ctx *c, int dtype_idx, tt_dtype in) {
   tt_dtype d = dtype_arg(c, dtype_idx);
   tt_hlo_type dest;
   if (d == TT_DTYPE_NONE && tt_lower_dest_type(c, 0, &dest)) d = dest.dtype;
-  if (d == TT_DTYPE_NONE) d = tt_dtype_is_float(in) ? in : TT_I64;
+  if (d == TT_DTYPE_NONE) d = tt_dtype_is_float(in) || tt_dtype_is_complex(in) ? in : TT_I64;
   return d;
 }
 
@@ -56,7 +56,7 @@ static tt_status sum_like(tt_lower_ctx *c, int dim_idx, int keep_idx, int dtype_
   tt_hv x = tt_lower_tensor(c, 0);
   tt_hlo_type t = tt_lower_type(c, x);
   tt_dtype rt = accum_dtype(c, dtype_idx, t.dtype);
-  if (mean && !tt_dtype_is_float(rt))
+  if (mean && !tt_dtype_is_float(rt) && !tt_dtype_is_complex(rt))
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "mean(): could not infer output dtype. "
                          "Input dtype must be either a floating point or complex dtype. "
                          "Got: %s", tt_dtype_name(rt));
@@ -381,14 +381,15 @@ static tt_status lower_log_softmax_backward(tt_lower_ctx *c) { return softmax_ba
 // --- the table ----------------------------------------------------------------------------------------
 
 #define R(name, fn) {"aten::" name, fn, 0}
+#define RC(name, fn) {"aten::" name, fn, TT_RULE_COMPLEX}  // complex-capable
 #define S(name, fn) {"aten::" name, fn, TT_RULE_SCALARS_IN_SIGNATURE}  // p shapes the program
 static const tt_rule kRules[] = {
-    R("sum", lower_sum), R("sum.out", lower_sum),
-    R("sum.dim_IntList", lower_sum_dim), R("sum.IntList_out", lower_sum_dim),
-    R("mean", lower_mean), R("mean.dtype_out", lower_mean),
-    R("mean.dim", lower_mean_dim), R("mean.out", lower_mean_dim),
-    R("prod", lower_prod), R("prod.out", lower_prod),
-    R("prod.dim_int", lower_prod_dim), R("prod.int_out", lower_prod_dim),
+    RC("sum", lower_sum), RC("sum.out", lower_sum),
+    RC("sum.dim_IntList", lower_sum_dim), RC("sum.IntList_out", lower_sum_dim),
+    RC("mean", lower_mean), RC("mean.dtype_out", lower_mean),
+    RC("mean.dim", lower_mean_dim), RC("mean.out", lower_mean_dim),
+    RC("prod", lower_prod), RC("prod.out", lower_prod),
+    RC("prod.dim_int", lower_prod_dim), RC("prod.int_out", lower_prod_dim),
     R("amax", lower_amax), R("amax.out", lower_amax),
     R("amin", lower_amin), R("amin.out", lower_amin),
     R("max", lower_max), R("max.unary_out", lower_max),
@@ -424,6 +425,7 @@ static const tt_rule kRules[] = {
     R("_log_softmax_backward_data.out", lower_log_softmax_backward),
 };
 #undef R
+#undef RC
 #undef S
 
 const tt_rule_table tt_rules_reduction = {kRules, (int)(sizeof kRules / sizeof kRules[0])};

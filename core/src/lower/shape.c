@@ -412,20 +412,22 @@ static tt_status lower_select_scatter(tt_lower_ctx *c) {
 // --- the table ------------------------------------------------------------------------------------------
 
 #define R(name, fn) {"aten::" name, fn, 0}
+#define RC(name, fn) {"aten::" name, fn, TT_RULE_COMPLEX}  // complex-capable
 static const tt_rule kRules[] = {
-    R("cat", lower_cat), R("cat.out", lower_cat),
-    R("index_select", lower_index_select), R("index_select.out", lower_index_select),
-    R("tril", lower_tril), R("tril_", lower_tril), R("tril.out", lower_tril),
-    R("triu", lower_triu), R("triu_", lower_triu), R("triu.out", lower_triu),
+    RC("cat", lower_cat), RC("cat.out", lower_cat),
+    RC("index_select", lower_index_select), RC("index_select.out", lower_index_select),
+    RC("tril", lower_tril), RC("tril_", lower_tril), RC("tril.out", lower_tril),
+    RC("triu", lower_triu), RC("triu_", lower_triu), RC("triu.out", lower_triu),
     R("embedding_dense_backward", lower_embedding_backward),
     R("embedding_dense_backward.out", lower_embedding_backward),
-    R("constant_pad_nd", lower_constant_pad_nd), R("constant_pad_nd.out", lower_constant_pad_nd),
-    R("flip", lower_flip), R("flip.out", lower_flip),
-    R("roll", lower_roll), R("roll.out", lower_roll),
-    R("repeat", lower_repeat), R("repeat.out", lower_repeat),
-    R("slice_scatter", lower_slice_scatter), R("slice_scatter.out", lower_slice_scatter),
-    R("select_scatter", lower_select_scatter), R("select_scatter.out", lower_select_scatter),
+    RC("constant_pad_nd", lower_constant_pad_nd), RC("constant_pad_nd.out", lower_constant_pad_nd),
+    RC("flip", lower_flip), RC("flip.out", lower_flip),
+    RC("roll", lower_roll), RC("roll.out", lower_roll),
+    RC("repeat", lower_repeat), RC("repeat.out", lower_repeat),
+    RC("slice_scatter", lower_slice_scatter), RC("slice_scatter.out", lower_slice_scatter),
+    RC("select_scatter", lower_select_scatter), RC("select_scatter.out", lower_select_scatter),
 };
 #undef R
+#undef RC
 
 const tt_rule_table tt_rules_shape = {kRules, (int)(sizeof kRules / sizeof kRules[0])};

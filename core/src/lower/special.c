@@ -403,10 +403,17 @@ static tt_status lower_frexp(tt_lower_ctx *c) {
   return NULL;
 }
 
-// angle of a real tensor: pi where x < 0, else 0; NaN stays NaN.
+// angle of a real tensor: pi where x < 0, else 0; NaN stays NaN. Of a
+// complex one: atan2(imag, real), in the real dtype.
 static tt_status lower_angle(tt_lower_ctx *c) {
   tt_dtype rt;
   tt_hv x = float_arg(c, 0, &rt);
+  if (tt_dtype_is_complex(rt)) {
+    tt_hlo *b = tt_lower_hlo(c);
+    tt_hv r = tt_lower_bin(c, TT_HLO_ATAN2, tt_hlo_imag(b, x), tt_hlo_real(b, x));
+    tt_lower_result(c, tt_lower_convert(c, r, tt_dtype_to_real(rt)));
+    return NULL;
+  }
   tt_hv r = sel(c, cmp(c, TT_HLO_LT, x, k(c, x, 0)), k(c, x, M_PI), k(c, x, 0));
   tt_lower_result(c, tt_lower_convert(c, sel(c, cmp(c, TT_HLO_NE, x, x), x, r), rt));
   return NULL;
@@ -952,6 +959,7 @@ static tt_status lower_j1(tt_lower_ctx *c) { return j_rule(c, f_j1); }
 // --- table ------------------------------------------------------------------------------------------
 
 #define R(name, fn) {"aten::" name, fn, 0}
+#define RC(name, fn) {"aten::" name, fn, TT_RULE_COMPLEX}  // complex-capable
 // Functional, in-place and out= variants sharing one rule.
 #define U(name, fn) R(name, fn), R(name "_", fn), R(name ".out", fn)
 // special_<name>(x, n) with its Scalar x / Scalar n and out= overloads.
@@ -975,7 +983,7 @@ static const tt_rule kRules[] = {
     R("nextafter", lower_nextafter), R("nextafter_", lower_nextafter),
     R("nextafter.out", lower_nextafter),
     R("frexp.Tensor", lower_frexp), R("frexp.Tensor_out", lower_frexp),
-    R("angle", lower_angle), R("angle.out", lower_angle),
+    RC("angle", lower_angle), RC("angle.out", lower_angle),
     R("equal", lower_equal),
     R("aminmax", lower_aminmax), R("aminmax.out", lower_aminmax),
     R("isin.Tensor_Tensor", lower_isin), R("isin.Tensor_Tensor_out", lower_isin),
@@ -1013,6 +1021,7 @@ static const tt_rule kRules[] = {
 };
 #undef P
 #undef R
+#undef RC
 #undef U
 
 const tt_rule_table tt_rules_special = {kRules, (int)(sizeof kRules / sizeof kRules[0])};

@@ -27,6 +27,7 @@ static const tt_rule_table *const kFamilies[] = {
     &tt_rules_spatial,
     &tt_rules_select,
     &tt_rules_misc,
+    &tt_rules_fft,
 };
 enum { kNumFamilies = (int)(sizeof kFamilies / sizeof kFamilies[0]) };
 

@@ -264,7 +264,7 @@ static void commit(tt_runtime *rt, tt_fused *f, const tt_op_call *call,
       g->was_empty = i < 64 && (empty >> i & 1);
       s->mark = (tt_exec_mark){f->epoch, lo->param_vals[i], f->nparams, -1};
     } else if (p->kind == TT_PARAM_SCALAR) {
-      g->bits[0] = tt_scalar_bits(scalar_arg(call, p), p->dtype);
+      g->bits[0] = tt_scalar_part_bits(scalar_arg(call, p), p->dtype, p->imag);
     } else if (p->kind == TT_PARAM_OFFSET) {
       g->dtype = TT_I64;
       g->bits[0] = (uint64_t)slots[p->slot].t->offset;

@@ -42,6 +42,12 @@ uint64_t tt_scalar_bits(const tt_scalar *s, tt_dtype d) {
   return out;
 }
 
+uint64_t tt_scalar_part_bits(const tt_scalar *s, tt_dtype d, bool imag) {
+  if (!imag) return tt_scalar_bits(s, d);
+  tt_scalar im = {.dtype = TT_F64, .f = tt_dtype_is_complex(s->dtype) ? s->im : 0.0};
+  return tt_scalar_bits(&im, d);
+}
+
 // The cache slot of a value: Fibonacci hashing of the key's FNV hash, whose
 // low bits alone are weak.
 static tt_scalar_slot *slot_of(tt_scalar_cache *c, int device, tt_dtype d,

@@ -31,6 +31,9 @@ void tt_scalar_cache_deinit(tt_scalar_cache *c, tt_pjrt *p);
 
 // The value of a Scalar as `d`'s bytes (zero-extended into 8 bytes).
 uint64_t tt_scalar_bits(const tt_scalar *s, tt_dtype d);
+// One part of a Scalar as `d`'s bytes: the real part (tt_scalar_bits), or
+// the imaginary part when `imag` (0 for a real Scalar).
+uint64_t tt_scalar_part_bits(const tt_scalar *s, tt_dtype d, bool imag);
 
 // A device buffer holding the 0-d value `bits` of dtype d, borrowed from the
 // cache (valid until the next insert). A buffer evicted to make room goes to

@@ -36,6 +36,7 @@ static void sig_value(tt_buf *b, const tt_value *v, bool scalar_values,
       tt_buf_append_i64(b, v->u.scalar.wrapped);
       if (scalar_values) {
         tt_buf_append(b, &v->u.scalar.f, sizeof v->u.scalar.f);
+        tt_buf_append(b, &v->u.scalar.im, sizeof v->u.scalar.im);
         tt_buf_append_i64(b, v->u.scalar.i);
       }
       break;

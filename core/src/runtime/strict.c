@@ -53,7 +53,7 @@ static tt_status gather_args(tt_runtime *rt, const tt_op_call *call,
     } else if (p->kind == TT_PARAM_SCALAR) {
       const tt_value *v = &call->args[p->arg];
       if (v->kind == TT_VALUE_LIST) v = &v->u.list.items[p->item];
-      uint64_t bits = tt_scalar_bits(&v->u.scalar, p->dtype);
+      uint64_t bits = tt_scalar_part_bits(&v->u.scalar, p->dtype, p->imag);
       tt_pjrt_buffer *evicted = NULL;
       TT_RETURN_IF_ERROR(tt_scalar_cache_get(&rt->scalars, rt->pjrt, call->device,
                                              p->dtype, bits, &args[i], &evicted));
