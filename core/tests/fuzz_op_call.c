@@ -1,7 +1,7 @@
 // fuzz_op_call.c — libFuzzer target over the op-call description: bytes
 // become one tt_op_call (an op of the table, its arguments: tensors of any
 // dtype, rank 0..TT_MAX_RANK, strided views with offsets, ints, int lists,
-// scalars including NaN/inf and extremes, bools, strings, dtypes, tensor
+// scalars (real and complex) including NaN/inf and extremes, bools, strings, dtypes, tensor
 // lists, Nones; its destinations) handed to the core through the public API
 // only (torchtpu.h), as the shim would. Most inputs go to tt_op_infer
 // (lowering, no compile: fast); one in sixteen also runs through tt_op_run
@@ -124,12 +124,17 @@ static void make_arg(reader *r, arena *a, int i) {
       break;
     case 4: {
       v->kind = TT_VALUE_SCALAR;
-      uint8_t k = u8(r) % 3;
+      uint8_t raw = u8(r), k = raw % 3;
       v->u.scalar.dtype = k == 0 ? TT_F64 : k == 1 ? TT_I64 : TT_BOOL;
       v->u.scalar.wrapped = u8(r) & 1;
       v->u.scalar.f = f64(r);
       v->u.scalar.i = k == 2 ? (u8(r) & 1) : i64(r);
       if (k != 0) v->u.scalar.f = (double)v->u.scalar.i;
+      if (raw >= 252) {  // a Python complex (rare codes, so older inputs keep their meaning)
+        v->u.scalar.dtype = TT_C128;
+        v->u.scalar.f = f64(r);
+        v->u.scalar.im = f64(r);
+      }
       break;
     }
     case 5: v->kind = TT_VALUE_INT; v->u.i = i64(r); break;
