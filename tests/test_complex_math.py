@@ -77,6 +77,7 @@ UNARY = {
     "isinf": torch.isinf, "real": lambda z: z.real + 0, "imag": lambda z: z.imag * 1,
     "square": lambda z: z * z, "pow2": lambda z: torch.pow(z, 2), "pow_half": lambda z: z ** 0.5,
     "pow_c": lambda z: z ** (0.5 + 1j), "exp_inplace": lambda z: z.clone().exp_(),
+    "log2": torch.log2, "log10": torch.log10, "exp2": torch.exp2, "logical_not": torch.logical_not,
 }
 
 
@@ -94,7 +95,20 @@ BINARY = {
     "sub_alpha": lambda a, b: torch.sub(a, b, alpha=0.5), "rsub": lambda a, b: torch.rsub(a, b),
     "where": lambda a, b: torch.where(a.real > b.real, a, b),
     "mul_": lambda a, b: a.clone().mul_(b), "div_": lambda a, b: a.clone().div_(b),
+    "logical_and": torch.logical_and, "logical_xor": torch.logical_xor,
+    "logical_or": lambda a, b: torch.logical_or(a * (a.real > 0), b),
+    "addcmul": lambda a, b: torch.addcmul(a, a, b, value=2 - 1j),
+    "addcdiv": lambda a, b: torch.addcdiv(b, a, b, value=0.5j),
 }
+
+
+@pytest.mark.parametrize("dt", CDT)
+def test_equal(dt):
+    a, b = rand(dt, 3, 4), rand(dt, 4)
+    with native():
+        t, u = tpu(a, b)
+        assert torch.equal(t, t.t().t().clone()) and not torch.equal(t, t + 1j)
+        assert torch.equal(t, u) == torch.equal(a, b)
 
 
 @pytest.mark.parametrize("dt", CDT)

@@ -1036,7 +1036,7 @@ static tt_status addc(tt_lower_ctx *c, tt_hlo_binop op) {
   static const int idx[3] = {0, 1, 2};
   tt_dtype rt;
   TT_RETURN_IF_ERROR(promoted(c, idx, 3, &rt));
-  if (op == TT_HLO_DIV && !tt_dtype_is_float(rt))
+  if (op == TT_HLO_DIV && !tt_dtype_is_float(rt) && !tt_dtype_is_complex(rt))
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Integer division with addcdiv is no longer "
                          "supported, and in a future release addcdiv will perform a true "
                          "division of tensor1 and tensor2.");
@@ -1343,14 +1343,14 @@ static const tt_rule kRules[] = {
     RC("where.self", lower_where), RC("where.self_out", lower_where),
     RC("where.ScalarSelf", lower_where), RC("where.ScalarOther", lower_where),
     RC("where.Scalar", lower_where),
-    R("logical_not", lower_logical_not), R("logical_not_", lower_logical_not),
-    R("logical_not.out", lower_logical_not),
-    R("logical_and", lower_logical_and), R("logical_and_", lower_logical_and),
-    R("logical_and.out", lower_logical_and),
-    R("logical_or", lower_logical_or), R("logical_or_", lower_logical_or),
-    R("logical_or.out", lower_logical_or),
-    R("logical_xor", lower_logical_xor), R("logical_xor_", lower_logical_xor),
-    R("logical_xor.out", lower_logical_xor),
+    RC("logical_not", lower_logical_not), RC("logical_not_", lower_logical_not),
+    RC("logical_not.out", lower_logical_not),
+    RC("logical_and", lower_logical_and), RC("logical_and_", lower_logical_and),
+    RC("logical_and.out", lower_logical_and),
+    RC("logical_or", lower_logical_or), RC("logical_or_", lower_logical_or),
+    RC("logical_or.out", lower_logical_or),
+    RC("logical_xor", lower_logical_xor), RC("logical_xor_", lower_logical_xor),
+    RC("logical_xor.out", lower_logical_xor),
     R("bitwise_not", lower_bitwise_not), R("bitwise_not_", lower_bitwise_not),
     R("bitwise_not.out", lower_bitwise_not),
     R("bitwise_and.Tensor", lower_bitwise_and), R("bitwise_and_.Tensor", lower_bitwise_and),
@@ -1363,7 +1363,7 @@ static const tt_rule kRules[] = {
     U("asin", lower_asin), U("acos", lower_acos), U("atan", lower_atan),
     U("sinh", lower_sinh), U("cosh", lower_cosh), U("asinh", lower_asinh),
     U("acosh", lower_acosh), U("atanh", lower_atanh),
-    U("log2", lower_log2), U("log10", lower_log10), U("exp2", lower_exp2), U("sinc", lower_sinc),
+    UC("log2", lower_log2), UC("log10", lower_log10), UC("exp2", lower_exp2), U("sinc", lower_sinc),
     U("logit", lower_logit), U("trunc", lower_trunc), U("fix", lower_trunc), U("frac", lower_frac),
     U("nan_to_num", lower_nan_to_num), UC("sgn", lower_sgn), U("atan2", lower_atan2),
     U("arctan2", lower_atan2),
@@ -1405,7 +1405,7 @@ static const tt_rule kRules[] = {
     R("__irshift__.Tensor", lower_shr), R("__irshift__.Scalar", lower_shr),
     R("lerp.Scalar", lower_lerp), R("lerp_.Scalar", lower_lerp), R("lerp.Scalar_out", lower_lerp),
     R("lerp.Tensor", lower_lerp), R("lerp_.Tensor", lower_lerp), R("lerp.Tensor_out", lower_lerp),
-    U("addcmul", lower_addcmul), U("addcdiv", lower_addcdiv),
+    UC("addcmul", lower_addcmul), UC("addcdiv", lower_addcdiv),
     U("hardtanh", lower_hardtanh), R("hardtanh_backward", lower_hardtanh_backward),
     R("hardtanh_backward.grad_input", lower_hardtanh_backward),
     U("hardsigmoid", lower_hardsigmoid), R("hardsigmoid_backward", lower_hardsigmoid_backward),

@@ -984,7 +984,7 @@ static const tt_rule kRules[] = {
     R("nextafter.out", lower_nextafter),
     R("frexp.Tensor", lower_frexp), R("frexp.Tensor_out", lower_frexp),
     RC("angle", lower_angle), RC("angle.out", lower_angle),
-    R("equal", lower_equal),
+    RC("equal", lower_equal),
     R("aminmax", lower_aminmax), R("aminmax.out", lower_aminmax),
     R("isin.Tensor_Tensor", lower_isin), R("isin.Tensor_Tensor_out", lower_isin),
     R("isin.Tensor_Scalar", lower_isin), R("isin.Tensor_Scalar_out", lower_isin),
