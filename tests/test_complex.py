@@ -1,7 +1,8 @@
 """complex64 / complex128 on tpu, compared against PyTorch on the CPU.
 
 Storage, copies, factories, views (view_as_real/complex, .real/.imag, conj)
-run natively; complex math without a lowering runs on the CPU through the
+run natively, and so does most complex math (tests/test_complex_math.py);
+an op whose rule is not marked complex-capable runs on the CPU through the
 fallback (correct numbers, with a warning), never through a real-dtype rule.
 """
 import warnings
