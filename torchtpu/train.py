@@ -29,7 +29,7 @@ import torch.nn.functional as F
 
 from .data import TextDataset
 from .models import build_model, flops_per_token, num_params
-from .trainer import checkpoint, parallel
+from .trainer import activation_checkpoint, checkpoint, parallel
 from .trainer.config import load_config
 from .trainer.metrics import ProgressBar, TensorBoard, format_line, measure_peak_flops, memory
 from .trainer.plot import loss_curve_png
@@ -135,7 +135,14 @@ def _train(cfg, log):
     core = model  # the module itself (model may become its DDP wrapper)
     flops_tok = flops_per_token(core, t["seq_len"])
     n_params = (num_params(core), num_params(core, exclude_embedding=True))
+    # [activation_checkpoint] before FSDP wraps the blocks; after TP, whose plan
+    # names the blocks' submodules (TorchTitan's order: TP, AC, FSDP)
+    ac = cfg["activation_checkpoint"]
+    if par.tp == 1:
+        activation_checkpoint.apply(core, ac)
     model = parallel.apply(model, par, device)  # DDP / FSDP2 / HSDP per [parallelism]
+    if par.tp > 1:
+        activation_checkpoint.apply(core, ac)
     optimizer = build_optimizer(model.parameters(), parallel.optimizer_config(cfg["optimizer"], par))
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lr_lambda(cfg["lr_scheduler"], t["steps"]))

@@ -33,10 +33,11 @@ class LlamaArgs:
     dropout: float = 0.0           # on attention probabilities and residual branches
     depth_init: bool = True        # output projections scaled by layer depth
     attention: str = "sdpa"        # sdpa | flash (the Pallas kernel, torchtpu.kernels)
+    attn_head_dim: int | None = None  # None: dim // n_heads (Qwen3 decouples them)
 
     @property
     def head_dim(self):
-        return self.dim // self.n_heads
+        return self.attn_head_dim or self.dim // self.n_heads
 
     @property
     def kv_heads(self):
@@ -57,11 +58,15 @@ LLAMA_FLAVORS = {
                       multiple_of=32, max_seq_len=256),
     "debugmodel": LlamaArgs(dim=256, n_layers=6, n_heads=16, vocab_size=2048),
     "small": LlamaArgs(dim=512, n_layers=8, n_heads=8, n_kv_heads=4, vocab_size=2048),
-    # Reference sizes (Llama 3.2 1B and Llama 3 8B shapes, 128256-token vocabulary).
+    # Reference sizes (Llama 3.2 1B, Llama 3 8B and 70B shapes, 128256-token
+    # vocabulary; SwiGLU widths 8192, 14336 and 28672). Build the large ones on
+    # the meta device (torchtpu.trainer.plan, --dry-run).
     "1B": LlamaArgs(dim=2048, n_layers=16, n_heads=32, n_kv_heads=8, vocab_size=128256,
                     ffn_dim_multiplier=1.5, multiple_of=256, max_seq_len=8192),
     "8B": LlamaArgs(dim=4096, n_layers=32, n_heads=32, n_kv_heads=8, vocab_size=128256,
                     ffn_dim_multiplier=1.3, multiple_of=1024, max_seq_len=8192),
+    "70B": LlamaArgs(dim=8192, n_layers=80, n_heads=64, n_kv_heads=8, vocab_size=128256,
+                     ffn_dim_multiplier=1.3, multiple_of=4096, max_seq_len=8192),
 }
 
 

@@ -47,6 +47,16 @@ MOE_FLAVORS = {
                           n_experts=8, top_k=2, expert_hidden=256),
     "small": MoEArgs(dim=512, n_layers=8, n_heads=8, n_kv_heads=4, vocab_size=2048,
                      n_experts=16, top_k=2, expert_hidden=512),
+    # Qwen3-30B-A3B's shapes (its published config): 48 layers of dim 2048,
+    # 32 query / 4 kv heads of head_dim 128 (wider than dim / heads), 128
+    # experts of SwiGLU width 768, top-8 renormalised, no shared expert,
+    # 151936-token vocabulary, untied head. Qwen3's q/k RMSNorm (256
+    # parameters a layer) is not modelled. About 30.5e9 parameters, 3.3e9 used
+    # per token. Build it on the meta device.
+    "30B-A3B": MoEArgs(dim=2048, n_layers=48, n_heads=32, n_kv_heads=4, attn_head_dim=128,
+                       vocab_size=151936, norm_eps=1e-6, rope_theta=1e6, max_seq_len=40960,
+                       n_experts=128, top_k=8, expert_hidden=768, capacity_factor=2.0,
+                       aux_loss_coef=0.001),
 }
 
 

@@ -213,6 +213,7 @@ def validate(cfg):
                               "or for-loop")
     if cfg["metrics"]["log_freq"] < 1:
         raise ConfigError("metrics.log_freq: must be at least 1")
+    validate_activation_checkpoint(cfg["activation_checkpoint"])
     p = cfg["profiling"]
     if p["profiler_active"] < 1 or p["profiler_warmup"] < 0:
         raise ConfigError("profiling.profiler_active must be at least 1 and "
@@ -221,3 +222,20 @@ def validate(cfg):
         raise ConfigError(f"profiling.profile_freq = {p['profile_freq']}: must be at least "
                           f"profiler_warmup + profiler_active = "
                           f"{p['profiler_warmup'] + p['profiler_active']}")
+
+
+def validate_activation_checkpoint(ac):
+    """[activation_checkpoint]: mode none | selective | full; for selective,
+    selective_ac_option "op" or a positive integer N (every N-th block)."""
+    mode, option = ac["mode"], ac["selective_ac_option"]
+    if mode not in ("none", "selective", "full"):
+        raise ConfigError(f"activation_checkpoint.mode = {mode!r}: expected none, selective "
+                          f"or full")
+    if mode == "selective" and option != "op":
+        try:
+            every = int(option)
+        except ValueError:
+            every = 0
+        if every < 1:
+            raise ConfigError(f"activation_checkpoint.selective_ac_option = {option!r}: "
+                              f"expected 'op' or a positive integer (every N-th block)")
