@@ -4,6 +4,12 @@ corpus, on "tpu" or "cpu", configured like TorchTitan (TOML + overrides).
     python -m torchtpu.train --config torchtpu/configs/llama_debug.toml \\
         [--training.steps 300] [--model.flavor tiny] [--training.device cpu] \\
         [--checkpoint.resume]
+    python -m torchtpu.train --config torchtpu/configs/llama3_70b.toml --dry-run \\
+        [--parallelism.tensor_parallel_degree 8] [--tokens-per-second X | --mfu 0.4]
+
+--dry-run builds the model on the meta device and prints parameter counts,
+FLOPs per token, memory per rank for the [parallelism] degrees and MFU
+figures (torchtpu/trainer/plan.py), touching no device.
 
 Each step: gradient accumulation over micro-batches (optionally under
 torch.autocast bfloat16), gradient clipping, an AdamW/Adam/SGD step and a
@@ -383,8 +389,16 @@ def main(argv=None):
         print(__doc__)
         return
     path, rest, i = None, [], 0
+    dry, plan_args = False, {}  # --dry-run [--tokens-per-second X | --mfu U]
     while i < len(argv):
-        if argv[i] == "--config":
+        if argv[i] in ("--dry-run", "--dry_run"):
+            dry, i = True, i + 1
+        elif argv[i] in ("--tokens-per-second", "--tokens_per_second", "--mfu"):
+            if i + 1 >= len(argv):
+                sys.exit(f"{argv[i]} needs a value")
+            key = "mfu" if argv[i] == "--mfu" else "tokens_per_second"
+            plan_args[key], i = float(argv[i + 1]), i + 2
+        elif argv[i] == "--config":
             if i + 1 >= len(argv):
                 sys.exit("--config needs a path")
             path, i = argv[i + 1], i + 2
@@ -395,6 +409,10 @@ def main(argv=None):
             i += 1
     argv = rest
     cfg = load_config(path, argv=argv)
+    if dry or plan_args:  # the meta device only: no process group, no device
+        from .trainer.plan import dry_run
+        dry_run(cfg, **plan_args)
+        return
     train(cfg)
     import torch.distributed as dist
     if dist.is_available() and dist.is_initialized():
