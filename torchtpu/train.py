@@ -208,7 +208,10 @@ def _train(cfg, log):
     log(f"training {t['steps']} steps of {tokens_per_step} tokens "
         f"(batch {t['local_batch_size']} x seq {t['seq_len']} x accum "
         f"{t['gradient_accumulation_steps']}), {cfg['optimizer']['name']} lr "
-        f"{cfg['optimizer']['lr']}, {t['mixed_precision']}")
+        f"{cfg['optimizer']['lr']}, {t['mixed_precision']}"
+        + (f", activation checkpointing {ac['mode']}"
+           + (f" ({ac['selective_ac_option']})" if ac["mode"] == "selective" else "")
+           if ac["mode"] != "none" else ""))
 
     tb = TensorBoard(mt["enable_tensorboard"], os.path.join(job["dump_folder"], mt["save_tb_folder"]),
                      log)
