@@ -91,8 +91,30 @@ def test_bad_keys_are_config_errors(section, match):
         load_config(overrides={"activation_checkpoint": section})
 
 
+def test_whole_step_mode_is_refused_for_now():
+    with pytest.raises(ConfigError, match="compile_mode = 'step' is not supported yet"):
+        load_config(overrides={"activation_checkpoint": {"mode": "full"},
+                               "training": {"compile_mode": "step"}})
+
+
 def test_apply_twice_is_an_error():
     m = build_model("llama", "tiny")
     AC.apply(m, {"mode": "full", "selective_ac_option": "2"})
     with pytest.raises(ValueError, match="already checkpointed"):
         AC.apply(m, {"mode": "full", "selective_ac_option": "2"})
+
+
+def test_dropout_masks_repeat_in_the_recomputation():
+    # with dropout the RNG state is restored, so the recomputed forward draws
+    # the same masks and the gradients are the unwrapped model's
+    x = torch.randint(0, 264, (2, 16))
+    grads = []
+    for mode in ("none", "full"):
+        torch.manual_seed(0)
+        m = build_model("llama", "tiny", dropout=0.2)
+        AC.apply(m, {"mode": mode, "selective_ac_option": "2"})
+        torch.manual_seed(1)
+        m(x).square().mean().backward()
+        grads.append([p.grad for p in m.parameters()])
+    for g, r in zip(*grads):
+        torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-6)

@@ -16,9 +16,12 @@ TorchTitan's names and meaning):
 Blocks are wrapped in place (model.layers[i] becomes a CheckpointWrapper) with
 PyTorch's non-reentrant torch.utils.checkpoint, which works under autograd in
 eager and under torch.compile (AOTAutograd's partitioner reads the recompute
-tags). The forward's result and the gradients are those of the unwrapped model:
-the recomputation runs the same ops on the same inputs (and, with dropout, the
-same random numbers: the RNG state is preserved). Apply before the parallelism
+tags); the whole-step mode (compile_mode = "step") refuses it for now (see
+config.validate). The forward's result and the gradients are those of the
+unwrapped model: the recomputation runs the same ops on the same inputs (and,
+with dropout, the same random numbers: the RNG state is then saved and
+restored; without dropout it is not, as TorchTitan does, which keeps traces
+free of the real state tensor). Apply before the parallelism
 wrapping (FSDP2 then shards the wrapped blocks).
 """
 import functools
@@ -56,9 +59,12 @@ def _op_context():
     return create_selective_checkpoint_contexts(_op_policy)
 
 
-def _wrap(block, op_level=False):
+def _wrap(block, op_level=False, rng=False):
+    # rng: save and restore the RNG state around the recomputation (dropout's
+    # masks must repeat); without dropout there is nothing random to repeat,
+    # and the whole-step trace (graph_step.py) cannot take the real state tensor
     kw = {"context_fn": _op_context} if op_level else {}
-    return checkpoint_wrapper(block, preserve_rng_state=True, **kw)
+    return checkpoint_wrapper(block, preserve_rng_state=rng, **kw)
 
 
 def apply(model, ac):
@@ -69,15 +75,16 @@ def apply(model, ac):
     if mode == "none":
         return 0
     layers = model.layers
+    rng = getattr(getattr(model, "args", None), "dropout", 0.0) > 0
     wrapped = 0
     for i, block in enumerate(layers):
         if isinstance(block, CheckpointWrapper):
             raise ValueError(f"activation_checkpoint: block {i} is already checkpointed "
                              f"(apply once)")
         if mode == "full" or option == "op":
-            layers[i] = _wrap(block, op_level=option == "op" and mode == "selective")
+            layers[i] = _wrap(block, op_level=option == "op" and mode == "selective", rng=rng)
         elif (i + 1) % int(option) == 0:  # TorchTitan counts blocks from 1
-            layers[i] = _wrap(block)
+            layers[i] = _wrap(block, rng=rng)
         else:
             continue
         wrapped += 1
