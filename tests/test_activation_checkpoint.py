@@ -19,7 +19,9 @@ def _run(name, mode, option, compile=False):
     if key not in _runs:
         cfg = load_config(overrides={
             "model": {"name": name, "flavor": "tiny"},
-            "training": {"steps": 3, "local_batch_size": 8, "seq_len": 128, "compile": compile},
+            "training": {"steps": 3, "local_batch_size": 8, "seq_len": 128,
+                         "compile": bool(compile),
+                         "compile_mode": "step" if compile == "step" else "graphs"},
             "activation_checkpoint": {"mode": mode, "selective_ac_option": option},
             "checkpoint": {"enable": False},
             "metrics": {"log_freq": 1, "plot": False, "progress_bar": False,
@@ -91,10 +93,14 @@ def test_bad_keys_are_config_errors(section, match):
         load_config(overrides={"activation_checkpoint": section})
 
 
-def test_whole_step_mode_is_refused_for_now():
-    with pytest.raises(ConfigError, match="compile_mode = 'step' is not supported yet"):
-        load_config(overrides={"activation_checkpoint": {"mode": "full"},
-                               "training": {"compile_mode": "step"}})
+@pytest.mark.parametrize("mode,option", [("full", "2"), ("selective", "op")])
+def test_losses_equal_whole_step(mode, option):
+    # training.compile_mode = step: the recomputation is traced into the
+    # step's one program and reads the traced parameters
+    ref, _, _ = _run("llama", "none", "2")
+    got, _, _ = _run("llama", mode, option, compile="step")
+    for step in ref:
+        assert abs(got[step] - ref[step]) <= 1e-5, (step, got[step], ref[step])
 
 
 def test_apply_twice_is_an_error():

@@ -214,12 +214,6 @@ def validate(cfg):
     if cfg["metrics"]["log_freq"] < 1:
         raise ConfigError("metrics.log_freq: must be at least 1")
     validate_activation_checkpoint(cfg["activation_checkpoint"])
-    if t["compile_mode"] == "step" and cfg["activation_checkpoint"]["mode"] != "none":
-        # graph_step.py runs the backward after functional_call has put the real
-        # parameters back, so a recomputed block would read them inside the trace
-        raise ConfigError("activation_checkpoint.mode = "
-                          f"{cfg['activation_checkpoint']['mode']!r} with training.compile_mode "
-                          "= 'step' is not supported yet; use compile_mode = 'graphs' or eager")
     p = cfg["profiling"]
     if p["profiler_active"] < 1 or p["profiler_warmup"] < 0:
         raise ConfigError("profiling.profiler_active must be at least 1 and "

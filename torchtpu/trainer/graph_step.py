@@ -44,6 +44,7 @@ import contextlib
 
 import torch
 import torch.nn.functional as F
+from torch.nn.utils.stateless import _reparametrize_module as reparametrize
 
 __all__ = ["WholeStep", "programs_during"]
 
@@ -191,12 +192,17 @@ class WholeStep:
                else contextlib.nullcontext())
         loss_sum, grads = None, None
         for i in range(self.accum):
-            with amp:
-                logits = torch.func.functional_call(self.model, tensors, (xs[i],))
-                loss = F.cross_entropy(logits.flatten(0, 1).float(), ys[i].flatten())
-                aux = self.model.aux_loss()
-                total = loss if aux is None else loss + aux
-            g = torch.autograd.grad(total / self.accum, leaves, allow_unused=True)
+            # The backward runs inside the reparametrization too (not after it,
+            # as functional_call would leave it): activation checkpointing
+            # recomputes its blocks during the backward, and they must read
+            # the traced parameters, not the module's real ones.
+            with reparametrize(self.model, tensors):
+                with amp:
+                    logits = self.model(xs[i])
+                    loss = F.cross_entropy(logits.flatten(0, 1).float(), ys[i].flatten())
+                    aux = self.model.aux_loss()
+                    total = loss if aux is None else loss + aux
+                g = torch.autograd.grad(total / self.accum, leaves, allow_unused=True)
             if grads is None:
                 grads = list(g)
             else:
