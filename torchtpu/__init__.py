@@ -40,6 +40,10 @@ from . import distributed  # noqa: E402  c10d backend "tpu" / "tpu_dist"
 
 distributed._register()
 
+from . import _flex_attention  # noqa: E402
+
+_flex_attention.install()  # flex_attention accepts "tpu" (TorchTitan's llama3 attention)
+
 # torch.compile(backend="tpu") is found through the package's entry point
 # (pyproject.toml); _compile.register() does the same for a source checkout
 # that was not pip-installed.

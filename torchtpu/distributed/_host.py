@@ -131,6 +131,22 @@ class ProcessGroupTPU(dist.ProcessGroup):
     def getBackendName(self):
         return "tpu"
 
+    @property
+    def timeout(self):
+        """The timeout of later collectives (init_process_group's, or set_timeout's)."""
+        return self._timeout
+
+    def set_timeout(self, timeout):
+        """Sets the timeout of later collectives. The C++ ProcessGroup.set_timeout
+        this overrides sets it on the group's registered backends, and this
+        group has none (its transport is its own gloo group), so without this
+        the call would succeed and change nothing."""
+        if not isinstance(timeout, datetime.timedelta):
+            raise TypeError(f"ProcessGroupTPU.set_timeout: expected a datetime.timedelta, "
+                            f"got {type(timeout).__name__}")
+        self._gloo.set_timeout(timeout)
+        self._timeout = timeout
+
     def __repr__(self):
         return f"ProcessGroupTPU(rank={self._rank}, size={self._size}, transport={TRANSPORT!r})"
 
