@@ -232,8 +232,24 @@ def _finish_at_exit():
             pass  # an asynchronous error nobody asked for; exiting anyway
 
 
+FALLBACK_SUMMARY_PREFIX = "torchtpu fallback counts: "
+
+
+def _print_fallback_summary():
+    """TORCHTPU_FALLBACK_SUMMARY=1: the fallback counts as one JSON line on
+    stderr at exit ({} when nothing fell back), so a program run unchanged
+    (torchrun -m torchtitan.train ...) can be checked for CPU fallbacks."""
+    if _env.fallback_summary():
+        import json
+        import sys
+        sys.stderr.write(FALLBACK_SUMMARY_PREFIX
+                         + json.dumps(dict(sorted(fallback_counts().items()))) + "\n")
+        sys.stderr.flush()
+
+
 import atexit  # noqa: E402
 
+atexit.register(_print_fallback_summary)
 atexit.register(_print_recompile_summary)
 atexit.register(_finish_at_exit)
 
