@@ -80,3 +80,10 @@ def test_fallback_summary_at_exit():
     assert len(lines) == 1, out.stderr
     counts = json.loads(lines[0][len(torchtpu.FALLBACK_SUMMARY_PREFIX):])
     assert counts == {UNLOWERED_NAME: 3}, counts
+
+
+def test_fallback_summary_setting_is_validated(monkeypatch):
+    from torchtpu import _env
+    monkeypatch.setenv("TORCHTPU_FALLBACK_SUMMARY", "loud")
+    with pytest.raises(ValueError, match="TORCHTPU_FALLBACK_SUMMARY"):
+        _env.validate()
