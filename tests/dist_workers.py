@@ -174,6 +174,25 @@ def _cases(rank, world):
             return _close(out, want)
         cases.append((f"reduce_scatter_tensor_{opname}", f))
 
+    # PREMUL_SUM(f): NCCL's (each input times f, then summed), as FSDP2 uses for
+    # gradient division; gloo has none, so its reference is SUM of inputs * f.
+    for fname, factor in (("float", 0.5), ("tensor", torch.tensor(0.25, device="tpu"))):
+        def f(strided, factor=factor):
+            fcpu = factor.cpu() if isinstance(factor, torch.Tensor) else factor
+            p = _Pair((world * 2, n), torch.float32, seed(8), strided)
+            before = p.tpu.cpu()
+            out = torch.empty(2, n, device="tpu")
+            want = torch.empty(2, n)
+            dist.reduce_scatter_tensor(out, p.tpu, op=dist._make_nccl_premul_sum(factor))
+            dist.reduce_scatter_tensor(want, p.cpu * fcpu, group=ref)
+            q = _Pair((3, n), torch.float32, seed(12), strided)
+            dist.all_reduce(q.tpu, op=dist._make_nccl_premul_sum(factor))
+            q.cpu.mul_(fcpu)
+            dist.all_reduce(q.cpu, group=ref)
+            return (_close(out, want) or _close(p.tpu, before) or _close(q.tpu, q.cpu)
+                    or (None if q.untouched() else "base changed"))
+        cases.append((f"premul_sum_{fname}", f))
+
     def f(strided):
         ins = [_Pair((2, n), torch.int32, seed(9) + 10 * i, strided) for i in range(world)]
         out = torch.empty(2, n, dtype=torch.int32, device="tpu")

@@ -42,7 +42,7 @@ EXPECTED = ["all_reduce_sum_float32", "all_reduce_avg_bfloat16", "all_reduce_min
             "all_reduce_product_int32", "all_reduce_min_int64_big", "all_reduce_async_wait",
             "broadcast", "reduce_sum", "all_gather_float32", "all_gather_into_tensor_flat",
             "all_gather_into_tensor_stacked", "reduce_scatter_tensor_avg",
-            "reduce_scatter_list_int32", "all_to_all_single_uneven", "all_to_all_list",
+            "premul_sum_float", "premul_sum_tensor", "reduce_scatter_list_int32", "all_to_all_single_uneven", "all_to_all_list",
             "gather", "scatter", "send_recv_ring", "batch_isend_irecv",
             "all_reduce_coalesced", "coalescing_manager_all_reduce",
             "coalescing_manager_gather_scatter",
@@ -138,8 +138,28 @@ def test_bad_input_is_a_clear_error():
                              [1])
     opts = torch._C._distributed_c10d.AllreduceOptions()
     opts.reduceOp = dist._make_nccl_premul_sum(2.0)
-    with pytest.raises(NotImplementedError, match="PREMUL_SUM"):
-        pg.allreduce([torch.ones(2, device="tpu")], opts)
+    with pytest.raises(TypeError, match="all_reduce: ReduceOp.PREMUL_SUM needs floating-point"):
+        pg.allreduce([torch.ones(2, dtype=torch.int64, device="tpu")], opts)
+    x = torch.ones(2, device="tpu")
+    pg.allreduce([x], opts)  # one rank: the premultiplied input is the sum
+    assert x.cpu().tolist() == [2.0, 2.0]
+
+
+def test_set_timeout_reaches_the_transport():
+    """ProcessGroup.set_timeout (and torch.distributed.set_timeout, which
+    TorchTitan 0.3.0 calls after its first step and torch 2.13 lacks) changes
+    the timeout of the gloo group that carries the collectives; the C++
+    default would change nothing on this group, which has no backends."""
+    import datetime
+    from torchtpu.distributed._host import ProcessGroupTPU
+    pg = ProcessGroupTPU(dist.HashStore(), 0, 1, 10)
+    assert pg.timeout == datetime.timedelta(seconds=10)
+    pg.set_timeout(datetime.timedelta(seconds=77))
+    assert pg.timeout == pg._gloo.options._timeout == datetime.timedelta(seconds=77)
+    dist.set_timeout(datetime.timedelta(seconds=5), pg)
+    assert pg.timeout == pg._gloo.options._timeout == datetime.timedelta(seconds=5)
+    with pytest.raises(TypeError, match="timedelta"):
+        pg.set_timeout(5)
 
 
 if __name__ == "__main__":

@@ -58,3 +58,32 @@ def test_strict_mode_from_environment():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, timeout=300)
     assert "raised True" in out.stdout, out.stderr
+
+
+def test_fallback_summary_at_exit():
+    """TORCHTPU_FALLBACK_SUMMARY=1 prints fallback_counts() at exit as one JSON
+    line: what a program run unchanged (torchrun ...) fell back to."""
+    import json
+    import os
+    code = ("import torch, torchtpu\n"
+            "x = torch.randn(3, device='tpu')\n"
+            f"for _ in range(3): torch.ops.{UNLOWERED_NAME.replace('::', '.')}(x)\n"
+            "(x + 1).cpu()\n")
+    env = dict(os.environ, TORCHTPU_FALLBACK="silent", TORCHTPU_FALLBACK_SUMMARY="1")
+    env["PYTHONPATH"] = os.pathsep.join(
+        [os.path.dirname(os.path.dirname(torchtpu.__file__)), env.get("PYTHONPATH", "")])
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    lines = [l for l in out.stderr.splitlines()
+             if l.startswith(torchtpu.FALLBACK_SUMMARY_PREFIX)]
+    assert len(lines) == 1, out.stderr
+    counts = json.loads(lines[0][len(torchtpu.FALLBACK_SUMMARY_PREFIX):])
+    assert counts == {UNLOWERED_NAME: 3}, counts
+
+
+def test_fallback_summary_setting_is_validated(monkeypatch):
+    from torchtpu import _env
+    monkeypatch.setenv("TORCHTPU_FALLBACK_SUMMARY", "loud")
+    with pytest.raises(ValueError, match="TORCHTPU_FALLBACK_SUMMARY"):
+        _env.validate()

@@ -40,6 +40,10 @@ from . import distributed  # noqa: E402  c10d backend "tpu" / "tpu_dist"
 
 distributed._register()
 
+from . import _flex_attention  # noqa: E402
+
+_flex_attention.install()  # flex_attention accepts "tpu" (TorchTitan's llama3 attention)
+
 # torch.compile(backend="tpu") is found through the package's entry point
 # (pyproject.toml); _compile.register() does the same for a source checkout
 # that was not pip-installed.
@@ -228,8 +232,24 @@ def _finish_at_exit():
             pass  # an asynchronous error nobody asked for; exiting anyway
 
 
+FALLBACK_SUMMARY_PREFIX = "torchtpu fallback counts: "
+
+
+def _print_fallback_summary():
+    """TORCHTPU_FALLBACK_SUMMARY=1: the fallback counts as one JSON line on
+    stderr at exit ({} when nothing fell back), so a program run unchanged
+    (torchrun -m torchtitan.train ...) can be checked for CPU fallbacks."""
+    if _env.fallback_summary():
+        import json
+        import sys
+        sys.stderr.write(FALLBACK_SUMMARY_PREFIX
+                         + json.dumps(dict(sorted(fallback_counts().items()))) + "\n")
+        sys.stderr.flush()
+
+
 import atexit  # noqa: E402
 
+atexit.register(_print_fallback_summary)
 atexit.register(_print_recompile_summary)
 atexit.register(_finish_at_exit)
 

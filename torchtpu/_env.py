@@ -25,6 +25,9 @@ Names follow DESIGN.md (compatible with Google's TorchTPU where one exists):
                             instructions (a positive integer; default 20000)
     TORCHTPU_EXPLAIN_RECOMPILES  1: print why each program is compiled, and a
                             summary of the causes at exit
+    TORCHTPU_FALLBACK_SUMMARY  1: print the CPU-fallback counts
+                            (torchtpu.fallback_counts()) at exit, one line on
+                            stderr: for programs run unchanged (torchrun ...)
     TORCHTPU_CHECK_NUMERICS 1: compare every tpu op with PyTorch's CPU result
                             (torchtpu.debug.check_numerics), raise on the first
                             divergence
@@ -205,6 +208,11 @@ def explain_recompiles():
     return _flag("TORCHTPU_EXPLAIN_RECOMPILES")
 
 
+def fallback_summary():
+    """True when TORCHTPU_FALLBACK_SUMMARY asks for the fallback counts at exit."""
+    return _flag("TORCHTPU_FALLBACK_SUMMARY")
+
+
 def check_numerics():
     """True when TORCHTPU_CHECK_NUMERICS asks to check every op against the CPU."""
     return _flag("TORCHTPU_CHECK_NUMERICS")
@@ -215,8 +223,8 @@ def validate():
     one) before anything starts; the getters are then safe to call."""
     fallback_mode()
     for name in ("TPU_LAUNCH_BLOCKING", "TORCH_TPU_DEFER_AND_FUSE",
-                 "TORCHTPU_EXPLAIN_RECOMPILES", "TORCHTPU_CHECK_NUMERICS",
-                 "TORCHTPU_DIST_CHECK", "TORCHTPU_DEVICE_CHECKS"):
+                 "TORCHTPU_EXPLAIN_RECOMPILES", "TORCHTPU_FALLBACK_SUMMARY",
+                 "TORCHTPU_CHECK_NUMERICS", "TORCHTPU_DIST_CHECK", "TORCHTPU_DEVICE_CHECKS"):
         _flag(name)
     cpu_devices()
     # TORCHTPU_PLUGIN_PATH is checked by the core when the runtime starts: a

@@ -17,7 +17,7 @@ import torch.distributed as dist
 from .. import _env
 from ._host import TRANSPORT, ProcessGroupTPU
 
-__all__ = ["ProcessGroupTPU", "transport", "info", "BACKEND_NAMES"]
+__all__ = ["ProcessGroupTPU", "transport", "info", "set_timeout", "BACKEND_NAMES"]
 
 BACKEND_NAMES = ("tpu", "tpu_dist")
 
@@ -35,6 +35,18 @@ def _register():
             dist.Backend.register_backend(name, _create, devices=["cpu", "tpu"])
     # register_backend maps "tpu" only if no backend claimed the device yet.
     dist.Backend.default_device_backend_map["tpu"] = "tpu"
+    if not hasattr(dist, "set_timeout"):
+        dist.set_timeout = set_timeout
+
+
+def set_timeout(timeout, group=None):
+    """torch.distributed.set_timeout(timeout, group=None), which PyTorch after
+    2.13 has and TorchTitan 0.3.0 calls after the first step (it shortens the
+    timeouts once compilation is done): sets the timeout of `group`'s later
+    collectives (default: the world group) through ProcessGroup.set_timeout.
+    `import torchtpu` installs it only where torch.distributed lacks it."""
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    pg.set_timeout(timeout)
 
 
 def transport():

@@ -15,8 +15,13 @@ dtype, shape, root, reduce op) through gloo; a mismatch raises a RuntimeError
 naming the collective and each rank's tensor instead of hanging or silently
 reducing garbage (TORCHTPU_DIST_CHECK=0 turns the check off).
 
-Left out: recv_anysource (raises), PREMUL_SUM (raises), the device-collective
-transport (docs/distributed.md)."""
+ReduceOp.PREMUL_SUM(f) (NCCL's: each rank's input times f, then summed; FSDP2
+reduce-scatters gradients with it, e.g. TorchTitan's gradient_divide_factor
+1.0) scales the host copies by f and sums them through gloo, which has no
+PREMUL_SUM of its own.
+
+Left out: recv_anysource (raises), the device-collective transport
+(docs/distributed.md)."""
 import datetime
 
 import torch
@@ -92,12 +97,32 @@ class _RecvWork(dist.Work):
 
 
 def _red_op(opts):
+    """The reduce op as a RedOpType (PREMUL_SUM stays PREMUL_SUM: ranks agree on it)."""
     op = opts.reduceOp
-    op = getattr(op, "op", op)  # ReduceOp -> RedOpType
-    if op == dist.ReduceOp.PREMUL_SUM:
-        raise NotImplementedError("tpu process group: ReduceOp.PREMUL_SUM is not supported "
-                                  "(use SUM or AVG)")
-    return op
+    return getattr(op, "op", op)  # ReduceOp -> RedOpType
+
+
+def _gloo_op(op):
+    """The op gloo runs: PREMUL_SUM's sum happens there, after _premul scaled the inputs."""
+    return dist.ReduceOp.SUM if op == dist.ReduceOp.PREMUL_SUM else op
+
+
+def _premul(name, opts, hosts):
+    """For PREMUL_SUM(f): new host tensors holding each input times f (the
+    inputs themselves are left alone); for any other op: `hosts` unchanged."""
+    if _red_op(opts) != dist.ReduceOp.PREMUL_SUM:
+        return hosts
+    factor = getattr(opts.reduceOp, "factor", None)
+    if factor is None:
+        raise ValueError(f"tpu {name}: ReduceOp.PREMUL_SUM needs a factor "
+                         f"(torch.distributed._make_nccl_premul_sum(factor))")
+    for h in hosts:
+        if not h.is_floating_point():
+            raise TypeError(f"tpu {name}: ReduceOp.PREMUL_SUM needs floating-point tensors, "
+                            f"got {_describe(h)}")
+    if isinstance(factor, torch.Tensor):
+        return [h * factor.detach().to("cpu", h.dtype) for h in hosts]
+    return [h * factor for h in hosts]
 
 
 def _describe(t):
@@ -130,6 +155,22 @@ class ProcessGroupTPU(dist.ProcessGroup):
 
     def getBackendName(self):
         return "tpu"
+
+    @property
+    def timeout(self):
+        """The timeout of later collectives (init_process_group's, or set_timeout's)."""
+        return self._timeout
+
+    def set_timeout(self, timeout):
+        """Sets the timeout of later collectives. The C++ ProcessGroup.set_timeout
+        this overrides sets it on the group's registered backends, and this
+        group has none (its transport is its own gloo group), so without this
+        the call would succeed and change nothing."""
+        if not isinstance(timeout, datetime.timedelta):
+            raise TypeError(f"ProcessGroupTPU.set_timeout: expected a datetime.timedelta, "
+                            f"got {type(timeout).__name__}")
+        self._gloo.set_timeout(timeout)
+        self._timeout = timeout
 
     def __repr__(self):
         return f"ProcessGroupTPU(rank={self._rank}, size={self._size}, transport={TRANSPORT!r})"
@@ -206,8 +247,9 @@ class ProcessGroupTPU(dist.ProcessGroup):
         op = _red_op(opts)
         for t in tensors:
             self._agree("all_reduce", t, op=op)
-        hosts = [self._in(t) for t in tensors]
-        self._gloo.allreduce(hosts, self._gloo_reduce_opts(_c10d.AllreduceOptions, opts, op)).wait()
+        hosts = _premul("all_reduce", opts, [self._in(t) for t in tensors])
+        self._gloo.allreduce(hosts, self._gloo_reduce_opts(_c10d.AllreduceOptions, opts,
+                                                           _gloo_op(op))).wait()
         for t, h in zip(tensors, hosts):
             self._back(t, h)
         return _done(tensors)
@@ -218,8 +260,9 @@ class ProcessGroupTPU(dist.ProcessGroup):
             return _done(tensors)
         flat = torch.cat([self._in(t).reshape(-1) for t in tensors])
         self._agree("all_reduce_coalesced", flat, op=op)
+        flat, = _premul("all_reduce_coalesced", opts, [flat])
         o = _c10d.AllreduceOptions()
-        o.reduceOp = op
+        o.reduceOp = _gloo_op(op)
         self._gloo.allreduce([flat], o).wait()
         offset = 0
         for t in tensors:
@@ -243,11 +286,11 @@ class ProcessGroupTPU(dist.ProcessGroup):
         op = _red_op(opts)
         for t in tensors:
             self._agree("reduce", t, root=opts.rootRank, op=op)
-        hosts = [self._in(t) for t in tensors]
+        hosts = _premul("reduce", opts, [self._in(t) for t in tensors])
         if self._rank != opts.rootRank:  # gloo may use non-root inputs as scratch
             hosts = [h.clone() if h is t else h for h, t in zip(hosts, tensors)]
         o = _c10d.ReduceOptions()
-        o.reduceOp, o.rootRank, o.rootTensor = op, opts.rootRank, opts.rootTensor
+        o.reduceOp, o.rootRank, o.rootTensor = _gloo_op(op), opts.rootRank, opts.rootTensor
         self._gloo.reduce(hosts, o).wait()
         if self._rank == opts.rootRank:
             for t, h in zip(tensors, hosts):
@@ -305,9 +348,9 @@ class ProcessGroupTPU(dist.ProcessGroup):
         for o, ins in zip(outputs, input_lists):
             self._check_list("reduce_scatter", ins, o)
         hout = [self._out(o) for o in outputs]
-        hin = [[self._in(t) for t in ins] for ins in input_lists]
+        hin = [_premul("reduce_scatter", opts, [self._in(t) for t in ins]) for ins in input_lists]
         o = _c10d.ReduceScatterOptions()
-        o.reduceOp = op
+        o.reduceOp = _gloo_op(op)
         self._gloo.reduce_scatter(hout, hin, o).wait()
         for t, h in zip(outputs, hout):
             self._back(t, h)
@@ -320,9 +363,9 @@ class ProcessGroupTPU(dist.ProcessGroup):
             raise ValueError(f"tpu reduce_scatter_tensor: input {_describe(input)} must hold "
                              f"world size ({self._size}) x output {_describe(output)}")
         hout = torch.empty(output.numel(), dtype=output.dtype)
-        hin = self._in(input).reshape(-1)
+        hin, = _premul("reduce_scatter_tensor", opts, [self._in(input).reshape(-1)])
         o = _c10d.ReduceScatterOptions()
-        o.reduceOp = op
+        o.reduceOp = _gloo_op(op)
         self._gloo._reduce_scatter_base(hout, hin, o).wait()
         self._back(output, hout.view(output.shape))
         return _done([output])
