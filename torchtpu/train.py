@@ -201,8 +201,7 @@ def _train(cfg, log):
     if par.enabled:
         log(f"parallelism: {par.world} ranks, data_parallel_replicate_degree {par.replicate}, "
             f"data_parallel_shard_degree {par.shard}, tensor_parallel_degree {par.tp} ("
-            + ("TP" if par.tp > 1 else "DDP" if par.shard == 1
-               else "FSDP2" if par.replicate == 1 else "HSDP")
+            + _strategy(par)
             + f"), collectives {torchtpu_transport(device)}")
     log(f"device {_describe(device)}; peak {peak / 1e9:.1f} GFLOP/s, {peak_src}")
     log(f"training {t['steps']} steps of {tokens_per_step} tokens "
@@ -352,6 +351,19 @@ def _train(cfg, log):
     return {"losses": losses, "grad_norms": grad_norms, "model": model, "optimizer": optimizer,
             "parallel": par, "whole_step": whole,
             "checkpoint": saved, "plot": plot, "seconds": seconds}
+
+
+def _strategy(par):
+    if par.tp > 1:
+        return "TP"
+    if par.shard == 1:
+        return "DDP"
+    name = "HSDP" if par.replicate > 1 else "FSDP2"
+    if par.simple:
+        name = "SimpleFSDP" + (" HSDP" if par.replicate > 1 else "")
+        if (par.param_dtype, par.reduce_dtype) != ("float32", "float32"):
+            name += f", gather {par.param_dtype}, reduce {par.reduce_dtype}"
+    return name
 
 
 def _grad_norm(model):
