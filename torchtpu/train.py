@@ -241,9 +241,12 @@ def _train(cfg, log):
         from .compile import compile_training
         forward_loss, optimizer_step = compile_training(forward_loss, optimizer, device)
     # --- end training.compile ----------------------------------------------------------
+    compile_report = {}  # training.compile: what the steps ran and compiled (see below)
     profiling = contextlib.ExitStack()  # [profiling]: closed after the loop
     profiler = profiling.enter_context(maybe_profile(cfg, device, par.rank, start, log))
     for step in range(start + 1, t["steps"] + 1):
+        if t["compile"] and whole_step is None and step == start + 2:
+            before = _compile_counters(device)
         micro_batches = [data.batch((step - 1) * accum + micro) for micro in range(accum)]
         micro_batches = [(parallel.local_rows(x, par), parallel.local_rows(y, par))
                          for x, y in micro_batches]
@@ -278,6 +281,9 @@ def _train(cfg, log):
         if fused:
             torchtpu.sync()  # one step, one program (as XLA's mark_step)
         pending[step] = (mean_loss, grad_norm.detach())
+        if t["compile"] and whole_step is None and step == start + 2:
+            # the first step that runs what step 1 compiled
+            compile_report = _report_segments(before, _compile_counters(device), log)
         n_window += 1
         bar.update()
         profiler.step()  # [profiling]: a trace when a window closes
@@ -348,9 +354,31 @@ def _train(cfg, log):
         if fb:
             log("ops that ran on the CPU (no tpu lowering yet): "
                 + ", ".join(f"{k} x{v}" for k, v in sorted(fb.items(), key=lambda kv: -kv[1])))
+    if compile_report:
+        compile_report["end"] = _compile_counters(device)
     return {"losses": losses, "grad_norms": grad_norms, "model": model, "optimizer": optimizer,
-            "parallel": par, "whole_step": whole,
+            "parallel": par, "whole_step": whole, "compile": compile_report,
             "checkpoint": saved, "plot": plot, "seconds": seconds}
+
+
+def _compile_counters(device):
+    """torchtpu.compile's counters and the core's program compiles."""
+    from . import compile as tpu_compile
+    out = tpu_compile.stats()
+    if device.type == "tpu":
+        out["programs_compiled"] = torch.tpu._get_cache_stats()["compiles"]
+    return out
+
+
+def _report_segments(before, after, log):
+    """Logs (once) how many program segments one compiled step ran: one per
+    graph, more where collectives split a graph (SimpleFSDP)."""
+    d = {k: after[k] - before[k] for k in ("segment_runs", "collective_runs", "calls")}
+    log(f"training.compile: {d['segment_runs']} program segments per step ({d['calls']} graphs"
+        + (f", split by {d['collective_runs']} groups of host collectives" if d["collective_runs"]
+           else "") + ")")
+    return {"segments_per_step": d["segment_runs"], "collective_groups_per_step":
+            d["collective_runs"], "graphs_per_step": d["calls"], "after_step_2": after}
 
 
 def _strategy(par):
