@@ -80,20 +80,30 @@ def degrees(p, world):
     return rep, shard, tp
 
 
-def setup(cfg):
-    """Joins the process group when launched on several ranks (torchrun)."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+def check(cfg, world):
+    """(replicate, shard, tp) of cfg's [parallelism] on `world` ranks; a
+    ValueError when they do not fit or SimpleFSDP's settings cannot apply."""
     p, t = cfg["parallelism"], cfg["training"]
     rep, shard, tp = degrees(p, world)
+    mixed = (t["mixed_precision_param"], t["mixed_precision_reduce"]) != ("float32", "float32")
     if p["fsdp"] == "simple" and world > 1 and shard == 1:
         raise ValueError(f"parallelism.fsdp = simple shards the parameters: it needs "
                          f"data_parallel_shard_degree > 1 (got replicate {rep}, shard {shard}, "
                          f"tensor {tp} on {world} ranks); for DDP alone use fsdp = fully_shard")
+    if mixed and (p["fsdp"] != "simple" or world == 1):
+        raise ValueError("training.mixed_precision_param / mixed_precision_reduce are SimpleFSDP's "
+                         "gather and reduce dtypes (parallelism.fsdp = simple on several ranks); "
+                         "FSDP2, DDP and one process keep the parameters' dtype (see "
+                         "training.mixed_precision for autocast)")
+    return rep, shard, tp
+
+
+def setup(cfg):
+    """Joins the process group when launched on several ranks (torchrun)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    p, t = cfg["parallelism"], cfg["training"]
+    rep, shard, tp = check(cfg, world)
     if world == 1:
-        if (t["mixed_precision_param"], t["mixed_precision_reduce"]) != ("float32", "float32"):
-            raise ValueError("training.mixed_precision_param / mixed_precision_reduce: SimpleFSDP's "
-                             "gather and reduce dtypes need several ranks (parallelism.fsdp = "
-                             "simple); on one process use training.mixed_precision")
         return Parallel()
     device = cfg["training"]["device"]
     if not dist.is_initialized():
@@ -104,10 +114,6 @@ def setup(cfg):
     par = Parallel(world=world, rank=dist.get_rank(), local_rank=local_rank, replicate=rep,
                    shard=shard, tp=tp, fsdp=p["fsdp"], param_dtype=t["mixed_precision_param"],
                    reduce_dtype=t["mixed_precision_reduce"])
-    if (par.param_dtype, par.reduce_dtype) != ("float32", "float32") and not par.simple:
-        raise ValueError("training.mixed_precision_param / mixed_precision_reduce are SimpleFSDP's "
-                         "(parallelism.fsdp = simple); FSDP2 and DDP here gather and reduce in "
-                         "the parameters' dtype")
     if tp > 1:
         from torch.distributed.device_mesh import init_device_mesh
         par.mesh = init_device_mesh(device, (tp,), mesh_dim_names=("tp",))
