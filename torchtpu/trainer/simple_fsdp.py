@@ -25,7 +25,7 @@ import torch
 import torch.nn as nn
 from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
 
-__all__ = ["data_parallel", "is_simple_fsdp", "DTYPES"]
+__all__ = ["data_parallel", "DTYPES"]
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
@@ -60,7 +60,6 @@ def _hook(module, names, gather):
     props = {name: property(lambda self, n=name: gather(self._parameters[n]))
              for name in names}
     cls = module.__class__
-    props["_simple_fsdp_names"] = tuple(names)
     module.__class__ = type(f"SimpleFSDP{cls.__name__}", (cls,), props)
 
 
@@ -87,7 +86,3 @@ def data_parallel(model, mesh, param_dtype=torch.float32, reduce_dtype=torch.flo
             module._parameters[name] = done[id(p)]
         _hook(module, names, gather)
     return model
-
-
-def is_simple_fsdp(model):
-    return any(hasattr(type(m), "_simple_fsdp_names") for m in model.modules())
