@@ -30,7 +30,11 @@ Replay (options={"replay": False} turns it off): the first call of a graph
 runs it under a core graph capture (tt_graph_capture_*: the fused graph with
 the FX graph's placeholders declared as its inputs), later calls replay the
 captured program in one shim call (torchtpu::graph_replay: no Python per
-op, no recording, no lowering).
+op, no recording, no lowering). Inputs unlike the capture's (shape, strides,
+storage) capture again; a graph that cannot be captured (it reads a
+constant tensor, runs a CPU-fallback op, takes non-tensor inputs other than a
+DeviceMesh, ...) keeps
+the fused runner. Random ops draw fresh numbers on every replay.
 
 Graphs with functional collectives (DTensor redistributes, SimpleFSDP's
 all-gathers and reduce-scatters: _c10d_functional.*) are split around them
@@ -39,10 +43,7 @@ segments, each run and replayed as above, and the collectives run in
 between through the process group (the host transport). Each compute op is
 placed in the earliest segment its inputs allow, so independent collectives
 gather into one group: SimpleFSDP's forward is [casts] gathers [the rest],
-its backward [all the gradients] reduce-scatters [casts]. Inputs unlike the capture's (shape, strides,
-storage) capture again; a graph that cannot be captured (it reads a
-constant tensor, runs a CPU-fallback op, takes non-tensor inputs, ...) keeps
-the fused runner. Random ops draw fresh numbers on every replay."""
+its backward [all the gradients] reduce-scatters [casts]."""
 import functools
 import operator
 
