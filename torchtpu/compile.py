@@ -32,9 +32,9 @@ the FX graph's placeholders declared as its inputs), later calls replay the
 captured program in one shim call (torchtpu::graph_replay: no Python per
 op, no recording, no lowering). Inputs unlike the capture's (shape, strides,
 storage) capture again; a graph that cannot be captured (it reads a
-constant tensor, runs a CPU-fallback op, takes non-tensor inputs other than a
-DeviceMesh, ...) keeps
-the fused runner. Random ops draw fresh numbers on every replay.
+constant tensor, runs a CPU-fallback op, takes non-tensor inputs other than
+a DeviceMesh, ...) keeps the fused runner. Random ops draw fresh numbers on
+every replay.
 
 Graphs with functional collectives (DTensor redistributes, SimpleFSDP's
 all-gathers and reduce-scatters: _c10d_functional.*) are split around them
