@@ -479,3 +479,28 @@ def train(args):
     if dist.is_initialized():
         dist.destroy_process_group()
     return result
+
+
+def train_runs(args):
+    """Several trainer runs, one after the other, in one launch (one process
+    group): args["cfgs"] is {name: cfg}. Returns {name: {"losses",
+    "grad_norms", "compile" (training.compile's report), "wrapped"}}; a
+    run's checkpoint folder may be the next run's resume source."""
+    from torchtpu import train as trainer
+    from torchtpu.trainer.config import load_config
+    torchtpu.set_mode(args.get("mode", "strict"))
+    torchtpu.set_fallback_mode("silent")
+    results = {}
+    for name, cfg in args["cfgs"].items():
+        out = trainer.train(load_config(overrides=cfg), log=print)
+        results[name] = {"losses": {str(k): v for k, v in out["losses"].items()},
+                         "grad_norms": {str(k): v for k, v in out["grad_norms"].items()},
+                         "compile": out["compile"], "wrapped": type(out["model"]).__name__,
+                         "param": _placements(out["model"].output._parameters["weight"])}
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    return results
+
+
+def _placements(p):
+    return f"DTensor{tuple(p.placements)}" if hasattr(p, "placements") else type(p).__name__

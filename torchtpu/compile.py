@@ -32,8 +32,18 @@ the FX graph's placeholders declared as its inputs), later calls replay the
 captured program in one shim call (torchtpu::graph_replay: no Python per
 op, no recording, no lowering). Inputs unlike the capture's (shape, strides,
 storage) capture again; a graph that cannot be captured (it reads a
-constant tensor, runs a CPU-fallback op, takes non-tensor inputs, ...) keeps
-the fused runner. Random ops draw fresh numbers on every replay."""
+constant tensor, runs a CPU-fallback op, takes non-tensor inputs other than
+a DeviceMesh, ...) keeps the fused runner. Random ops draw fresh numbers on
+every replay.
+
+Graphs with functional collectives (DTensor redistributes, SimpleFSDP's
+all-gathers and reduce-scatters: _c10d_functional.*) are split around them
+(`_SegmentedGraph`): the compute between collectives becomes program
+segments, each run and replayed as above, and the collectives run in
+between through the process group (the host transport). Each compute op is
+placed in the earliest segment its inputs allow, so independent collectives
+gather into one group: SimpleFSDP's forward is [casts] gathers [the rest],
+its backward [all the gradients] reduce-scatters [casts]."""
 import functools
 import operator
 
@@ -44,13 +54,17 @@ from . import _core
 __all__ = ["tpu_backend", "decompositions", "stats", "reset_stats", "compile_training"]
 
 _stats = {"graphs": 0, "forward": 0, "backward": 0, "inference": 0, "calls": 0,
-          "captures": 0, "capture_failures": 0, "replays": 0, "recaptures": 0}
+          "captures": 0, "capture_failures": 0, "replays": 0, "recaptures": 0,
+          "segments": 0, "segment_runs": 0, "collective_runs": 0}
 
 
 def stats():
     """Counters: graphs compiled (by kind), compiled-graph calls, graph
     captures (and captures that failed: the graph then runs fused) and
-    replays (calls that ran the captured program, recording nothing)."""
+    replays (calls that ran the captured program, recording nothing).
+    segments: program segments of the graphs compiled (1 per graph, more
+    where collectives split it); segment_runs: segments run;
+    collective_runs: groups of collectives run between segments."""
     return dict(_stats)
 
 
@@ -157,7 +171,7 @@ class _GraphRunner:
     anything runs: the runner captures again. A graph that cannot be
     captured runs fused from then on."""
 
-    def __init__(self, gm, kind, fused, replay=True):
+    def __init__(self, gm, kind, fused, replay=True, segment=None):
         # An instance attribute: Dynamo's disable() wrapper copies __dict__.
         self._boxed_call = True
         self.gm = gm
@@ -166,7 +180,9 @@ class _GraphRunner:
         self.replay = replay and fused is not None
         self.graph = None       # the _Graph captured
         self.no_capture = None  # why this graph runs fused instead
+        self.opaque = ()        # (position, object) of the capture's non-tensor inputs
         self.number = _stats["graphs"]  # its name in profiles
+        self.segment = segment  # (k, n): segment k of n of a split graph, else None
 
     def _profile_name(self):
         """"compiled forward graph #3 (12 ops: mm, add, ...)": its name in
@@ -174,26 +190,32 @@ class _GraphRunner:
         ops = [n.target for n in self.gm.graph.nodes if n.op == "call_function"]
         names = [getattr(t, "__name__", str(t)).split(".")[0] for t in ops[:4]]
         more = ", ..." if len(ops) > 4 else ""
-        return (f"compiled {self.kind} graph #{self.number} "
+        part = f" segment {self.segment[0]}/{self.segment[1]}" if self.segment else ""
+        return (f"compiled {self.kind} graph #{self.number}{part} "
                 f"({len(ops)} ops: {', '.join(names)}{more})")
 
     def __call__(self, args):
         inputs = list(args)
         args.clear()
-        _stats["calls"] += 1
+        if self.segment is None:
+            _stats["calls"] += 1
+        _stats["segment_runs"] += 1
         if self.fused is None:
             return self.gm(*inputs)
         if (not self.replay or self.no_capture is not None
                 or self.fused.modes.get_mode() != "strict"):
             return self.fused.run(self.gm, *inputs)
         if self.graph is not None:
-            try:
-                tensors = torch.ops.torchtpu.graph_replay(self.graph.handle, inputs)
-            except ValueError:  # inputs unlike the capture: nothing ran
-                _stats["recaptures"] += 1
-            else:
-                _stats["replays"] += 1
-                return self.graph.outputs(tensors)
+            if all(inputs[i] is obj for i, obj in self.opaque):
+                try:
+                    tensors = torch.ops.torchtpu.graph_replay(self.graph.handle,
+                                                              _tensors(inputs))
+                except ValueError:  # inputs unlike the capture: nothing ran
+                    pass
+                else:
+                    _stats["replays"] += 1
+                    return self.graph.outputs(tensors)
+            _stats["recaptures"] += 1
         return self._capture(inputs)
 
     def _capture(self, inputs):
@@ -202,9 +224,11 @@ class _GraphRunner:
             self.no_capture = why
             _stats["capture_failures"] += 1
             return self.fused.run(self.gm, *inputs)
+        self.opaque = tuple((i, x) for i, x in enumerate(inputs) if not isinstance(x, torch.Tensor))
+        tensor_inputs = _tensors(inputs)
         ops = torch.ops.torchtpu
         with self.fused.modes.mode("fused"):
-            ops.graph_capture_begin(inputs[0].device.index or 0, inputs)
+            ops.graph_capture_begin(tensor_inputs[0].device.index or 0, tensor_inputs)
             try:
                 out = self.gm(*inputs)
             except BaseException:
@@ -238,14 +262,29 @@ class _GraphRunner:
         return out
 
 
+def _opaque(x):
+    """A DeviceMesh or process group: graphs over DTensors take the mesh as
+    an input that no op reads (their collectives name the group by string).
+    A capture keeps such an input by identity and replays only when the call
+    passes the same object."""
+    from torch.distributed.device_mesh import DeviceMesh
+    return isinstance(x, DeviceMesh) or type(x).__name__.startswith("ProcessGroup")
+
+
+def _tensors(inputs):
+    return [x for x in inputs if isinstance(x, torch.Tensor)]
+
+
 def _capturable(inputs):
     """None when a graph with these inputs can be captured, else why not:
     every input must be a tpu tensor (ints and CPU tensors would be baked
-    into the program), all on one device."""
-    if not inputs:
-        return "the graph has no inputs"
+    into the program), all on one device, or an opaque mesh object."""
+    if not _tensors(inputs):
+        return "the graph has no tensor inputs"
     device = None
     for i, x in enumerate(inputs):
+        if _opaque(x):
+            continue
         if not isinstance(x, torch.Tensor) or x.device.type != "tpu":
             return f"input {i} is not a tpu tensor ({type(x).__name__})"
         if device is None:
@@ -311,10 +350,103 @@ def _compiler(kind, options):
         _stats["graphs"] += 1
         _stats[kind] += 1
         gm = _match_traced_layouts(gm)
-        return _GraphRunner(gm, kind, _fused_runner() if use_fused else None,
-                            replay=use_replay)
+        fused = _fused_runner() if use_fused else None
+        if any(_is_collective(n) for n in gm.graph.nodes):
+            return _SegmentedGraph(gm, kind, fused, use_replay)
+        _stats["segments"] += 1
+        return _GraphRunner(gm, kind, fused, replay=use_replay)
 
     return compile_graph
+
+
+# --- graphs with collectives ------------------------------------------------------------
+
+_COLLECTIVE_NAMESPACES = ("_c10d_functional", "c10d_functional", "_c10d_functional_autograd")
+
+
+def _is_collective(node):
+    t = node.target
+    return (node.op == "call_function" and isinstance(t, torch._ops.OpOverload)
+            and t.namespace in _COLLECTIVE_NAMESPACES)
+
+
+def _partitions(gm):
+    """node -> partition: 2k for compute of segment k, 2k+1 for the
+    collectives after it. A compute op goes to the earliest segment after
+    the collectives it reads; a collective (and its wait) right after the
+    segment that makes its input."""
+    level, part = {}, {}
+    for node in gm.graph.nodes:
+        if node.op in ("placeholder", "get_attr"):
+            level[node] = 0
+            continue
+        if node.op == "output":
+            continue
+        coll = _is_collective(node)
+        lv = 0
+        for i in node.all_input_nodes:
+            lv = max(lv, level[i] + (1 if not coll and _is_collective(i) else 0))
+        level[node] = lv
+        part[node] = 2 * lv + coll
+    return part
+
+
+class _Segment(torch.nn.Module):
+    """A compute segment of a split graph, called by the split graph's
+    top-level code: its _GraphRunner (boxed) under a plain call."""
+
+    def __init__(self, runner):
+        super().__init__()
+        self.runner = runner
+
+    def forward(self, *args):
+        return self.runner(list(args))
+
+
+class _Collectives(torch.nn.Module):
+    """A group of collectives between segments, run as they are: each
+    functional collective calls the process group (the host transport)."""
+
+    def __init__(self, gm):
+        super().__init__()
+        self.gm = gm
+
+    def forward(self, *args):
+        _stats["collective_runs"] += 1
+        return self.gm(*args)
+
+
+class _SegmentedGraph:
+    """An AOTAutograd graph with functional collectives, split by
+    torch.fx's split_module into compute segments (each a _GraphRunner:
+    captured once, replayed) and the collectives between them. The split's
+    top-level code (a few Python calls per segment) runs them in order."""
+
+    def __init__(self, gm, kind, fused, replay):
+        from torch.fx.passes.split_module import split_module
+        self._boxed_call = True
+        self.kind = kind
+        part = _partitions(gm)
+        split = split_module(gm, None, lambda n: part[n], keep_original_order=True)
+        names = sorted((int(name[len("submod_"):]), name) for name, _ in split.named_children())
+        compute = [name for p, name in names if p % 2 == 0]
+        for p, name in names:
+            sub = getattr(split, name)
+            if p % 2:
+                setattr(split, name, _Collectives(sub))
+            else:
+                seg = (compute.index(name) + 1, len(compute))
+                setattr(split, name, _Segment(_GraphRunner(sub, kind, fused, replay, segment=seg)))
+        self.split = split
+        self.segments = len(compute)
+        self.collective_groups = len(names) - len(compute)
+        _stats["segments"] += self.segments
+
+    def __call__(self, args):
+        inputs = list(args)
+        args.clear()
+        _stats["calls"] += 1
+        return self.split(*inputs)
 
 
 # --- the backend ----------------------------------------------------------------------

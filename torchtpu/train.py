@@ -201,8 +201,7 @@ def _train(cfg, log):
     if par.enabled:
         log(f"parallelism: {par.world} ranks, data_parallel_replicate_degree {par.replicate}, "
             f"data_parallel_shard_degree {par.shard}, tensor_parallel_degree {par.tp} ("
-            + ("TP" if par.tp > 1 else "DDP" if par.shard == 1
-               else "FSDP2" if par.replicate == 1 else "HSDP")
+            + _strategy(par)
             + f"), collectives {torchtpu_transport(device)}")
     log(f"device {_describe(device)}; peak {peak / 1e9:.1f} GFLOP/s, {peak_src}")
     log(f"training {t['steps']} steps of {tokens_per_step} tokens "
@@ -242,9 +241,12 @@ def _train(cfg, log):
         from .compile import compile_training
         forward_loss, optimizer_step = compile_training(forward_loss, optimizer, device)
     # --- end training.compile ----------------------------------------------------------
+    compile_report = {}  # training.compile: what the steps ran and compiled (see below)
     profiling = contextlib.ExitStack()  # [profiling]: closed after the loop
     profiler = profiling.enter_context(maybe_profile(cfg, device, par.rank, start, log))
     for step in range(start + 1, t["steps"] + 1):
+        if t["compile"] and whole_step is None and step == start + 2:
+            before = _compile_counters(device)
         micro_batches = [data.batch((step - 1) * accum + micro) for micro in range(accum)]
         micro_batches = [(parallel.local_rows(x, par), parallel.local_rows(y, par))
                          for x, y in micro_batches]
@@ -279,6 +281,9 @@ def _train(cfg, log):
         if fused:
             torchtpu.sync()  # one step, one program (as XLA's mark_step)
         pending[step] = (mean_loss, grad_norm.detach())
+        if t["compile"] and whole_step is None and step == start + 2:
+            # the first step that runs what step 1 compiled
+            compile_report = _report_segments(before, _compile_counters(device), log)
         n_window += 1
         bar.update()
         profiler.step()  # [profiling]: a trace when a window closes
@@ -349,9 +354,44 @@ def _train(cfg, log):
         if fb:
             log("ops that ran on the CPU (no tpu lowering yet): "
                 + ", ".join(f"{k} x{v}" for k, v in sorted(fb.items(), key=lambda kv: -kv[1])))
+    if compile_report:
+        compile_report["end"] = _compile_counters(device)
     return {"losses": losses, "grad_norms": grad_norms, "model": model, "optimizer": optimizer,
-            "parallel": par, "whole_step": whole,
+            "parallel": par, "whole_step": whole, "compile": compile_report,
             "checkpoint": saved, "plot": plot, "seconds": seconds}
+
+
+def _compile_counters(device):
+    """torchtpu.compile's counters and the core's program compiles."""
+    from . import compile as tpu_compile
+    out = tpu_compile.stats()
+    if device.type == "tpu":
+        out["programs_compiled"] = torch.tpu._get_cache_stats()["compiles"]
+    return out
+
+
+def _report_segments(before, after, log):
+    """Logs (once) how many program segments one compiled step ran: one per
+    graph, more where collectives split a graph (SimpleFSDP)."""
+    d = {k: after[k] - before[k] for k in ("segment_runs", "collective_runs", "calls")}
+    log(f"training.compile: {d['segment_runs']} program segments per step ({d['calls']} graphs"
+        + (f", split by {d['collective_runs']} groups of host collectives" if d["collective_runs"]
+           else "") + ")")
+    return {"segments_per_step": d["segment_runs"], "collective_groups_per_step":
+            d["collective_runs"], "graphs_per_step": d["calls"], "after_step_2": after}
+
+
+def _strategy(par):
+    if par.tp > 1:
+        return "TP"
+    if par.shard == 1:
+        return "DDP"
+    name = "HSDP" if par.replicate > 1 else "FSDP2"
+    if par.simple:
+        name = "SimpleFSDP" + (" HSDP" if par.replicate > 1 else "")
+        if (par.param_dtype, par.reduce_dtype) != ("float32", "float32"):
+            name += f", gather {par.param_dtype}, reduce {par.reduce_dtype}"
+    return name
 
 
 def _grad_norm(model):

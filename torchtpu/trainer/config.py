@@ -187,6 +187,12 @@ def validate(cfg):
     if t["mixed_precision"] not in ("float32", "bfloat16"):
         raise ConfigError(f"training.mixed_precision = {t['mixed_precision']!r}: "
                           f"expected float32 or bfloat16")
+    for key in ("mixed_precision_param", "mixed_precision_reduce"):
+        if t[key] not in ("float32", "bfloat16"):
+            raise ConfigError(f"training.{key} = {t[key]!r}: expected float32 or bfloat16")
+    if cfg["parallelism"]["fsdp"] not in ("fully_shard", "simple"):
+        raise ConfigError(f"parallelism.fsdp = {cfg['parallelism']['fsdp']!r}: expected "
+                          f"fully_shard (FSDP2) or simple (SimpleFSDP)")
     if o["name"].lower() not in ("adamw", "adam", "sgd"):
         raise ConfigError(f"optimizer.name = {o['name']!r}: expected AdamW, Adam or SGD")
     if o["implementation"] not in ("foreach", "for-loop", "fused"):

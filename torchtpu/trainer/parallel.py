@@ -33,6 +33,14 @@ class Parallel:
     shard: int = 1
     tp: int = 1
     mesh: object = None
+    fsdp: str = "fully_shard"       # parallelism.fsdp: fully_shard (FSDP2) | simple (SimpleFSDP)
+    param_dtype: str = "float32"    # SimpleFSDP: training.mixed_precision_param
+    reduce_dtype: str = "float32"   # SimpleFSDP: training.mixed_precision_reduce
+
+    @property
+    def simple(self):
+        """SimpleFSDP shards the parameters (parallelism.fsdp = simple)."""
+        return self.fsdp == "simple" and self.shard > 1
 
     @property
     def enabled(self):
@@ -72,10 +80,29 @@ def degrees(p, world):
     return rep, shard, tp
 
 
+def check(cfg, world):
+    """(replicate, shard, tp) of cfg's [parallelism] on `world` ranks; a
+    ValueError when they do not fit or SimpleFSDP's settings cannot apply."""
+    p, t = cfg["parallelism"], cfg["training"]
+    rep, shard, tp = degrees(p, world)
+    mixed = (t["mixed_precision_param"], t["mixed_precision_reduce"]) != ("float32", "float32")
+    if p["fsdp"] == "simple" and world > 1 and shard == 1:
+        raise ValueError(f"parallelism.fsdp = simple shards the parameters: it needs "
+                         f"data_parallel_shard_degree > 1 (got replicate {rep}, shard {shard}, "
+                         f"tensor {tp} on {world} ranks); for DDP alone use fsdp = fully_shard")
+    if mixed and (p["fsdp"] != "simple" or world == 1):
+        raise ValueError("training.mixed_precision_param / mixed_precision_reduce are SimpleFSDP's "
+                         "gather and reduce dtypes (parallelism.fsdp = simple on several ranks); "
+                         "FSDP2, DDP and one process keep the parameters' dtype (see "
+                         "training.mixed_precision for autocast)")
+    return rep, shard, tp
+
+
 def setup(cfg):
     """Joins the process group when launched on several ranks (torchrun)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    rep, shard, tp = degrees(cfg["parallelism"], world)
+    p, t = cfg["parallelism"], cfg["training"]
+    rep, shard, tp = check(cfg, world)
     if world == 1:
         return Parallel()
     device = cfg["training"]["device"]
@@ -85,7 +112,8 @@ def setup(cfg):
     if device == "tpu":
         torch.tpu.set_device(local_rank)
     par = Parallel(world=world, rank=dist.get_rank(), local_rank=local_rank, replicate=rep,
-                   shard=shard, tp=tp)
+                   shard=shard, tp=tp, fsdp=p["fsdp"], param_dtype=t["mixed_precision_param"],
+                   reduce_dtype=t["mixed_precision_reduce"])
     if tp > 1:
         from torch.distributed.device_mesh import init_device_mesh
         par.mesh = init_device_mesh(device, (tp,), mesh_dim_names=("tp",))
@@ -93,15 +121,22 @@ def setup(cfg):
         from torch.distributed.device_mesh import init_device_mesh
         par.mesh = init_device_mesh(device, (rep, shard),
                                     mesh_dim_names=("dp_replicate", "dp_shard"))
+    elif par.simple:
+        from torch.distributed.device_mesh import init_device_mesh
+        par.mesh = init_device_mesh(device, (shard,), mesh_dim_names=("dp_shard",))
     return par
 
 
 def apply(model, par, device):
-    """DDP, FSDP2 (each transformer block, then the root), HSDP or TP."""
+    """DDP, FSDP2 (each transformer block, then the root), HSDP, SimpleFSDP
+    (parallelism.fsdp = simple; HSDP on a 2-d mesh) or TP."""
     if not par.enabled:
         return model
     if par.tp > 1:
         return _tensor_parallel(model, par)
+    if par.simple:
+        from .simple_fsdp import DTYPES, data_parallel
+        return data_parallel(model, par.mesh, DTYPES[par.param_dtype], DTYPES[par.reduce_dtype])
     if par.shard == 1:
         from torch.nn.parallel import DistributedDataParallel as DDP
         return DDP(model)
