@@ -46,13 +46,18 @@ void throw_status(tt_status s, const std::string &what) {
   const char *raw = tt_status_message(s);
   std::string msg = raw != nullptr ? raw : "unknown error";
   tt_status_free(s);
-  // Name the op unless the core's message already does ("add.out: ..."); a
-  // device-side check names the op that failed, and PyTorch's text comes first.
+  // Name the op unless the core's message already does ("... (in
+  // aten::add.out)"); a device-side check names the op that failed. The name
+  // goes after the text, before the core's [file:line]: messages that mirror
+  // PyTorch's checks start with PyTorch's text, which tests match with "^...".
   const size_t colons = what.find("::");
   const std::string short_what = colons == std::string::npos ? what : what.substr(colons + 2);
   if (!what.empty() && msg.find(short_what) == std::string::npos &&
       msg.find("(device-side check in ") == std::string::npos) {
-    msg = what + ": " + msg;
+    const size_t loc = msg.rfind(" [");
+    const bool has_loc = loc != std::string::npos && msg.back() == ']';
+    const std::string ctx = " (in " + what + ")";
+    msg = has_loc ? msg.substr(0, loc) + ctx + msg.substr(loc) : msg + ctx;
   }
   // The plugin reports an allocation failure inside a program as its own
   // error text; what says "out of memory" is one, whatever its code.
@@ -109,8 +114,11 @@ tt_dtype to_tt_dtype(c10::ScalarType t) {
     case c10::ScalarType::Double: return TT_F64;
     case c10::ScalarType::ComplexFloat: return TT_C64;
     case c10::ScalarType::ComplexDouble: return TT_C128;
-    // uint16/32/64 exist in the core for random bits, but PyTorch's own
-    // support for them is thin; they stay off the user-facing device for now.
+    // PyTorch's CPU covers few ops for these; the core lowers those it can
+    // and sends the rest to the CPU (see check_wide_uint in lower/ctx.c).
+    case c10::ScalarType::UInt16: return TT_U16;
+    case c10::ScalarType::UInt32: return TT_U32;
+    case c10::ScalarType::UInt64: return TT_U64;
     default: return TT_DTYPE_NONE;
   }
 }

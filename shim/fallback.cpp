@@ -268,9 +268,11 @@ struct Call {
 };
 
 [[noreturn]] void wrong_device(const Call &c, size_t i, const at::Tensor &t) {
-  TORCH_CHECK(false, c.info.name, ": expected all tensors on tpu:", c.device,
-              ", but argument ", c.info.args[i].name, " (shape ", shape_str(t),
-              ") is on ", t.device());
+  // PyTorch's text (its codegen'd device check) first: tests match it.
+  TORCH_CHECK(false, "Expected all tensors to be on the same device, but got ",
+              c.info.args[i].name, " is on ", t.device(), ", different from other tensors on tpu:",
+              c.device, " (when checking argument in method ", c.info.name, "; its shape ",
+              shape_str(t), ")");
 }
 
 // The device the op runs on: its first tpu tensor, else a Device argument,

@@ -19,6 +19,22 @@ static const dtype_info kInfo[] = {
 _Static_assert(sizeof kInfo / sizeof kInfo[0] == TT_DTYPE_COUNT,
                "every dtype needs a name and size");
 
+// PyTorch's ScalarType names ("Float", "Long"), the spelling of its error
+// messages, which ours mirror so that tests matching PyTorch's text pass.
+static const char *const kTorchName[] = {
+    [TT_BOOL] = "Bool",    [TT_U8] = "Byte",       [TT_I8] = "Char",
+    [TT_I16] = "Short",    [TT_I32] = "Int",       [TT_I64] = "Long",
+    [TT_F16] = "Half",     [TT_BF16] = "BFloat16", [TT_F32] = "Float",
+    [TT_F64] = "Double",   [TT_U16] = "UInt16",    [TT_U32] = "UInt32",
+    [TT_U64] = "UInt64",   [TT_C64] = "ComplexFloat", [TT_C128] = "ComplexDouble",
+};
+_Static_assert(sizeof kTorchName / sizeof kTorchName[0] == TT_DTYPE_COUNT,
+               "every dtype needs PyTorch's name");
+
+const char *tt_dtype_torch_name(tt_dtype d) {
+  return (d >= 0 && d < TT_DTYPE_COUNT) ? kTorchName[d] : "Undefined";
+}
+
 const char *tt_dtype_name(tt_dtype d) {
   return (d >= 0 && d < TT_DTYPE_COUNT) ? kInfo[d].name : "invalid";
 }

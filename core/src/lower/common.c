@@ -193,10 +193,15 @@ tt_status tt_lower_broadcast(tt_lower_ctx *c, tt_hv *vals, int n) {
     tt_hlo_type next = shape;
     if (!broadcast_shape(&shape, t, &next, &bad)) {
       char s1[96], s2[96];
+      int r = next.rank;  // dims of a and b at output dimension `bad`
+      int64_t da = shape.dims[bad - (r - shape.rank)], db = t->dims[bad - (r - t->rank)];
       return tt_lower_fail(c, TT_INVALID_ARGUMENT,
-                           "shapes %s and %s don't broadcast (dimension %d)",
+                           "The size of tensor a (%lld) must match the size of "
+                           "tensor b (%lld) at non-singleton dimension %d "
+                           "(shapes %s and %s don't broadcast)",
+                           (long long)da, (long long)db, bad,
                            tt_shape_str(&shape, s1, sizeof s1),
-                           tt_shape_str(t, s2, sizeof s2), bad);
+                           tt_shape_str(t, s2, sizeof s2));
     }
     shape = next;
   }

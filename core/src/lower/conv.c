@@ -152,8 +152,11 @@ static tt_hv conv_weight_grad(tt_lower_ctx *c, tt_hv x, tt_hv dy, const conv_arg
   return tt_hlo_convolution(tt_lower_hlo(c), x, dy, &d);
 }
 
+// `forward`: integer tensors are fine too (PyTorch's CPU convolves them with
+// wrapping integer arithmetic, as stablehlo.convolution does); they have no
+// gradient, so the backward takes floating dtypes only.
 static tt_status check_conv(tt_lower_ctx *c, const tt_hlo_type *xt, const tt_hlo_type *wt,
-                            const conv_args *a) {
+                            const conv_args *a, bool forward) {
   char s1[96], s2[96];
   int64_t cin = a->transposed ? wt->dims[0] : wt->dims[1] * a->groups;
   bool bad = wt->rank != xt->rank || xt->dims[1] != cin ||
@@ -163,10 +166,11 @@ static tt_status check_conv(tt_lower_ctx *c, const tt_hlo_type *xt, const tt_hlo
                          "(groups=%" PRId64 "%s)", tt_shape_str(xt, s1, sizeof s1),
                          tt_shape_str(wt, s2, sizeof s2), a->groups,
                          a->transposed ? ", transposed" : "");
-  if (!tt_dtype_is_float(xt->dtype) || xt->dtype != wt->dtype)
+  bool ok_dtype = tt_dtype_is_float(xt->dtype) || (forward && tt_dtype_is_int(xt->dtype));
+  if (!ok_dtype || xt->dtype != wt->dtype)
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "input (%s) and weight (%s) must be the "
-                         "same floating dtype", tt_dtype_name(xt->dtype),
-                         tt_dtype_name(wt->dtype));
+                         "same floating%s dtype", tt_dtype_name(xt->dtype),
+                         tt_dtype_name(wt->dtype), forward ? " or integer" : "");
   return NULL;
 }
 
@@ -176,7 +180,7 @@ static tt_status lower_convolution(tt_lower_ctx *c) {
   tt_hlo_type xt = tt_lower_tensor_type(c, 0, -1), wt = tt_lower_tensor_type(c, 1, -1);
   conv_args a;
   TT_RETURN_IF_ERROR(read_conv_args(c, 3, xt.rank, &a));
-  TT_RETURN_IF_ERROR(check_conv(c, &xt, &wt, &a));
+  TT_RETURN_IF_ERROR(check_conv(c, &xt, &wt, &a, true));
   tt_hv x = tt_lower_tensor(c, 0), w = tt_lower_tensor(c, 1);
   tt_hv y = a.transposed ? conv_transposed(c, x, w, &a, a.outpad) : conv_forward(c, x, w, &a);
   if (!tt_lower_is_none(c, 2)) {
@@ -198,7 +202,7 @@ static tt_status lower_convolution_backward(tt_lower_ctx *c) {
               wt = tt_lower_tensor_type(c, 2, -1);
   conv_args a;
   TT_RETURN_IF_ERROR(read_conv_args(c, 3, xt.rank, &a));
-  TT_RETURN_IF_ERROR(check_conv(c, &xt, &wt, &a));
+  TT_RETURN_IF_ERROR(check_conv(c, &xt, &wt, &a, false));
   tt_hlo *b = tt_lower_hlo(c);
   tt_hv g = tt_lower_tensor(c, 0), x = tt_lower_tensor(c, 1), w = tt_lower_tensor(c, 2);
   int64_t k[3];

@@ -595,14 +595,14 @@ bool tt_lower_dest_type(const tt_lower_ctx *c, int r, tt_hlo_type *out) {
 
 void tt_lower_allow_any_cast(tt_lower_ctx *c) { c->any_cast = true; }
 
-tt_status tt_lower_fail(const tt_lower_ctx *c, tt_code code, const char *fmt,
-                        ...) {
+tt_status tt_lower_fail_at(const tt_lower_ctx *c, tt_code code, const char *file,
+                           int line, const char *fmt, ...) {
   char msg[512];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  return tt_make_status(code, "%s: %s", c->op_name, msg);
+  return tt_make_status_at(code, file, line, "%s (in aten::%s)", msg, c->op_name);
 }
 
 // --- writing results -------------------------------------------------------------------
@@ -623,6 +623,143 @@ static bool is_whole_storage(const tt_lower_ctx *c, int slot) {
          view_numel(&v) * tt_dtype_size(t->dtype) == c->facts[slot].nbytes;
 }
 
+// --- out= dtypes -------------------------------------------------------------------------
+//
+// PyTorch has two rules for an out= tensor of another dtype than the result.
+// TensorIterator ops that cast their common dtype to the outputs (add, sin,
+// sum, ...) accept any dtype the result can be cast to (tt_can_cast). The
+// others refuse any other dtype: structured kernels whose meta function sets
+// the output's dtype (mm, gather, sort, ...) and unary ops built with
+// check_all_same_dtype (neg, abs, floor, ...). These are the latter, each with
+// PyTorch's message, measured op by op on the CPU (tests/test_conformance.py
+// sweeps them). An entry with a '.' names one overload, else every overload.
+
+enum { NAMES_TORCH, NAMES_CPP };  // "Float" (ScalarType) or "float" (C++ type)
+enum { RESULT_FIRST, OUT_FIRST };
+
+typedef struct exact_out {
+  const char *op;
+  const char *fmt;  // two %s (dtype names) or none
+  uint8_t names, order;
+} exact_out;
+
+#define TI_SAME "Found dtype %s but expected %s"
+#define STRUCTURED "Expected out tensor to have dtype %s, but got %s instead"
+
+static const exact_out kExactOut[] = {
+    // Unary TensorIterator ops with check_all_same_dtype.
+    {"abs", TI_SAME, NAMES_TORCH, OUT_FIRST}, {"ceil", TI_SAME, NAMES_TORCH, OUT_FIRST},
+    {"floor", TI_SAME, NAMES_TORCH, OUT_FIRST}, {"frac", TI_SAME, NAMES_TORCH, OUT_FIRST},
+    {"neg", TI_SAME, NAMES_TORCH, OUT_FIRST}, {"round", TI_SAME, NAMES_TORCH, OUT_FIRST},
+    {"sign", TI_SAME, NAMES_TORCH, OUT_FIRST}, {"sgn", TI_SAME, NAMES_TORCH, OUT_FIRST},
+    {"trunc", TI_SAME, NAMES_TORCH, OUT_FIRST}, {"fix", TI_SAME, NAMES_TORCH, OUT_FIRST},
+    {"gelu", TI_SAME, NAMES_TORCH, OUT_FIRST}, {"hardshrink", TI_SAME, NAMES_TORCH, OUT_FIRST},
+    {"softshrink", TI_SAME, NAMES_TORCH, OUT_FIRST}, {"softplus", TI_SAME, NAMES_TORCH, OUT_FIRST},
+    {"bitwise_not", TI_SAME, NAMES_TORCH, OUT_FIRST}, {"hardtanh", TI_SAME, NAMES_TORCH, OUT_FIRST},
+    {"leaky_relu", TI_SAME, NAMES_TORCH, OUT_FIRST}, {"elu", TI_SAME, NAMES_TORCH, OUT_FIRST},
+    {"silu", TI_SAME, NAMES_TORCH, OUT_FIRST}, {"hardsigmoid", TI_SAME, NAMES_TORCH, OUT_FIRST},
+    {"hardswish", TI_SAME, NAMES_TORCH, OUT_FIRST}, {"mish", TI_SAME, NAMES_TORCH, OUT_FIRST},
+    // clamp with Scalar bounds only; its Tensor overloads cast.
+    {"clamp.out", TI_SAME, NAMES_TORCH, OUT_FIRST},
+    {"clamp_min.out", TI_SAME, NAMES_TORCH, OUT_FIRST},
+    {"clamp_max.out", TI_SAME, NAMES_TORCH, OUT_FIRST},
+    // Structured kernels: set_output checks the out= tensor's dtype.
+    {"addmm", STRUCTURED, NAMES_CPP, RESULT_FIRST}, {"addmv", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    {"baddbmm", STRUCTURED, NAMES_CPP, RESULT_FIRST}, {"bmm", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    {"mm", STRUCTURED, NAMES_CPP, RESULT_FIRST}, {"linalg_cross", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    {"max.dim_max", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    {"min.dim_min", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    {"_softmax", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    {"_log_softmax", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    {"aminmax", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    {"avg_pool2d", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    {"avg_pool3d", STRUCTURED, NAMES_CPP, RESULT_FIRST}, {"topk", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    {"gather", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    {"index_copy", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    {"index_add", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    {"index_reduce", STRUCTURED, NAMES_CPP, RESULT_FIRST}, {"sort", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    {"scatter", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    {"scatter_add", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    {"scatter_reduce", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    {"renorm", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    {"take_along_dim", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    {"tril", STRUCTURED, NAMES_CPP, RESULT_FIRST}, {"triu", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    {"norm", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    {"linalg_vector_norm", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    {"argmax", STRUCTURED, NAMES_CPP, RESULT_FIRST}, {"argmin", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    {"diag", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    // Their own checks.
+    {"amax", "Expected the dtype for input and out to match, but got %s for input's dtype "
+             "and %s for out's dtype.", NAMES_TORCH, RESULT_FIRST},
+    {"amin", "Expected the dtype for input and out to match, but got %s for input's dtype "
+             "and %s for out's dtype.", NAMES_TORCH, RESULT_FIRST},
+    {"where", "Expected out type to be %s but got %s", NAMES_TORCH, RESULT_FIRST},
+    {"index_select", "index_select(): self and result must have the same scalar type",
+     NAMES_TORCH, RESULT_FIRST},
+    {"take", "take(): self and out expected to have the same dtype, but got self.dtype = %s "
+             "and out.dtype = %s", NAMES_TORCH, RESULT_FIRST},
+    {"nan_to_num", "nan_to_num: dtype of out: %s should be same as input: %s", NAMES_TORCH,
+     OUT_FIRST},
+    {"kthvalue", "output values must be of same type as input", NAMES_TORCH, RESULT_FIRST},
+    {"log_sigmoid_forward", "expected scalar type %s but found %s", NAMES_TORCH, RESULT_FIRST},
+    {"heaviside", "heaviside is not yet implemented for tensors with different dtypes.",
+     NAMES_TORCH, RESULT_FIRST},
+    {"histc", "torch.histogram: input tensor and hist tensor should have the same dtype, but "
+              "got input %s and hist %s", NAMES_CPP, RESULT_FIRST},
+    {"frexp", "torch.frexp() expects mantissa to have dtype %s but got %s", NAMES_CPP,
+     RESULT_FIRST},
+    {"addbmm", "self and mat2 must have the same dtype, but got %s and %s", NAMES_TORCH,
+     OUT_FIRST},
+    {"cummax", "expected scalar_type %s but found %s", NAMES_TORCH, RESULT_FIRST},
+    {"cummin", "expected scalar_type %s but found %s", NAMES_TORCH, RESULT_FIRST},
+    {"logcumsumexp", "expected scalar_type %s but found %s", NAMES_TORCH, RESULT_FIRST},
+    {"dot", "result dtype %s does not match input dtype %s", NAMES_TORCH, OUT_FIRST},
+    {"vdot", "result dtype %s does not match input dtype %s", NAMES_TORCH, OUT_FIRST},
+    {"signbit", "signbit does not support non-boolean outputs.", NAMES_TORCH, OUT_FIRST},
+    {"all", "all only supports bool tensor for result, got: %s", NAMES_TORCH, OUT_FIRST},
+    {"any", "any only supports bool tensor for result, got: %s", NAMES_TORCH, OUT_FIRST},
+};
+
+// c10's TypeMeta names, which the structured kernels' messages print.
+static const char *cpp_name(tt_dtype d) {
+  static const char *const kCpp[] = {
+      [TT_BOOL] = "bool",         [TT_U8] = "unsigned char",    [TT_I8] = "signed char",
+      [TT_I16] = "short int",     [TT_I32] = "int",             [TT_I64] = "long int",
+      [TT_F16] = "c10::Half",     [TT_BF16] = "c10::BFloat16",  [TT_F32] = "float",
+      [TT_F64] = "double",        [TT_U16] = "unsigned short",  [TT_U32] = "unsigned int",
+      [TT_U64] = "unsigned long", [TT_C64] = "c10::complex<float>",
+      [TT_C128] = "c10::complex<double>",
+  };
+  _Static_assert(sizeof kCpp / sizeof kCpp[0] == TT_DTYPE_COUNT, "every dtype needs a name");
+  return d >= 0 && d < TT_DTYPE_COUNT ? kCpp[d] : "unknown";
+}
+
+static const exact_out *find_exact_out(const char *op_name) {
+  size_t base = strcspn(op_name, ".");
+  for (size_t i = 0; i < sizeof kExactOut / sizeof kExactOut[0]; i++) {
+    const char *e = kExactOut[i].op;
+    if (strchr(e, '.') ? strcmp(e, op_name) == 0
+                       : strlen(e) == base && strncmp(e, op_name, base) == 0)
+      return &kExactOut[i];
+  }
+  return NULL;
+}
+
+// Refuses an out= tensor whose dtype differs from the result's for the ops
+// that PyTorch refuses it for.
+static tt_status check_exact_out(const tt_lower_ctx *c, tt_dtype result, tt_dtype out) {
+  const exact_out *e = find_exact_out(c->op_name);
+  if (!e) return NULL;
+  const char *rn = e->names == NAMES_CPP ? cpp_name(result) : tt_dtype_torch_name(result);
+  const char *on = e->names == NAMES_CPP ? cpp_name(out) : tt_dtype_torch_name(out);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+#pragma GCC diagnostic ignored "-Wformat-extra-args"
+  return e->order == RESULT_FIRST ? tt_lower_fail(c, TT_INVALID_ARGUMENT, e->fmt, rn, on)
+                                  : tt_lower_fail(c, TT_INVALID_ARGUMENT, e->fmt, on, rn);
+#pragma GCC diagnostic pop
+}
+
 // Converts result r to its destination's dtype and checks its shape.
 static tt_status fit_to_dest(tt_lower_ctx *c, int r, const tt_tensor *t,
                              tt_hv *v) {
@@ -638,11 +775,14 @@ static tt_status fit_to_dest(tt_lower_ctx *c, int r, const tt_tensor *t,
                            tt_shape_str(ty, b2, sizeof b2));
     return tt_lower_fail(c, TT_OUT_RESIZE, "out= needs resizing");
   }
-  if (ty->dtype != t->dtype && !c->any_cast && !tt_can_cast(ty->dtype, t->dtype))
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT,
-                         "result type %s can't be cast to the desired output "
-                         "type %s", tt_dtype_name(ty->dtype),
-                         tt_dtype_name(t->dtype));
+  if (ty->dtype != t->dtype && !c->any_cast) {
+    if (c->call->dests[r].arg > 0) TT_RETURN_IF_ERROR(check_exact_out(c, ty->dtype, t->dtype));
+    if (!tt_can_cast(ty->dtype, t->dtype))
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT,
+                           "result type %s can't be cast to the desired output "
+                           "type %s", tt_dtype_torch_name(ty->dtype),
+                           tt_dtype_torch_name(t->dtype));
+  }
   *v = tt_hlo_convert(c->b, *v, t->dtype);
   return NULL;
 }
@@ -892,6 +1032,52 @@ static tt_status check_complex(const tt_op_call *call, const tt_rule *rule) {
   return NULL;
 }
 
+// --- uint16/32/64 ------------------------------------------------------------------------
+//
+// PyTorch's CPU kernels cover few ops for the wide unsigned dtypes (mul but not
+// add, == but not <; it raises "not implemented for 'UInt64'" for the rest).
+// The rules were written for PyTorch's usual dtypes, so only the ops below,
+// whose rules are exact for them, see these dtypes, and only when every
+// tensor has the same dtype (PyTorch has no promotion rules for them either).
+// Every other call is TT_UNIMPLEMENTED: the shim runs it on the CPU, which
+// computes or refuses it exactly as PyTorch does.
+
+static bool is_wide_uint(tt_dtype d) { return d == TT_U16 || d == TT_U32 || d == TT_U64; }
+
+// The dtype of the first tensor or dtype argument in v (TT_DTYPE_NONE if
+// none); *mixed when tensors of other dtypes are there too.
+static void scan_dtypes(const tt_value *v, tt_dtype *first, bool *mixed, bool *any_uint) {
+  tt_dtype d = TT_DTYPE_NONE;
+  if (v->kind == TT_VALUE_TENSOR) d = v->u.tensor.dtype;
+  if (v->kind == TT_VALUE_DTYPE) d = v->u.dtype;
+  if (v->kind == TT_VALUE_LIST)
+    for (int j = 0; j < v->u.list.n; j++) scan_dtypes(&v->u.list.items[j], first, mixed, any_uint);
+  if (d == TT_DTYPE_NONE) return;
+  if (is_wide_uint(d)) *any_uint = true;
+  if (*first == TT_DTYPE_NONE) *first = d;
+  else if (*first != d) *mixed = true;
+}
+
+static tt_status check_wide_uint(const tt_op_call *call, const tt_rule *rule) {
+  static const char *const kNative[] = {
+      "aten::copy_", "aten::clone", "aten::cat", "aten::cat.out", "aten::zero_",
+      "aten::eq.Tensor", "aten::ne.Tensor", "aten::mul.Tensor", "aten::mul_.Tensor",
+      "aten::bitwise_and.Tensor", "aten::bitwise_or.Tensor", "aten::bitwise_xor.Tensor",
+      "aten::bitwise_and_.Tensor", "aten::bitwise_or_.Tensor", "aten::bitwise_xor_.Tensor",
+  };
+  tt_dtype first = TT_DTYPE_NONE;
+  bool mixed = false, any_uint = false;
+  for (int i = 0; i < call->nargs; i++) scan_dtypes(&call->args[i], &first, &mixed, &any_uint);
+  if (!any_uint) return NULL;
+  bool native = false;
+  for (size_t i = 0; i < sizeof kNative / sizeof kNative[0] && !native; i++)
+    native = strcmp(rule->name, kNative[i]) == 0;
+  // copy_ converts between any dtypes; the others need one dtype throughout.
+  if (native && (!mixed || strcmp(rule->name, "aten::copy_") == 0)) return NULL;
+  return tt_make_status(TT_UNIMPLEMENTED, "%s: no lowering for uint16/32/64 arguments here",
+                        rule->name);
+}
+
 // Runs the rule and finishes into `prog` (emptied on error); in a graph,
 // `graph_out` also takes the parameter and output values.
 static tt_status lower(const tt_op_call *call, const tt_rule *rule,
@@ -904,6 +1090,7 @@ static tt_status lower(const tt_op_call *call, const tt_rule *rule,
   memset(&c, 0, sizeof c);
   tt_hv *outs = NULL;
   tt_status st = check_complex(call, rule);
+  if (!st) st = check_wide_uint(call, rule);
   if (!st) st = ctx_init(&c, call, rule, opts, b);
   c.graph = graph;
   if (!st) st = rule->fn(&c);

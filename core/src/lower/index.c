@@ -140,6 +140,10 @@ static tt_status reduce_kind(tt_lower_ctx *c, const char *s, int *kind, bool *me
 // scatter.src / .value / .reduce / .value_reduce, scatter_add, scatter_reduce.two:
 // (self, dim, index, src|value[, reduce[, include_self]]).
 static tt_status scatter_like(tt_lower_ctx *c, int kind, int reduce_arg, bool with_self_arg) {
+  const tt_value *sv = tt_lower_arg(c, 3);
+  if (sv->kind == TT_VALUE_TENSOR && sv->u.tensor.dtype != tt_lower_tensor_type(c, 0, -1).dtype)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "scatter(): Expected self.dtype to be equal "
+                         "to src.dtype");
   tt_hv x, index;
   int64_t dim;
   TT_RETURN_IF_ERROR(gs_prepare(c, &x, &dim, &index));
@@ -301,6 +305,10 @@ static tt_status lower_index_put(tt_lower_ctx *c) {
     inv[perm[i]] = i;
   }
   tt_hlo_type vt = tt_lower_tensor_type(c, 2, -1);
+  if (vt.dtype != xt.dtype)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Index put requires the source and destination "
+                         "dtypes match, got %s for the destination and %s for the source.",
+                         tt_dtype_torch_name(xt.dtype), tt_dtype_torch_name(vt.dtype));
   if (vt.rank > rr) {
     char s[96];
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "values %s have more dims than the indexed "

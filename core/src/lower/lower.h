@@ -128,10 +128,16 @@ void tt_lower_allow_any_cast(tt_lower_ctx *c);
 void tt_lower_check(tt_lower_ctx *c, tt_hv bad, tt_hv val, tt_code code,
                     const char *msg, int64_t arg0, int64_t arg1);
 
-// Formats an error prefixed with the op name:
+// Formats an error followed by the op name and the rule's file:line,
 //   tt_lower_fail(c, TT_INVALID_ARGUMENT, "shapes %s and %s don't broadcast")
-tt_status tt_lower_fail(const tt_lower_ctx *c, tt_code code, const char *fmt,
-                        ...) __attribute__((format(printf, 3, 4)));
+// gives "shapes [2] and [3] don't broadcast (in aten::add.Tensor) [common.c:12]":
+// a message that mirrors one of PyTorch's checks starts with PyTorch's text
+// (its tests match it with a regex anchored at the start).
+#define tt_lower_fail(c, code, ...) \
+  tt_lower_fail_at((c), (code), __FILE__, __LINE__, __VA_ARGS__)
+tt_status tt_lower_fail_at(const tt_lower_ctx *c, tt_code code, const char *file,
+                           int line, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
 // --- helpers shared by rules (lower/common.c) ---------------------------------
 

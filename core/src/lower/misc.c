@@ -229,6 +229,10 @@ static tt_status lower_index_fill(tt_lower_ctx *c) {
 static tt_status lower_index_add(tt_lower_ctx *c) {
   tt_hlo *b = tt_lower_hlo(c);
   tt_hlo_type xt = tt_lower_tensor_type(c, 0, -1), st = tt_lower_tensor_type(c, 3, -1);
+  if (st.dtype != xt.dtype)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "index_add_(): self (%s) and source (%s) must "
+                         "have the same scalar type", tt_dtype_torch_name(xt.dtype),
+                         tt_dtype_torch_name(st.dtype));
   tt_hv x, index;
   int64_t dim;
   TT_RETURN_IF_ERROR(index_prepare(c, &x, &dim, &index));

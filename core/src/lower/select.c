@@ -43,6 +43,13 @@ static tt_status index_prepare(tt_lower_ctx *c, index_args *a) {
   a->xt = tt_lower_tensor_type(c, 0, -1);
   tt_hlo_type it = tt_lower_tensor_type(c, 2, -1), st = tt_lower_tensor_type(c, 3, -1);
   char s1[96], s2[96];
+  const char *xn = tt_dtype_torch_name(a->xt.dtype), *sn = tt_dtype_torch_name(st.dtype);
+  if (st.dtype != a->xt.dtype && strstr(tt_lower_op_name(c), "index_copy"))
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "index_copy_(): self and source expected to "
+                         "have the same dtype, but got (self) %s and (source) %s", xn, sn);
+  if (st.dtype != a->xt.dtype)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "index_reduce_(): self (%s) and source (%s) "
+                         "must have the same scalar type", xn, sn);
   if (!tt_dtype_is_int(it.dtype) || it.rank > 1)
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "index must be a 0-d or 1-d integer tensor, "
                          "got %s %s", tt_dtype_name(it.dtype), tt_shape_str(&it, s1, sizeof s1));
@@ -180,6 +187,10 @@ static tt_status lower_put(tt_lower_ctx *c) {
   tt_hlo_type xt = tt_lower_tensor_type(c, 0, -1), it = tt_lower_tensor_type(c, 1, -1);
   tt_hlo_type st = tt_lower_tensor_type(c, 2, -1);
   int64_t k = tt_hlo_numel(&it), two[2] = {k, 1};
+  if (st.dtype != xt.dtype)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "put_(): self and source expected to have the "
+                         "same dtype, but got self.dtype = %s and source.dtype = %s",
+                         tt_dtype_torch_name(xt.dtype), tt_dtype_torch_name(st.dtype));
   if (!tt_dtype_is_int(it.dtype) || tt_hlo_numel(&st) != k)
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "expected an integer index and a source "
                          "with as many elements (%" PRId64 " vs %" PRId64 ")", k,
@@ -206,6 +217,10 @@ static tt_status lower_put(tt_lower_ctx *c) {
 static tt_status lower_masked_scatter(tt_lower_ctx *c) {
   tt_hlo *b = tt_lower_hlo(c);
   tt_hlo_type xt = tt_lower_tensor_type(c, 0, -1), st = tt_lower_tensor_type(c, 2, -1);
+  if (st.dtype != xt.dtype)  // sic: PyTorch's text has no space after "got"
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "masked_scatter: expected self and source to "
+                         "have same dtypes but got%s and %s", tt_dtype_torch_name(xt.dtype),
+                         tt_dtype_torch_name(st.dtype));
   int64_t n = tt_hlo_numel(&xt), s = tt_hlo_numel(&st);
   if (n == 0 || s == 0) {
     tt_lower_result(c, tt_lower_tensor(c, 0));
