@@ -63,6 +63,7 @@ typedef enum tt_dtype {
 
 TT_API const char *tt_dtype_name(tt_dtype d);  // "float32", static
 TT_API const char *tt_dtype_torch_name(tt_dtype d);  // PyTorch's "Float", static
+TT_API const char *tt_dtype_cpp_name(tt_dtype d);    // c10's TypeMeta "float", static
 TT_API int64_t tt_dtype_size(tt_dtype d);      // bytes per element
 TT_API bool tt_dtype_is_complex(tt_dtype d);   // TT_C64, TT_C128
 // A complex dtype's component (TT_C64 -> TT_F32); other dtypes unchanged.

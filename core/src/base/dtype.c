@@ -35,6 +35,20 @@ const char *tt_dtype_torch_name(tt_dtype d) {
   return (d >= 0 && d < TT_DTYPE_COUNT) ? kTorchName[d] : "Undefined";
 }
 
+// c10's TypeMeta names, which the structured kernels' messages print.
+const char *tt_dtype_cpp_name(tt_dtype d) {
+  static const char *const kCpp[] = {
+      [TT_BOOL] = "bool",         [TT_U8] = "unsigned char",    [TT_I8] = "signed char",
+      [TT_I16] = "short int",     [TT_I32] = "int",             [TT_I64] = "long int",
+      [TT_F16] = "c10::Half",     [TT_BF16] = "c10::BFloat16",  [TT_F32] = "float",
+      [TT_F64] = "double",        [TT_U16] = "unsigned short",  [TT_U32] = "unsigned int",
+      [TT_U64] = "unsigned long", [TT_C64] = "c10::complex<float>",
+      [TT_C128] = "c10::complex<double>",
+  };
+  _Static_assert(sizeof kCpp / sizeof kCpp[0] == TT_DTYPE_COUNT, "every dtype needs a name");
+  return d >= 0 && d < TT_DTYPE_COUNT ? kCpp[d] : "unknown";
+}
+
 const char *tt_dtype_name(tt_dtype d) {
   return (d >= 0 && d < TT_DTYPE_COUNT) ? kInfo[d].name : "invalid";
 }

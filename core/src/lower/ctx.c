@@ -720,20 +720,6 @@ static const exact_out kExactOut[] = {
     {"any", "any only supports bool tensor for result, got: %s", NAMES_TORCH, OUT_FIRST},
 };
 
-// c10's TypeMeta names, which the structured kernels' messages print.
-static const char *cpp_name(tt_dtype d) {
-  static const char *const kCpp[] = {
-      [TT_BOOL] = "bool",         [TT_U8] = "unsigned char",    [TT_I8] = "signed char",
-      [TT_I16] = "short int",     [TT_I32] = "int",             [TT_I64] = "long int",
-      [TT_F16] = "c10::Half",     [TT_BF16] = "c10::BFloat16",  [TT_F32] = "float",
-      [TT_F64] = "double",        [TT_U16] = "unsigned short",  [TT_U32] = "unsigned int",
-      [TT_U64] = "unsigned long", [TT_C64] = "c10::complex<float>",
-      [TT_C128] = "c10::complex<double>",
-  };
-  _Static_assert(sizeof kCpp / sizeof kCpp[0] == TT_DTYPE_COUNT, "every dtype needs a name");
-  return d >= 0 && d < TT_DTYPE_COUNT ? kCpp[d] : "unknown";
-}
-
 static const exact_out *find_exact_out(const char *op_name) {
   size_t base = strcspn(op_name, ".");
   for (size_t i = 0; i < sizeof kExactOut / sizeof kExactOut[0]; i++) {
@@ -750,8 +736,8 @@ static const exact_out *find_exact_out(const char *op_name) {
 static tt_status check_exact_out(const tt_lower_ctx *c, tt_dtype result, tt_dtype out) {
   const exact_out *e = find_exact_out(c->op_name);
   if (!e) return NULL;
-  const char *rn = e->names == NAMES_CPP ? cpp_name(result) : tt_dtype_torch_name(result);
-  const char *on = e->names == NAMES_CPP ? cpp_name(out) : tt_dtype_torch_name(out);
+  const char *rn = e->names == NAMES_CPP ? tt_dtype_cpp_name(result) : tt_dtype_torch_name(result);
+  const char *on = e->names == NAMES_CPP ? tt_dtype_cpp_name(out) : tt_dtype_torch_name(out);
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
 #pragma GCC diagnostic ignored "-Wformat-extra-args"
@@ -777,6 +763,9 @@ static tt_status fit_to_dest(tt_lower_ctx *c, int r, const tt_tensor *t,
   }
   if (ty->dtype != t->dtype && !c->any_cast) {
     if (c->call->dests[r].arg > 0) TT_RETURN_IF_ERROR(check_exact_out(c, ty->dtype, t->dtype));
+    if (!tt_can_cast(ty->dtype, t->dtype) && !strncmp(c->op_name, "cat.", 4))
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "torch.cat(): input types can't be cast to "
+                           "the desired output type %s", tt_dtype_torch_name(t->dtype));
     if (!tt_can_cast(ty->dtype, t->dtype))
       return tt_lower_fail(c, TT_INVALID_ARGUMENT,
                            "result type %s can't be cast to the desired output "

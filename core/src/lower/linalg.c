@@ -33,7 +33,8 @@ static tt_status check_operands(const tt_lower_ctx *c, int i, int j, int ri, int
                          "%dD and %dD", ri, rj, (int)a.rank, (int)b.rank);
   if (a.dtype != b.dtype)
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "expected m1 and m2 to have the same "
-                         "dtype, but got: %s != %s", tt_dtype_name(a.dtype), tt_dtype_name(b.dtype));
+                         "dtype, but got: %s != %s", tt_dtype_cpp_name(a.dtype),
+                         tt_dtype_cpp_name(b.dtype));
   if (a.dtype == TT_BOOL)
     return tt_lower_fail(c, TT_UNIMPLEMENTED, "matrix product of bool tensors");
   return NULL;
@@ -42,6 +43,10 @@ static tt_status check_operands(const tt_lower_ctx *c, int i, int j, int ri, int
 static tt_status shape_error(const tt_lower_ctx *c, int i, int j) {
   tt_hlo_type a = type_at(c, i), b = type_at(c, j);
   char s1[96], s2[96];
+  if (a.rank == 2 && b.rank == 2)  // mm, addmm: PyTorch's text
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "mat1 and mat2 shapes cannot be multiplied "
+                         "(%lldx%lld and %lldx%lld)", (long long)a.dims[0], (long long)a.dims[1],
+                         (long long)b.dims[0], (long long)b.dims[1]);
   return tt_lower_fail(c, TT_INVALID_ARGUMENT, "shapes %s and %s cannot be multiplied",
                        tt_shape_str(&a, s1, sizeof s1), tt_shape_str(&b, s2, sizeof s2));
 }
@@ -162,8 +167,11 @@ static tt_status lower_baddbmm(tt_lower_ctx *c) {
 static tt_status lower_addmv(tt_lower_ctx *c) {
   TT_RETURN_IF_ERROR(check_operands(c, 1, 2, 2, 1));
   if (type_at(c, 1).dims[1] != type_at(c, 2).dims[0]) return shape_error(c, 1, 2);
-  if (type_at(c, 0).dtype != type_at(c, 1).dtype)
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "self and mat must have the same dtype");
+  tt_dtype ds = type_at(c, 0).dtype, dm = type_at(c, 1).dtype, dv = type_at(c, 2).dtype;
+  if (ds != dm || dm != dv)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "addmv input tensors must have the same dtype, "
+                         "but got %s, %s, and %s", tt_dtype_torch_name(ds),
+                         tt_dtype_torch_name(dm), tt_dtype_torch_name(dv));
   return add_scaled(c, product(c, 1, 2, 1, 0, false), type_at(c, 1).dtype);
 }
 

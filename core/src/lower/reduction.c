@@ -291,9 +291,9 @@ static tt_hv vector_norm(tt_lower_ctx *c, tt_hv x, double p, const bool *mask, b
 static tt_status norm_like(tt_lower_ctx *c, int dim_idx, int keep_idx, int dtype_idx) {
   tt_hv x = tt_lower_tensor(c, 0);
   tt_hlo_type t = tt_lower_type(c, x);
+  // Unlike sum's, a norm's out= tensor does not choose the dtype: PyTorch
+  // refuses one of another dtype than the result's (ctx.c's kExactOut).
   tt_dtype d = dtype_idx >= 0 ? dtype_arg(c, dtype_idx) : TT_DTYPE_NONE;
-  tt_hlo_type dest;
-  if (d == TT_DTYPE_NONE && tt_lower_dest_type(c, 0, &dest)) d = dest.dtype;
   if (d == TT_DTYPE_NONE) d = t.dtype;
   if (!tt_dtype_is_float(t.dtype) || !tt_dtype_is_float(d))
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "linalg.vector_norm: Expected a floating "
