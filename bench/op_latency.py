@@ -1,14 +1,24 @@
-"""Per-op latency of a small elementwise op: torchtpu strict eager (cache
-hit, asynchronous: ops are launched back to back and waited for once) against
-the same op in PyTorch CPU eager, in one run.
+"""Per-op latency of tiny ops: torchtpu strict eager (cache hit,
+asynchronous: ops are launched back to back and waited for once per block)
+against the same op in PyTorch CPU eager, in one run.
 
-    python bench/op_latency.py [--size 1024] [--iters 2000]
+    python bench/op_latency.py [--size 1024] [--iters 500] [--rounds 7] [--busy N]
 
 Prints microseconds per op for each and their ratio (tpu / cpu; lower is
-better for torchtpu). On a machine without a TPU, "tpu" is XLA's CPU plugin,
-so this measures dispatch + PJRT launch overhead, not accelerator speed.
+better for torchtpu). The two are measured interleaved, block by block
+(cpu, tpu, cpu, tpu, ...), and each figure is the median over the rounds, so
+a machine whose load drifts during the run moves both alike. --busy N starts
+N processes that spin on the CPU for the whole run (a loaded host: the
+per-op path must not depend on other threads getting a core quickly).
+
+On a machine without a TPU, "tpu" is XLA's CPU plugin, so this measures
+dispatch + PJRT launch overhead, not accelerator speed.
 """
 import argparse
+import os
+import statistics
+import subprocess
+import sys
 import time
 
 import torch
@@ -16,47 +26,95 @@ import torch
 import torchtpu  # noqa: F401
 
 
-def per_op_us(fn, iters, sync):
-    for _ in range(20):  # warm up: compile, fill caches
-        fn()
+def block_us(fn, iters, sync):
+    """(wall, process CPU) microseconds per op over one block."""
     sync()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(iters):
         fn()
     sync()
-    return (time.perf_counter() - t0) / iters * 1e6
+    t1, c1 = time.perf_counter(), time.process_time()
+    return (t1 - t0) / iters * 1e6, (c1 - c0) / iters * 1e6
+
+
+def measure(tpu_fn, cpu_fn, iters, rounds):
+    """Median (wall, CPU) us/op of each, measured in alternating blocks."""
+    sync, nothing = torch.tpu.synchronize, (lambda: None)
+    for _ in range(20):  # warm up: compile, fill caches
+        tpu_fn()
+        cpu_fn()
+    sync()
+    t, c = [], []
+    for _ in range(rounds):
+        c.append(block_us(cpu_fn, iters, nothing))
+        t.append(block_us(tpu_fn, iters, sync))
+    med = lambda xs, k: statistics.median(x[k] for x in xs)  # noqa: E731
+    return (med(t, 0), med(t, 1)), (med(c, 0), med(c, 1))
+
+
+def start_busy(n):
+    """n processes that keep a core each busy until killed."""
+    spin = "import signal, sys\nsignal.signal(signal.SIGTERM, lambda *a: sys.exit(0))\nwhile True: pass\n"
+    return [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(n)]
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--size", type=int, default=1024)
-    p.add_argument("--iters", type=int, default=2000)
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--size", type=int, default=1024, help="elements of the 1-D operands")
+    p.add_argument("--mm", type=int, default=16, help="side of the small square matmul")
+    p.add_argument("--iters", type=int, default=500, help="ops per timed block")
+    p.add_argument("--rounds", type=int, default=7, help="cpu/tpu block pairs per op")
+    p.add_argument("--busy", type=int, default=0,
+                   help="start this many CPU-spinning processes for the run")
     a = p.parse_args()
 
-    xc, yc = torch.randn(a.size), torch.randn(a.size)
-    xt, yt = xc.to("tpu"), yc.to("tpu")
-    nothing = lambda: None  # noqa: E731
-
-    rows = []
-    cpu_add = per_op_us(lambda: torch.add(xc, yc), a.iters, nothing)
-    tpu_add = per_op_us(lambda: torch.add(xt, yt), a.iters, torch.tpu.synchronize)
-    rows.append(("add (fresh output)", tpu_add, cpu_add))
-    cpu_mul = per_op_us(lambda: xc.mul(1.0001), a.iters, nothing)
-    tpu_mul = per_op_us(lambda: xt.mul(1.0001), a.iters, torch.tpu.synchronize)
-    rows.append(("mul by scalar", tpu_mul, cpu_mul))
-    zc, zt = xc.clone(), xt.clone()
-    cpu_ip = per_op_us(lambda: zc.add_(yc, alpha=0.5), a.iters, nothing)
-    tpu_ip = per_op_us(lambda: zt.add_(yt, alpha=0.5), a.iters, torch.tpu.synchronize)
-    rows.append(("add_ in place", tpu_ip, cpu_ip))
+    busy = start_busy(a.busy)
+    try:
+        time.sleep(0.2 if busy else 0)  # let them get going
+        rows = run(a)
+    finally:
+        for b in busy:
+            b.terminate()
+        for b in busy:
+            b.wait()
 
     info = torchtpu.runtime_info()
-    print(f"float32[{a.size}], {a.iters} iterations; tpu = {info['platform']} plugin "
-          f"(PJRT {info['api_version'][0]}.{info['api_version'][1]})")
-    print(f"{'op':<22}{'tpu us/op':>12}{'cpu us/op':>12}{'tpu/cpu':>10}")
+    load = os.getloadavg()
+    print(f"float32[{a.size}] (matmul [{a.mm}x{a.mm}]), {a.rounds} rounds of {a.iters}; "
+          f"tpu = {info['platform']} plugin (PJRT {info['api_version'][0]}."
+          f"{info['api_version'][1]}); busy processes {a.busy}; "
+          f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    print("wall: elapsed us/op; cpu time: this process's CPU us/op, all its threads")
+    print(f"{'op':<22}{'tpu wall':>10}{'cpu wall':>10}{'tpu/cpu':>9}"
+          f"{'tpu cpu-time':>14}{'cpu cpu-time':>14}")
     for name, t, c in rows:
-        print(f"{name:<22}{t:>12.1f}{c:>12.1f}{t / c:>10.1f}")
+        print(f"{name:<22}{t[0]:>10.1f}{c[0]:>10.1f}{t[0] / c[0]:>9.1f}"
+              f"{t[1]:>14.1f}{c[1]:>14.1f}")
     stats = torch.tpu._get_cache_stats()
     print(f"compiles {stats['compiles']}, signature hits {stats['sig_hits']}")
+
+
+def run(a):
+    xc, yc = torch.randn(a.size), torch.randn(a.size)
+    xt, yt = xc.to("tpu"), yc.to("tpu")
+    mc = torch.randn(a.mm, a.mm)
+    mt = mc.to("tpu")
+    zc, zt = xc.clone(), xt.clone()
+    ops = [
+        ("add (fresh output)", lambda x, y, z, m: torch.add(x, y)),
+        ("mul by scalar", lambda x, y, z, m: x.mul(1.0001)),
+        ("add_ in place", lambda x, y, z, m: z.add_(y, alpha=0.5)),
+        ("relu", lambda x, y, z, m: torch.relu(x)),
+        ("sum", lambda x, y, z, m: x.sum()),
+        ("matmul small", lambda x, y, z, m: m @ m),
+    ]
+    rows = []
+    for name, f in ops:
+        t, c = measure(lambda: f(xt, yt, zt, mt), lambda: f(xc, yc, zc, mc),
+                       a.iters, a.rounds)
+        rows.append((name, t, c))
+    return rows
 
 
 if __name__ == "__main__":
