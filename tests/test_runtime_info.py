@@ -9,7 +9,7 @@ import torchtpu
 def test_runtime_info():
     info = torchtpu.runtime_info()
     for key in ("platform", "platform_version", "plugin_path", "api_version",
-                "device_count", "device_kind", "supports_f64"):
+                "device_count", "device_kind", "supports_f64", "asynchronous"):
         assert key in info, key
     assert info["device_count"] == torch.tpu.device_count() >= 1
     assert os.path.exists(info["plugin_path"])
@@ -17,6 +17,8 @@ def test_runtime_info():
     assert major == 0 and minor >= 81
     if "TORCHTPU_PLUGIN_PATH" not in os.environ:
         assert info["platform"] == "cpu"  # no TPU on this machine
+    if info["platform"] == "cpu" and "TORCHTPU_CPU_ASYNC" not in os.environ:
+        assert info["asynchronous"] is False  # the CPU plugin runs programs inline
 
 
 def test_device_count_is_configurable():
@@ -40,3 +42,47 @@ def test_second_device_runs_ops():
     out = subprocess.run([sys.executable, "-c", code], env=env,
                          capture_output=True, text=True, timeout=300)
     assert "tpu:1 [1.0, 3.0, 5.0, 7.0]" in out.stdout, out.stderr
+
+
+def test_cpu_async_option():
+    """TORCHTPU_CPU_ASYNC picks how the CPU plugin runs programs; results,
+    device-side checks and the profiler agree in both modes, and a bad value
+    is refused with a message naming the variable."""
+    import subprocess
+    import sys
+    if torchtpu.runtime_info()["platform"] != "cpu":
+        return
+    code = ("import torch, torchtpu\n"
+            "from torchtpu import _core\n"
+            "x = torch.linspace(-2, 2, 64, device='tpu').reshape(8, 8)\n"
+            "_core.profile_start()\n"
+            "y = (torch.relu(x) @ x + 1).sum(0)\n"
+            "torch.tpu.synchronize()\n"
+            "_core.profile_stop()\n"
+            "evs = _core.profile_read()\n"
+            "assert len(evs) >= 4, evs\n"
+            "assert all(e['end_ns'] >= e['launched_ns'] >= e['start_ns'] > 0 for e in evs), evs\n"
+            "try:\n"
+            "    torch.zeros(3, device='tpu').index_select(0, torch.tensor([5], device='tpu'))\n"
+            "    torch.tpu.synchronize()\n"
+            "    print('no error')\n"
+            "except Exception as e:\n"
+            "    print('check:', 'out of range' in str(e))\n"
+            "print(torchtpu.runtime_info()['asynchronous'], y.cpu().tolist())\n")
+    xc = torch.linspace(-2, 2, 64).reshape(8, 8)
+    want = (torch.relu(xc) @ xc + 1).sum(0)
+    for value, asynchronous in (("0", False), ("1", True)):
+        env = dict(os.environ, TORCHTPU_CPU_ASYNC=value)
+        out = subprocess.run([sys.executable, "-c", code], env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        lines = out.stdout.strip().splitlines()
+        assert lines[-2] == "check: True", out.stdout + out.stderr
+        flag, values = lines[-1].split(" ", 1)
+        assert flag == str(asynchronous), out.stdout
+        got = torch.tensor(eval(values))
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4)
+    env = dict(os.environ, TORCHTPU_CPU_ASYNC="yes")
+    out = subprocess.run([sys.executable, "-c", "import torch, torchtpu; torch.ones(1, device='tpu')"],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0 and "TORCHTPU_CPU_ASYNC=yes" in out.stderr, out.stderr

@@ -73,7 +73,9 @@ _patch_printing()
 def runtime_info():
     """What backs the "tpu" device: platform ("cpu", "tpu", "cuda"),
     platform_version, plugin_path, api_version (major, minor), device_count,
-    device_kind, supports_f64. Raises RuntimeError if no plugin can start."""
+    device_kind, supports_f64, asynchronous (launches return before their
+    programs end: always on TPU and GPU; on XLA's CPU plugin only with
+    TORCHTPU_CPU_ASYNC=1). Raises RuntimeError if no plugin can start."""
     info = dict(_core.info())
     info["distributed"] = distributed.info()  # backend "tpu", transport "host (gloo)"
     return info

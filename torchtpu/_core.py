@@ -41,6 +41,7 @@ class RuntimeInfo(ctypes.Structure):  # tt_runtime_info
         ("device_count", ctypes.c_int),
         ("device_kind", ctypes.c_char_p),
         ("supports_f64", ctypes.c_bool),
+        ("asynchronous", ctypes.c_bool),
     ]
 
 
@@ -258,6 +259,7 @@ def info():
         "device_count": out.device_count,
         "device_kind": _s(out.device_kind),
         "supports_f64": bool(out.supports_f64),
+        "asynchronous": bool(out.asynchronous),
     }
 
 

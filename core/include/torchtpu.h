@@ -30,9 +30,18 @@ extern "C" {
 
 typedef struct tt_runtime tt_runtime;
 
+// How XLA's CPU plugin runs a launched program (other plugins are always
+// asynchronous).
+typedef enum tt_cpu_launch {
+  TT_CPU_LAUNCH_DEFAULT = 0,  // inline: the faster one for op-by-op eager work
+  TT_CPU_LAUNCH_INLINE = 1,   // on the launching thread, before the launch returns
+  TT_CPU_LAUNCH_ASYNC = 2,    // on the plugin's worker threads; the launch returns at once
+} tt_cpu_launch;
+
 typedef struct tt_runtime_options {
   const char *plugin_path;  // NULL: discover (env TORCHTPU_PLUGIN_PATH first)
   int cpu_device_count;     // devices the CPU plugin creates; <=0 means 1
+  tt_cpu_launch cpu_launch;
 } tt_runtime_options;
 
 TT_API tt_status tt_runtime_create(const tt_runtime_options *opts,
@@ -40,7 +49,8 @@ TT_API tt_status tt_runtime_create(const tt_runtime_options *opts,
 TT_API void tt_runtime_destroy(tt_runtime *rt);
 
 // The process-wide runtime used by the shim and Python. Created on first use
-// from the environment (TORCHTPU_PLUGIN_PATH, TORCHTPU_CPU_DEVICES); a failed
+// from the environment (TORCHTPU_PLUGIN_PATH, TORCHTPU_CPU_DEVICES,
+// TORCHTPU_CPU_ASYNC: 1 asynchronous, 0 inline, unset the default); a failed
 // creation is remembered and returned again (with its message) on every call.
 TT_API tt_status tt_runtime_get(tt_runtime **out_rt);
 
@@ -52,6 +62,7 @@ typedef struct tt_runtime_info {
   int device_count;
   const char *device_kind;       // kind of device 0
   bool supports_f64;
+  bool asynchronous;             // launches return before their programs end
 } tt_runtime_info;
 
 // Fills `out` with borrowed strings that live as long as `rt`.

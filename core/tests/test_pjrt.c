@@ -253,7 +253,7 @@ static void test_bad_mlir(tt_pjrt *p) {
 }
 
 static void test_bad_plugin(void) {
-  tt_pjrt_options o = {"/nonexistent/libnope_pjrt.so", 1};
+  tt_pjrt_options o = {"/nonexistent/libnope_pjrt.so", 1, -1};
   tt_pjrt *p = NULL;
   tt_status st = tt_pjrt_create(&o, &p);
   CHECK(tt_status_code(st) == TT_NOT_FOUND && p == NULL, "got %s",
@@ -282,7 +282,9 @@ int main(void) {
   test_compile_options();
   test_bad_plugin();
 
-  tt_pjrt_options o = {NULL, 2};
+  // Asynchronous launches first (TPU and GPU plugins always are); the second
+  // client below runs the same programs inline.
+  tt_pjrt_options o = {NULL, 2, 1};
   tt_pjrt *p = NULL;
   tt_status st = tt_pjrt_create(&o, &p);
   if (st) {
@@ -292,17 +294,29 @@ int main(void) {
     return 1;
   }
   test_info(p);
+  tt_pjrt_info info;
+  tt_pjrt_info_get(p, &info);
+  CHECK(info.asynchronous, "cpu_async=1: the client says it is not asynchronous");
   test_roundtrip(p);
   test_execute(p);
   test_serialize(p);
   test_bad_mlir(p);
   tt_pjrt_destroy(p);
 
-  // A second client of the same (already initialised) plugin.
+  // A second client of the same (already initialised) plugin, running
+  // programs inline on the launching thread (the CPU plugin's option).
   o.cpu_device_count = 1;
+  o.cpu_async = 0;
   st = tt_pjrt_create(&o, &p);
   CHECK(st == NULL, "second client: %s", tt_status_message(st));
   tt_status_free(st);
+  if (p) {
+    tt_pjrt_info_get(p, &info);
+    CHECK(info.asynchronous == (strcmp(info.platform, "cpu") != 0),
+          "cpu_async=0 on %s: asynchronous=%d", info.platform, info.asynchronous);
+    test_roundtrip(p);
+    test_execute(p);
+  }
   tt_pjrt_destroy(p);
 
   if (check_failures) {

@@ -23,9 +23,9 @@ static tt_status dup_n(const char *s, size_t n, char **out) {
   return NULL;
 }
 
-// The "cpu_device_count" option is only understood by CPU plugins; others
-// reject unknown options. The platform is unknown until the client exists, so
-// the plugin's file name decides.
+// The "cpu_device_count" and "asynchronous" options are only understood by
+// CPU plugins; others reject unknown options. The platform is unknown until
+// the client exists, so the plugin's file name decides.
 static bool looks_like_cpu_plugin(const char *path) {
   const char *base = strrchr(path, '/');
   return strstr(base ? base + 1 : path, "cpu") != NULL;
@@ -33,21 +33,38 @@ static bool looks_like_cpu_plugin(const char *path) {
 
 // --- client ------------------------------------------------------------------
 
-static tt_status create_client(tt_pjrt *p, int cpu_device_count) {
-  PJRT_NamedValue opt = {0};
-  opt.struct_size = PJRT_NamedValue_STRUCT_SIZE;
-  opt.name = "cpu_device_count";
-  opt.name_size = strlen(opt.name);
-  opt.type = PJRT_NamedValue_kInt64;
-  opt.int64_value = cpu_device_count;
-  opt.value_size = 1;
+static PJRT_NamedValue named(const char *name, PJRT_NamedValue_Type type) {
+  PJRT_NamedValue v = {0};
+  v.struct_size = PJRT_NamedValue_STRUCT_SIZE;
+  v.name = name;
+  v.name_size = strlen(name);
+  v.type = type;
+  v.value_size = 1;
+  return v;
+}
+
+static tt_status create_client(tt_pjrt *p, const tt_pjrt_options *opts) {
+  int cpu_device_count = opts ? opts->cpu_device_count : 0;
+  int cpu_async = opts ? opts->cpu_async : -1;
+  PJRT_NamedValue opt[2];
+  size_t n = 0;
+  bool cpu = looks_like_cpu_plugin(p->plugin_path);
+  if (cpu && cpu_device_count > 0) {
+    opt[n] = named("cpu_device_count", PJRT_NamedValue_kInt64);
+    opt[n++].int64_value = cpu_device_count;
+  }
+  if (cpu && cpu_async >= 0) {
+    opt[n] = named("asynchronous", PJRT_NamedValue_kBool);
+    opt[n++].bool_value = cpu_async > 0;
+  }
+  // XLA's CPU client is asynchronous unless told otherwise; so is every
+  // other plugin.
+  p->asynchronous = !(cpu && cpu_async == 0);
 
   PJRT_Client_Create_Args a = {0};
   a.struct_size = PJRT_Client_Create_Args_STRUCT_SIZE;
-  if (cpu_device_count > 0 && looks_like_cpu_plugin(p->plugin_path)) {
-    a.create_options = &opt;
-    a.num_options = 1;
-  }
+  a.create_options = n ? opt : NULL;
+  a.num_options = n;
   TT_RETURN_IF_ERROR(TT_PJRT_CALL(p->api, PJRT_Client_Create, &a));
   p->client = a.client;
   return NULL;
@@ -104,7 +121,7 @@ static tt_status init(tt_pjrt *p, const tt_pjrt_options *opts) {
   TT_RETURN_IF_ERROR(tt_pjrt_plugin_load(p, p->plugin_path));
   TT_RETURN_IF_ERROR(
       tt_pjrt_compile_options(&p->compile_options, &p->compile_options_len));
-  tt_status st = create_client(p, opts ? opts->cpu_device_count : 0);
+  tt_status st = create_client(p, opts);
   if (!st) st = read_platform(p);
   if (!st) st = read_devices(p);
   return tt_status_annotate(st, "PJRT plugin %s", p->plugin_path);
@@ -148,6 +165,7 @@ void tt_pjrt_info_get(tt_pjrt *p, tt_pjrt_info *out) {
   out->api_minor = p->api_minor;
   out->device_count = p->device_count;
   out->device_kind = p->device_kind;
+  out->asynchronous = p->asynchronous;
 }
 
 // --- device ids -------------------------------------------------------------------

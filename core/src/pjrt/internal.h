@@ -28,6 +28,7 @@ struct tt_pjrt {
   char *device_kind;       // owned, of device 0
   PJRT_Device *const *devices;  // addressable devices, owned by the client
   int device_count;
+  bool asynchronous;      // see tt_pjrt_info
   void *compile_options;  // owned, serialized CompileOptionsProto
   size_t compile_options_len;
 };

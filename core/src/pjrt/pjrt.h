@@ -26,6 +26,11 @@ typedef struct tt_pjrt_event tt_pjrt_event;
 typedef struct tt_pjrt_options {
   const char *plugin_path;  // NULL: tt_pjrt_discover
   int cpu_device_count;     // passed as the "cpu_device_count" create option
+  // CPU plugins only, passed as the "asynchronous" create option: > 0, a
+  // launch returns at once and the plugin's worker threads run the program;
+  // 0, the program runs inline on the launching thread (no thread hand-off);
+  // < 0, the plugin's default. Other plugins are always asynchronous.
+  int cpu_async;
 } tt_pjrt_options;
 
 // Finds a plugin: env TORCHTPU_PLUGIN_PATH, then libtpu (when a TPU is
@@ -47,6 +52,7 @@ typedef struct tt_pjrt_info {
   int api_major, api_minor;      // of the plugin
   int device_count;              // addressable devices
   const char *device_kind;       // of device 0
+  bool asynchronous;             // launches return before their programs end
 } tt_pjrt_info;
 void tt_pjrt_info_get(tt_pjrt *p, tt_pjrt_info *out);
 

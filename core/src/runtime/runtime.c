@@ -27,6 +27,10 @@ tt_status tt_runtime_create(const tt_runtime_options *opts,
       .plugin_path = opts ? opts->plugin_path : NULL,
       .cpu_device_count = opts && opts->cpu_device_count > 0
                               ? opts->cpu_device_count : 1,
+      // Inline by default: a launch of a tiny program then costs no thread
+      // hand-off (a wake-up, a completion signal), which dominates op-by-op
+      // eager on a host whose cores are busy.
+      .cpu_async = opts && opts->cpu_launch == TT_CPU_LAUNCH_ASYNC ? 1 : 0,
   };
   TT_GOTO_IF_ERROR(st, tt_pjrt_create(&po, &rt->pjrt), fail);
   tt_pjrt_info_get(rt->pjrt, &rt->info);
@@ -91,6 +95,16 @@ static void create_global(void) {
     }
     o.cpu_device_count = (int)v;
   }
+  const char *as = getenv("TORCHTPU_CPU_ASYNC");
+  if (as && *as) {
+    if (strcmp(as, "0") && strcmp(as, "1")) {
+      g_err = tt_make_status(TT_INVALID_ARGUMENT, "TORCHTPU_CPU_ASYNC=%s: expected 0 "
+                             "(programs run inline on the launching thread) or 1 "
+                             "(asynchronously, on the plugin's threads)", as);
+      return;
+    }
+    o.cpu_launch = *as == '1' ? TT_CPU_LAUNCH_ASYNC : TT_CPU_LAUNCH_INLINE;
+  }
   g_err = tt_runtime_create(&o, &g_rt);
   if (!g_err) {
     const char *lb = getenv("TPU_LAUNCH_BLOCKING");
@@ -119,6 +133,7 @@ void tt_runtime_info_get(tt_runtime *rt, tt_runtime_info *out) {
   out->device_count = rt->info.device_count;
   out->device_kind = rt->info.device_kind;
   out->supports_f64 = rt->supports_f64;
+  out->asynchronous = rt->info.asynchronous;
 }
 
 void tt_runtime_pick_executor(tt_runtime *rt) {
