@@ -19,6 +19,7 @@
 #include <ATen/native/transformers/attention.h>
 #include <c10/core/DefaultDtype.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
 #include <atomic>
@@ -82,7 +83,14 @@ struct OpInfo {
   int32_t id = -1;   // core op id; -1: run on the CPU
   std::vector<ArgSpec> args;
   std::vector<RetSpec> rets;
+  // Read off the schema once, so that a call builds no text and allocates
+  // only for the arguments it has.
+  bool checks_overlap = false;  // some argument is written and the op is not lenient
+  int32_t nlists = 0;           // arguments described as a list of values
+  int32_t nints = 0;            // int[] arguments
 };
+
+bool skips_overlap_check(const std::string &name);
 
 c10::TypePtr unwrap_optional(const c10::TypePtr &t) {
   if (t->kind() == c10::TypeKind::OptionalType) {
@@ -183,6 +191,20 @@ std::unique_ptr<OpInfo> read_schema(const c10::FunctionSchema &schema) {
     info->rets.push_back(spec);
   }
   info->id = supported ? tt_op_lookup(info->name.c_str()) : -1;
+  bool written = false;
+  for (const ArgSpec &a : info->args) {
+    written = written || a.written;
+    switch (a.kind) {
+      case ArgKind::kTensorList:
+      case ArgKind::kOptTensorList:
+      case ArgKind::kFloats:
+      case ArgKind::kBools:
+      case ArgKind::kScalars: info->nlists++; break;
+      case ArgKind::kInts: info->nints++; break;
+      default: break;
+    }
+  }
+  info->checks_overlap = written && !skips_overlap_check(info->name);
   return info;
 }
 
@@ -254,15 +276,17 @@ tt_scalar scalar_from_tensor(const at::Tensor &t, const std::string &what) {
 }
 
 // Everything the tt_values of one call point into, kept alive for the call.
+// Inline room for a typical op's arguments: a call allocates nothing more
+// unless it has list arguments.
 struct Call {
   const OpInfo &info;
-  std::vector<c10::IValue> args;  // the popped stack arguments
+  c10::SmallVector<c10::IValue, 8> args;  // the popped stack arguments
   int32_t device = 0;
-  std::vector<tt_value> values;
+  c10::SmallVector<tt_value, 8> values;
   std::vector<std::vector<int64_t>> ints;
   std::vector<std::vector<tt_value>> lists;
   std::vector<at::Tensor> keep;  // tensors made here (moved index tensors)
-  std::vector<tt_dest> dests;
+  c10::SmallVector<tt_dest, 4> dests;
 
   explicit Call(const OpInfo &i) : info(i) {}
 };
@@ -441,9 +465,11 @@ void build_values(Call &c) {
   c.values.clear();
   c.ints.clear();
   c.lists.clear();
-  // Reserve so that pointers into these vectors' elements stay put.
-  c.ints.reserve(c.args.size());
-  c.lists.reserve(c.args.size());
+  // Reserve so that pointers into these vectors' elements stay put (one
+  // element per argument of that kind at most).
+  if (c.info.nints) c.ints.reserve(c.info.nints);
+  if (c.info.nlists) c.lists.reserve(c.info.nlists);
+  c.values.reserve(c.args.size());
   for (size_t i = 0; i < c.args.size(); i++) c.values.push_back(arg_value(c, i));
 }
 
@@ -504,8 +530,9 @@ c10::IValue scalar_return(const at::Tensor &t, RetKind kind) {
   }
 }
 
-void push_returns(const Call &c, std::vector<at::Tensor> fresh,
-                  torch::jit::Stack *stack) {
+using Fresh = c10::SmallVector<at::Tensor, 4>;
+
+void push_returns(const Call &c, Fresh fresh, torch::jit::Stack *stack) {
   size_t fixed = 0;  // fresh results not part of a Tensor[] return
   for (const RetSpec &r : c.info.rets) {
     if (r.alias_arg < 0 && r.kind != RetKind::kTensorList) fixed++;
@@ -532,8 +559,8 @@ void push_returns(const Call &c, std::vector<at::Tensor> fresh,
 
 // Takes ownership of every fresh result; a result that cannot be wrapped
 // (and all after it) is destroyed rather than leaked.
-std::vector<at::Tensor> wrap_results(tt_op_result *results, int32_t n) {
-  std::vector<at::Tensor> out;
+Fresh wrap_results(tt_op_result *results, int32_t n) {
+  Fresh out;
   out.reserve(n);
   int32_t i = 0;
   try {
@@ -589,7 +616,7 @@ void collect_tensors(const c10::IValue &iv, std::vector<at::Tensor> *out) {
 }
 
 void check_overlap(const Call &c) {
-  if (skips_overlap_check(c.info.name)) return;
+  if (!c.info.checks_overlap) return;
   std::vector<at::Tensor> written, read;
   for (size_t i = 0; i < c.args.size(); i++) {
     collect_tensors(c.args[i], c.info.args[i].written ? &written : &read);
@@ -698,12 +725,12 @@ void boxed_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
       c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(c.device)));
   for (int attempt = 0;; attempt++) {
     const tt_op_call call = make_call(c);
-    std::vector<tt_op_result> results(std::max<size_t>(c.dests.size(), 1));
+    c10::SmallVector<tt_op_result, 4> results(std::max<size_t>(c.dests.size(), 1));
     int32_t n = 0;
     tt_status s = tt_op_run(rt, &call, results.data(),
                             static_cast<int32_t>(results.size()), &n);
     if (s == nullptr) {
-      std::vector<at::Tensor> fresh = wrap_results(results.data(), n);
+      Fresh fresh = wrap_results(results.data(), n);
       torch::jit::drop(*stack, nargs);
       push_returns(c, std::move(fresh), stack);
       return;
