@@ -8,4 +8,9 @@
 
 uint64_t tt_hash64(const void *data, size_t len);
 
+// Eight bytes a step (FNV takes one): for in-memory tables looked up on every
+// op (signatures, scalar slots, program texts). Never persisted: its values
+// may change between builds.
+uint64_t tt_hash_words(const void *data, size_t len);
+
 #endif

@@ -34,7 +34,7 @@ static tt_status table_init(table *t) {
 }
 
 static void *table_find(const table *t, const void *key, size_t len) {
-  uint64_t h = tt_hash64(key, len);
+  uint64_t h = tt_hash_words(key, len);
   for (entry *e = t->buckets[h % t->nbuckets]; e; e = e->next)
     if (e->hash == h && e->len == len && memcmp(e->key, key, len) == 0)
       return e->value;
@@ -67,7 +67,7 @@ static tt_status table_insert(table *t, const void *key, size_t len,
     return tt_make_status(TT_RESOURCE_EXHAUSTED, "cache: out of memory");
   }
   memcpy(k, key, len);
-  e->hash = tt_hash64(key, len);
+  e->hash = tt_hash_words(key, len);
   e->key = k;
   e->len = len;
   e->value = value;
@@ -79,7 +79,7 @@ static tt_status table_insert(table *t, const void *key, size_t len,
 
 // Unlinks the entry for `key` and returns its value (NULL when absent).
 static void *table_remove(table *t, const void *key, size_t len) {
-  uint64_t h = tt_hash64(key, len);
+  uint64_t h = tt_hash_words(key, len);
   for (entry **pe = &t->buckets[h % t->nbuckets]; *pe; pe = &(*pe)->next) {
     entry *e = *pe;
     if (e->hash == h && e->len == len && memcmp(e->key, key, len) == 0) {

@@ -48,12 +48,11 @@ uint64_t tt_scalar_part_bits(const tt_scalar *s, tt_dtype d, bool imag) {
   return tt_scalar_bits(&im, d);
 }
 
-// The cache slot of a value: Fibonacci hashing of the key's FNV hash, whose
-// low bits alone are weak.
+// The cache slot of a value: the high bits of its word hash.
 static tt_scalar_slot *slot_of(tt_scalar_cache *c, int device, tt_dtype d,
                                uint64_t bits) {
   uint64_t key[3] = {(uint64_t)device, (uint64_t)d, bits};
-  uint64_t h = tt_hash64(key, sizeof key) * 0x9E3779B97F4A7C15ull;
+  uint64_t h = tt_hash_words(key, sizeof key);
   return &c->slots[(h >> 32) % TT_SCALAR_CACHE];
 }
 
