@@ -10,6 +10,9 @@ Names follow DESIGN.md (compatible with Google's TorchTPU where one exists):
                             when a value is needed (launch blocking wins)
     TORCHTPU_PLUGIN_PATH    an explicit PJRT plugin (read by the core)
     TORCHTPU_CPU_DEVICES    devices the CPU plugin creates (read by the core)
+    TORCHTPU_CPU_ASYNC      1: the CPU plugin runs programs asynchronously on
+                            its worker threads; 0 or unset: inline on the
+                            launching thread (read by the core)
     TF_CPP_MIN_LOG_LEVEL    XLA's log level; defaults to 1 (no info lines)
     TORCHTPU_SITE_PACKAGES  where the core looks for the CPU plugin's package;
                             set here from Python's site-packages when unset
@@ -108,6 +111,17 @@ def cpu_devices():
         raise _bad("TORCHTPU_CPU_DEVICES", raw, f"an integer from 1 to {MAX_CPU_DEVICES}")
     os.environ["TORCHTPU_CPU_DEVICES"] = str(int(text))
     return int(text)
+
+
+def cpu_async():
+    """TORCHTPU_CPU_ASYNC as a boolean (default False: XLA's CPU plugin runs
+    each program inline on the launching thread). The core reads the
+    variable itself; a set value is written back as "1" or "0"."""
+    if not os.environ.get("TORCHTPU_CPU_ASYNC", "").strip():
+        return False
+    on = _flag("TORCHTPU_CPU_ASYNC")
+    os.environ["TORCHTPU_CPU_ASYNC"] = "1" if on else "0"
+    return on
 
 
 def quiet_plugin_logs():
@@ -227,6 +241,7 @@ def validate():
                  "TORCHTPU_CHECK_NUMERICS", "TORCHTPU_DIST_CHECK", "TORCHTPU_DEVICE_CHECKS"):
         _flag(name)
     cpu_devices()
+    cpu_async()
     # TORCHTPU_PLUGIN_PATH is checked by the core when the runtime starts: a
     # missing or bad plugin is a RuntimeError naming it at first use, and the
     # process stays usable for CPU work.
