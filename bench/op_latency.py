@@ -1,15 +1,19 @@
-"""Per-op latency of tiny ops: torchtpu strict eager (cache hit,
-asynchronous: ops are launched back to back and waited for once per block)
-against the same op in PyTorch CPU eager, in one run.
+"""Per-op latency of tiny ops: torchtpu strict eager (cache hit) against the
+same op in PyTorch CPU eager, in one run.
 
-    python bench/op_latency.py [--size 1024] [--iters 500] [--rounds 7] [--busy N]
+    python bench/op_latency.py [--size 1024] [--block-ms 0.3] [--rounds 41] [--busy N]
 
 Prints microseconds per op for each and their ratio (tpu / cpu; lower is
-better for torchtpu). The two are measured interleaved, block by block
-(cpu, tpu, cpu, tpu, ...), and each figure is the median over the rounds, so
-a machine whose load drifts during the run moves both alike. --busy N starts
-N processes that spin on the CPU for the whole run (a loaded host: the
-per-op path must not depend on other threads getting a core quickly).
+better for torchtpu). The two are measured interleaved in short blocks
+(cpu, tpu, cpu, tpu, ...; each block about --block-ms long, its tpu ops
+waited for at its end), and each figure is the median over the rounds: on a
+shared, loaded host most short blocks run without being preempted, so the
+median is what an op costs while the process has a core, and both sides
+are measured alike (long blocks would be preempted in proportion to their
+length, penalising the slower side twice). "cpu time" is the process's CPU
+time per op (all its threads). --busy N starts N processes that spin on
+the CPU for the whole run (a loaded host: the per-op path must not depend
+on other threads getting a core quickly).
 
 On a machine without a TPU, "tpu" is XLA's CPU plugin, so this measures
 dispatch + PJRT launch overhead, not accelerator speed.
@@ -37,17 +41,20 @@ def block_us(fn, iters, sync):
     return (t1 - t0) / iters * 1e6, (c1 - c0) / iters * 1e6
 
 
-def measure(tpu_fn, cpu_fn, iters, rounds):
+def measure(tpu_fn, cpu_fn, block_ms, rounds):
     """Median (wall, CPU) us/op of each, measured in alternating blocks."""
     sync, nothing = torch.tpu.synchronize, (lambda: None)
     for _ in range(20):  # warm up: compile, fill caches
         tpu_fn()
         cpu_fn()
     sync()
+    # Ops per block, from a first estimate of each side's cost.
+    n_tpu = max(5, int(block_ms * 1e3 / block_us(tpu_fn, 50, sync)[0]))
+    n_cpu = max(5, int(block_ms * 1e3 / block_us(cpu_fn, 50, nothing)[0]))
     t, c = [], []
     for _ in range(rounds):
-        c.append(block_us(cpu_fn, iters, nothing))
-        t.append(block_us(tpu_fn, iters, sync))
+        c.append(block_us(cpu_fn, n_cpu, nothing))
+        t.append(block_us(tpu_fn, n_tpu, sync))
     med = lambda xs, k: statistics.median(x[k] for x in xs)  # noqa: E731
     return (med(t, 0), med(t, 1)), (med(c, 0), med(c, 1))
 
@@ -63,8 +70,8 @@ def main():
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--size", type=int, default=1024, help="elements of the 1-D operands")
     p.add_argument("--mm", type=int, default=16, help="side of the small square matmul")
-    p.add_argument("--iters", type=int, default=500, help="ops per timed block")
-    p.add_argument("--rounds", type=int, default=7, help="cpu/tpu block pairs per op")
+    p.add_argument("--block-ms", type=float, default=0.3, help="length of a timed block")
+    p.add_argument("--rounds", type=int, default=41, help="cpu/tpu block pairs per op")
     p.add_argument("--busy", type=int, default=0,
                    help="start this many CPU-spinning processes for the run")
     a = p.parse_args()
@@ -81,7 +88,8 @@ def main():
 
     info = torchtpu.runtime_info()
     load = os.getloadavg()
-    print(f"float32[{a.size}] (matmul [{a.mm}x{a.mm}]), {a.rounds} rounds of {a.iters}; "
+    print(f"float32[{a.size}] (matmul [{a.mm}x{a.mm}]), median of {a.rounds} blocks of "
+          f"~{a.block_ms} ms; "
           f"tpu = {info['platform']} plugin (PJRT {info['api_version'][0]}."
           f"{info['api_version'][1]}); busy processes {a.busy}; "
           f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
@@ -112,7 +120,7 @@ def run(a):
     rows = []
     for name, f in ops:
         t, c = measure(lambda: f(xt, yt, zt, mt), lambda: f(xc, yc, zc, mc),
-                       a.iters, a.rounds)
+                       a.block_ms, a.rounds)
         rows.append((name, t, c))
     return rows
 
