@@ -312,12 +312,18 @@ class WholeStep:
 
     def _trace(self, fn, inputs, kind):
         from torch._subclasses.fake_tensor import FakeTensor
+        import torch.fx.traceback as fx_traceback
         from torch.fx.experimental.proxy_tensor import make_fx
 
         tc = self._tc
         try:
-            gm = make_fx(fn, decomposition_table=tc.decompositions(),
-                         tracing_mode="fake")(*inputs)
+            # preserve_node_meta restores fx's global node metadata afterwards:
+            # selective checkpointing writes "recompute" tags into it while
+            # tracing and does not take them out, so every later torch.compile
+            # in the process would see its nodes as checkpointed
+            with fx_traceback.preserve_node_meta():
+                gm = make_fx(fn, decomposition_table=tc.decompositions(),
+                             tracing_mode="fake")(*inputs)
         finally:
             # the forward left traced values on the modules (MoE's aux_loss)
             for m in self.model.modules():
