@@ -59,13 +59,20 @@ class Parallel:
         return self.rank == 0
 
 
-def degrees(p, world):
-    """(replicate, shard, tp) for `world` ranks; ValueError when they do not fit."""
+def read_degrees(p):
+    """(replicate, shard, tp) as [parallelism] gives them (shard may be -1);
+    ValueError when one is below 1."""
     rep, shard, tp = (p["data_parallel_replicate_degree"], p["data_parallel_shard_degree"],
                       p["tensor_parallel_degree"])
     if rep < 1 or tp < 1 or (shard < 1 and shard != -1):
         raise ValueError(f"parallelism: degrees must be >= 1 (shard may be -1), got replicate "
                          f"{rep}, shard {shard}, tensor {tp}")
+    return rep, shard, tp
+
+
+def degrees(p, world):
+    """(replicate, shard, tp) for `world` ranks; ValueError when they do not fit."""
+    rep, shard, tp = read_degrees(p)
     if shard == -1:
         if world % (rep * tp):
             raise ValueError(f"parallelism: replicate {rep} x tensor {tp} does not divide "

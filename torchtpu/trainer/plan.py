@@ -66,6 +66,7 @@ import os
 import torch
 
 from ..models import build_model, flops_per_token, num_params
+from . import parallel
 from .config import validate_activation_checkpoint
 
 _TP_SPLIT = ("attention.wq", "attention.wk", "attention.wv", "attention.wo",
@@ -84,12 +85,8 @@ def meta_model(cfg):
 def degrees(cfg):
     """(replicate, shard, tp, world) from [parallelism]; shard -1 is what
     WORLD_SIZE (default 1) leaves."""
-    p = cfg["parallelism"]
-    rep, shard, tp = (p["data_parallel_replicate_degree"], p["data_parallel_shard_degree"],
-                      p["tensor_parallel_degree"])
-    if rep < 1 or tp < 1 or (shard < 1 and shard != -1):
-        raise ValueError(f"parallelism: degrees must be >= 1 (shard may be -1), got replicate "
-                         f"{rep}, shard {shard}, tensor {tp}")
+    # not parallel.degrees: a plan may combine TP with FSDP and needs no ranks
+    rep, shard, tp = parallel.read_degrees(cfg["parallelism"])
     if shard == -1:
         world = int(os.environ.get("WORLD_SIZE", "1"))
         shard = max(1, world // (rep * tp))
