@@ -79,6 +79,9 @@ void throw_status(tt_status s, const std::string &what) {
     case TT_UNIMPLEMENTED:
       TORCH_CHECK_NOT_IMPLEMENTED(false, msg);
       break;
+    case TT_TYPE_ERROR:
+      TORCH_CHECK_TYPE(false, msg);
+      break;
     default:
       break;
   }

@@ -26,8 +26,9 @@ tt_runtime *runtime();
 
 // Frees `s` and throws a c10::Error carrying its message (IndexError for
 // TT_OUT_OF_RANGE, OutOfMemoryError for TT_RESOURCE_EXHAUSTED,
-// NotImplementedError for TT_UNIMPLEMENTED). `what` prefixes the message when
-// the core's message does not already say which op failed.
+// NotImplementedError for TT_UNIMPLEMENTED, TypeError for TT_TYPE_ERROR). `what`
+// prefixes the message when the core's message does not already say which op
+// failed.
 [[noreturn]] void throw_status(tt_status s, const std::string &what);
 
 // Throws (freeing the status) when `s` is an error; does nothing on OK.

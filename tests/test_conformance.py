@@ -103,10 +103,6 @@ OUT_DTYPES = [torch.float64, torch.int64, torch.bfloat16]
 @pytest.mark.parametrize("od", OUT_DTYPES, ids=str)
 @pytest.mark.parametrize("name,fn", OUT_CASES, ids=[c[0] for c in OUT_CASES])
 def test_out_dtype(name, fn, od):
-    if name == "cat" and od == torch.int64:
-        # Same text, but PyTorch raises TypeError here (TORCH_CHECK_TYPE); the
-        # core has no status code for a TypeError yet.
-        pytest.xfail("tpu raises RuntimeError where PyTorch raises TypeError")
     assert_like_cpu(lambda d: fn(d, od))
 
 

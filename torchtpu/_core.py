@@ -24,6 +24,7 @@ TT_FAILED_PRECONDITION = 4
 TT_INTERNAL = 5
 TT_RESOURCE_EXHAUSTED = 6
 TT_OUT_OF_RANGE = 7
+TT_TYPE_ERROR = 9
 
 # tt_exec_mode
 TT_MODE_STRICT = 0
@@ -212,6 +213,8 @@ def check(status):
     core.tt_status_free(status)
     if code == TT_OUT_OF_RANGE:
         raise IndexError(msg)
+    if code == TT_TYPE_ERROR:
+        raise TypeError(msg)
     raise RuntimeError(msg)
 
 

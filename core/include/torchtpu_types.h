@@ -31,6 +31,7 @@ typedef enum tt_code {
   TT_RESOURCE_EXHAUSTED = 6,   // out of memory
   TT_OUT_OF_RANGE = 7,      // index out of range (IndexError in Python)
   TT_OUT_RESIZE = 8,        // an out= tensor has the wrong shape: resize, retry
+  TT_TYPE_ERROR = 9,        // a dtype PyTorch refuses with TypeError (TORCH_CHECK_TYPE)
 } tt_code;
 
 typedef struct tt_status_s *tt_status;  // NULL == OK

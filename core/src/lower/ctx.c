@@ -764,7 +764,7 @@ static tt_status fit_to_dest(tt_lower_ctx *c, int r, const tt_tensor *t,
   if (ty->dtype != t->dtype && !c->any_cast) {
     if (c->call->dests[r].arg > 0) TT_RETURN_IF_ERROR(check_exact_out(c, ty->dtype, t->dtype));
     if (!tt_can_cast(ty->dtype, t->dtype) && !strncmp(c->op_name, "cat.", 4))
-      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "torch.cat(): input types can't be cast to "
+      return tt_lower_fail(c, TT_TYPE_ERROR, "torch.cat(): input types can't be cast to "
                            "the desired output type %s", tt_dtype_torch_name(t->dtype));
     if (!tt_can_cast(ty->dtype, t->dtype))
       return tt_lower_fail(c, TT_INVALID_ARGUMENT,
