@@ -28,22 +28,12 @@ CI_ENTRIES = [
 SAMPLES_PER_ENTRY = 4  # keeps the subset well under a minute
 
 
-def _entries():
-    keys = set(CI_ENTRIES)
-    found = {opinfo.entry_key(op): op for _, op in opinfo.select(torch.float32, keys)}
-    return [found.get(k) for k in CI_ENTRIES]
-
-
-_ENTRIES = _entries()
+_ENTRIES = opinfo.entries_by_key(CI_ENTRIES)
 
 
 @pytest.mark.parametrize("key,op", list(zip(CI_ENTRIES, _ENTRIES)), ids=CI_ENTRIES)
 def test_entry_native_float32(key, op):
-    assert op is not None, f"OpInfo entry {key} not found or not float32 on cpu"
-    res = opinfo.run_entry(op, torch.float32, limit=SAMPLES_PER_ENTRY)
-    assert res["samples"] > 0, f"{key}: no sample ran ({res['message']})"
-    assert res["status"] == "native-pass", f"{key}: {res['status']}: {res['message']} " \
-                                           f"fallback={res['fallback_ops']}"
+    opinfo.assert_native_pass(key, op, limit=SAMPLES_PER_ENTRY)
 
 
 def test_harness_flags_wrong_results():

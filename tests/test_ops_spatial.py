@@ -29,18 +29,10 @@ ENTRIES = [
 SAMPLES_PER_ENTRY = 4
 
 
-def _entries():
-    found = {opinfo.entry_key(op): op for _, op in opinfo.select(torch.float32, set(ENTRIES))}
-    return [found.get(k) for k in ENTRIES]
-
-
-@pytest.mark.parametrize("key,op", list(zip(ENTRIES, _entries())), ids=ENTRIES)
+@pytest.mark.parametrize("key,op", list(zip(ENTRIES, opinfo.entries_by_key(ENTRIES))),
+                         ids=ENTRIES)
 def test_entry_native_float32(key, op):
-    assert op is not None, f"OpInfo entry {key} not found or not float32 on cpu"
-    res = opinfo.run_entry(op, torch.float32, limit=SAMPLES_PER_ENTRY)
-    assert res["samples"] > 0, f"{key}: no sample ran ({res['message']})"
-    assert res["status"] == "native-pass", f"{key}: {res['status']}: {res['message']} " \
-                                           f"fallback={res['fallback_ops']}"
+    opinfo.assert_native_pass(key, op, limit=SAMPLES_PER_ENTRY)
 
 
 _TARGET = torch.randint(0, 4, (2, 3, 5), generator=torch.Generator().manual_seed(1))

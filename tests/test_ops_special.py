@@ -22,18 +22,10 @@ SAMPLES_PER_ENTRY = 4
 FEWER_SAMPLES = {"igamma": 2, "igammac": 2}  # ~1 s to compile each shape
 
 
-def _entries():
-    found = {opinfo.entry_key(op): op for _, op in opinfo.select(torch.float32, set(ENTRIES))}
-    return [found.get(k) for k in ENTRIES]
-
-
-@pytest.mark.parametrize("key,op", list(zip(ENTRIES, _entries())), ids=ENTRIES)
+@pytest.mark.parametrize("key,op", list(zip(ENTRIES, opinfo.entries_by_key(ENTRIES))),
+                         ids=ENTRIES)
 def test_entry_native_float32(key, op):
-    assert op is not None, f"OpInfo entry {key} not found or not float32 on cpu"
-    res = opinfo.run_entry(op, torch.float32, limit=FEWER_SAMPLES.get(key, SAMPLES_PER_ENTRY))
-    assert res["samples"] > 0, f"{key}: no sample ran ({res['message']})"
-    assert res["status"] == "native-pass", f"{key}: {res['status']}: {res['message']} " \
-                                           f"fallback={res['fallback_ops']}"
+    opinfo.assert_native_pass(key, op, limit=FEWER_SAMPLES.get(key, SAMPLES_PER_ENTRY))
 
 
 def _same(fn, *args, **kw):
@@ -108,19 +100,10 @@ MORE_ENTRIES = ["special." + p for p in POLYNOMIALS] + [
 ]
 
 
-def _more_entries():
-    found = {opinfo.entry_key(op): op
-             for _, op in opinfo.select(torch.float32, set(MORE_ENTRIES))}
-    return [found.get(k) for k in MORE_ENTRIES]
-
-
-@pytest.mark.parametrize("key,op", list(zip(MORE_ENTRIES, _more_entries())), ids=MORE_ENTRIES)
+@pytest.mark.parametrize("key,op", list(zip(MORE_ENTRIES, opinfo.entries_by_key(MORE_ENTRIES))),
+                         ids=MORE_ENTRIES)
 def test_more_entries_native_float32(key, op):
-    assert op is not None, f"OpInfo entry {key} not found or not float32 on cpu"
-    res = opinfo.run_entry(op, torch.float32, limit=SAMPLES_PER_ENTRY)
-    assert res["samples"] > 0, f"{key}: no sample ran ({res['message']})"
-    assert res["status"] == "native-pass", f"{key}: {res['status']}: {res['message']} " \
-                                           f"fallback={res['fallback_ops']}"
+    opinfo.assert_native_pass(key, op, limit=SAMPLES_PER_ENTRY)
 
 
 # x at the edges (|x| = 1, 0) and inside/outside [-1, 1]; n negative, fractional,

@@ -417,6 +417,24 @@ def select(dtype, names=None):
     return out
 
 
+
+def entries_by_key(keys, dtype=torch.float32):
+    """The OpInfo entry for each key in `keys` (None where op_db has none
+    supporting `dtype` on the CPU), in order: pytest parameters for tests
+    that pin a family of entries to the native path."""
+    found = {entry_key(op): op for _, op in select(dtype, set(keys))}
+    return [found.get(k) for k in keys]
+
+
+def assert_native_pass(key, op, dtype=torch.float32, limit=None):
+    """Runs entry `op` (found for `key`) and fails unless at least one sample
+    ran and every sample passed with no op falling back to the CPU."""
+    assert op is not None, f"OpInfo entry {key} not found or not {dtype} on cpu"
+    res = run_entry(op, dtype, limit=limit)
+    assert res["samples"] > 0, f"{key}: no sample ran ({res['message']})"
+    assert res["status"] == "native-pass", \
+        f"{key}: {res['status']}: {res['message']} fallback={res['fallback_ops']}"
+
 # --- worker processes ---------------------------------------------------------------------------
 
 _TAG = "@@opinfo "

@@ -99,6 +99,17 @@ static tt_status check_signal(const tt_lower_ctx *c, const tt_hlo_type *t, const
   return NULL;
 }
 
+// The transformed dims of argument 1 (checked against the signal `t`) and
+// how many points they span, the product of their lengths.
+static tt_status signal_dims(tt_lower_ctx *c, const tt_hlo_type *t, bool complex_in,
+                             int64_t *dims, int *n, double *points) {
+  TT_RETURN_IF_ERROR(fft_dims(c, t->rank, dims, n));
+  TT_RETURN_IF_ERROR(check_signal(c, t, dims, *n, complex_in));
+  *points = 1;
+  for (int i = 0; i < *n; i++) *points *= (double)t->dims[dims[i]];
+  return NULL;
+}
+
 // --- the rules -------------------------------------------------------------------------
 
 // _fft_c2c(self, dim, normalization, forward)
@@ -107,11 +118,9 @@ static tt_status lower_fft_c2c(tt_lower_ctx *c) {
   tt_hlo_type t = tt_lower_type(c, x);
   int64_t dims[TT_MAX_RANK];
   int n = 0;
-  TT_RETURN_IF_ERROR(fft_dims(c, t.rank, dims, &n));
-  TT_RETURN_IF_ERROR(check_signal(c, &t, dims, n, true));
+  double points, scale;
+  TT_RETURN_IF_ERROR(signal_dims(c, &t, true, dims, &n, &points));
   bool forward = tt_lower_bool(c, 3);
-  double points = 1, scale;
-  for (int i = 0; i < n; i++) points *= (double)t.dims[dims[i]];
   TT_RETURN_IF_ERROR(norm_scale(c, points, !forward && n > 0, &scale));
   return scaled_result(c, c2c_over(c, x, forward, dims, n), scale);
 }
@@ -123,11 +132,9 @@ static tt_status lower_fft_r2c(tt_lower_ctx *c) {
   tt_hlo_type t = tt_lower_type(c, x);
   int64_t dims[TT_MAX_RANK];
   int n = 0;
-  TT_RETURN_IF_ERROR(fft_dims(c, t.rank, dims, &n));
-  TT_RETURN_IF_ERROR(check_signal(c, &t, dims, n, false));
+  double points, scale;
+  TT_RETURN_IF_ERROR(signal_dims(c, &t, false, dims, &n, &points));
   if (n == 0) return tt_lower_fail(c, TT_UNIMPLEMENTED, "r2c over no dims");
-  double points = 1, scale;
-  for (int i = 0; i < n; i++) points *= (double)t.dims[dims[i]];
   TT_RETURN_IF_ERROR(norm_scale(c, points, false, &scale));
   tt_dtype cd = t.dtype == TT_F32 ? TT_C64 : TT_C128;
   if (!tt_lower_bool(c, 3))  // two-sided: the complex transform of x
