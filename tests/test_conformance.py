@@ -180,6 +180,41 @@ def test_device_error_text():
         torch.ones(3, device="tpu") + torch.ones(3)
 
 
+# Reductions over nothing: PyTorch's exception type and text (or its result:
+# median() of an empty tensor is NaN), for each way of asking.
+E = (0, 3)
+EMPTY_REDUCTIONS = [
+    ("max()", lambda d: torch.empty(E, device=d).max()),
+    ("min()", lambda d: torch.empty(E, device=d).min()),
+    ("amax()", lambda d: torch.empty(E, device=d).amax()),
+    ("amax(0)", lambda d: torch.empty(E, device=d).amax(0)),
+    ("amin(1)", lambda d: torch.empty(E, device=d).amin(1)),
+    ("max(0)", lambda d: torch.empty(E, device=d).max(0)),
+    ("min(-2)", lambda d: torch.empty(E, device=d).min(-2)),
+    ("argmax()", lambda d: torch.empty(E, device=d).argmax()),
+    ("argmin(0)", lambda d: torch.empty(E, device=d).argmin(0)),
+    ("argmax(1)", lambda d: torch.empty(E, device=d).argmax(1)),
+    ("aminmax()", lambda d: torch.aminmax(torch.empty(E, device=d))),
+    ("aminmax(0)", lambda d: torch.aminmax(torch.empty(E, device=d), dim=0)),
+    ("median()", lambda d: torch.empty(E, device=d).median()),
+    ("nanmedian()", lambda d: torch.empty(0, device=d).nanmedian()),
+    ("median(0)", lambda d: torch.empty(E, device=d).median(0)),
+    ("nanmedian(0)", lambda d: torch.empty(E, device=d).nanmedian(0)),
+    ("kthvalue(1, 0)", lambda d: torch.empty(E, device=d).kthvalue(1, 0)),
+    ("kthvalue k big", lambda d: torch.ones(3, 2, device=d).kthvalue(4, 0)),
+    ("kthvalue k 0", lambda d: torch.ones(3, 2, device=d).kthvalue(0, 1)),
+    ("histc bins 0", lambda d: torch.histc(torch.ones(3, device=d), bins=0)),
+]
+
+
+@pytest.mark.parametrize("name,fn", EMPTY_REDUCTIONS, ids=[c[0] for c in EMPTY_REDUCTIONS])
+def test_reduction_over_nothing(name, fn):
+    def first(d):
+        r = fn(d)
+        return r[0] if isinstance(r, tuple) else r
+    assert_like_cpu(first)
+
+
 # --- 3. index writes with a source of another dtype ---------------------------------------
 
 F64 = torch.float64

@@ -378,6 +378,7 @@ static tt_hv materialize(tt_lower_ctx *c, int slot) {
 static const tt_value kNone = {.kind = TT_VALUE_NONE};
 
 const char *tt_lower_op_name(const tt_lower_ctx *c) { return c->op_name; }
+int tt_lower_op_base_len(const tt_lower_ctx *c) { return (int)strcspn(c->op_name, "."); }
 const char *tt_lower_rule_name(const tt_lower_ctx *c) { return c->rule->name; }
 tt_hlo *tt_lower_hlo(tt_lower_ctx *c) { return c->b; }
 int tt_lower_nargs(const tt_lower_ctx *c) { return c->call->nargs; }

@@ -68,6 +68,9 @@ int32_t tt_rule_register(const char *name, tt_lower_fn fn, uint32_t flags);
 // --- reading arguments -------------------------------------------------------
 
 const char *tt_lower_op_name(const tt_lower_ctx *c);  // "add.Tensor"
+// The length of the op name without its overload ("max" of "max.dim"): PyTorch's
+// messages name the function, as in "%.*s(): ...".
+int tt_lower_op_base_len(const tt_lower_ctx *c);
 const char *tt_lower_rule_name(const tt_lower_ctx *c);  // "aten::add.Tensor"
 tt_hlo *tt_lower_hlo(tt_lower_ctx *c);
 int tt_lower_nargs(const tt_lower_ctx *c);

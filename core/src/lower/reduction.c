@@ -12,6 +12,7 @@
 //
 // Leaves out: nanmean/nanmedian, reductions over named dims.
 #include <math.h>
+#include <string.h>
 
 #include "lower/lower.h"
 
@@ -81,6 +82,30 @@ static tt_status lower_prod_dim(tt_lower_ctx *c) { return sum_like(c, 1, 2, 3, T
 
 // --- amax, amin, max, min -----------------------------------------------------------------------
 
+// max/min/amax/amin/argmax/argmin over the dims in mask (argument dim_idx,
+// -1: all of them) of a tensor of type t: none may be empty, with PyTorch's
+// texts (reducing everything of an empty tensor is a RuntimeError for
+// max/min/amax, an IndexError for argmax; one empty dim is an IndexError).
+static tt_status check_nonempty(const tt_lower_ctx *c, const tt_hlo_type *t, const bool *mask,
+                                int dim_idx) {
+  const char *op = tt_lower_op_name(c);
+  int len = tt_lower_op_base_len(c);
+  const tt_value *v = dim_idx >= 0 ? tt_lower_arg(c, dim_idx) : NULL;
+  bool no_dim = !v || v->kind == TT_VALUE_NONE || (v->kind == TT_VALUE_INTS && v->u.ints.n == 0);
+  if (no_dim && tt_hlo_numel(t) == 0) {
+    bool arg = !strncmp(op, "arg", 3);
+    return tt_lower_fail(c, arg ? TT_OUT_OF_RANGE : TT_INVALID_ARGUMENT,
+                         "%.*s(): Expected reduction dim to be specified for input.numel() == "
+                         "0.%s", len, op, arg ? "" : " Specify the reduction dim with the 'dim' "
+                         "argument.");
+  }
+  for (int d = 0; d < t->rank; d++)
+    if (mask[d] && t->dims[d] == 0)
+      return tt_lower_fail(c, TT_OUT_OF_RANGE, "%.*s(): Expected reduction dim %d to have "
+                           "non-zero size.", len, op, d);
+  return NULL;
+}
+
 // max/min over the masked dims; a reduced dim of size 0 has no identity in
 // PyTorch, so it is an error.
 static tt_status extreme(tt_lower_ctx *c, int dim_idx, int keep_idx, bool is_max) {
@@ -88,10 +113,7 @@ static tt_status extreme(tt_lower_ctx *c, int dim_idx, int keep_idx, bool is_max
   tt_hlo_type t = tt_lower_type(c, x);
   bool mask[TT_MAX_RANK];
   TT_RETURN_IF_ERROR(tt_lower_dim_mask(c, dim_idx, t.rank, true, mask));
-  for (int d = 0; d < t.rank; d++)
-    if (mask[d] && t.dims[d] == 0)
-      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Expected reduction dim %d to have "
-                           "non-zero size.", d);
+  TT_RETURN_IF_ERROR(check_nonempty(c, &t, mask, dim_idx));
   bool keep = keep_idx >= 0 && tt_lower_bool(c, keep_idx);
   tt_hlo_reduce_kind kind = t.dtype == TT_BOOL ? (is_max ? TT_HLO_REDUCE_OR : TT_HLO_REDUCE_AND)
                                                : (is_max ? TT_HLO_REDUCE_MAX : TT_HLO_REDUCE_MIN);
@@ -110,9 +132,6 @@ static tt_status lower_min(tt_lower_ctx *c) { return extreme(c, -1, -1, false); 
 static tt_status arg_along(tt_lower_ctx *c, tt_hv x, int64_t dim, bool keep, bool is_max,
                            tt_hv *vals, tt_hv *idx) {
   tt_hlo_type t = tt_lower_type(c, x);
-  if (t.dims[dim] == 0)
-    return tt_lower_fail(c, TT_OUT_OF_RANGE, "cannot compute the %s of an empty "
-                         "dimension %d", is_max ? "max" : "min", (int)dim);
   tt_hlo_argreduce(tt_lower_hlo(c), x, dim, is_max, TT_I64, vals, idx);
   if (keep) {
     t.dims[dim] = 1;
@@ -128,6 +147,9 @@ static tt_status with_indices(tt_lower_ctx *c, bool is_max) {
   tt_hlo_type t = tt_lower_type(c, x);
   int64_t dim;
   TT_RETURN_IF_ERROR(tt_lower_dim(c, tt_lower_int(c, 1), t.rank, &dim));
+  bool mask[TT_MAX_RANK] = {false};
+  if (t.rank > 0) mask[dim] = true;
+  TT_RETURN_IF_ERROR(check_nonempty(c, &t, mask, 1));
   tt_hv vals = x, idx;
   if (t.rank == 0)
     idx = tt_hlo_const_i(tt_lower_hlo(c), TT_I64, 0);
@@ -152,6 +174,9 @@ static tt_status arg_only(tt_lower_ctx *c, bool is_max) {
     x = tt_hlo_reshape(tt_lower_hlo(c), x, 1, &n);
   if (!flat) TT_RETURN_IF_ERROR(tt_lower_dim(c, tt_lower_int(c, 1), t.rank, &dim));
   if (t.rank == 0) dim = 0;
+  bool mask[TT_MAX_RANK] = {false};
+  for (int d = 0; d < t.rank; d++) mask[d] = flat || d == dim;
+  TT_RETURN_IF_ERROR(check_nonempty(c, &t, mask, 1));
   tt_hv vals, idx;
   TT_RETURN_IF_ERROR(arg_along(c, x, dim, !flat && keep && t.rank > 0, is_max, &vals, &idx));
   if (flat && keep) {

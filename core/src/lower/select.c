@@ -264,12 +264,18 @@ static tt_status order_stat(tt_lower_ctx *c, int64_t dim_in, bool keepdim, enum 
   }
   tt_hlo_type t = tt_lower_type(c, x);
   int64_t n = t.dims[dim];
+  // PyTorch's texts: nanmedian's say "median()", as its CPU kernel's do
+  const char *fn = kind == PICK_KTH ? "kthvalue" : "median";
+  if (n == 0 && values_only && tt_dtype_is_float(t.dtype)) {  // median() of nothing: NaN
+    tt_lower_result(c, tt_hlo_const(b, t.dtype, NAN));
+    return NULL;
+  }
   if (n == 0)
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "cannot compute an order statistic over an "
-                         "empty dim %" PRId64, dim);
+    return tt_lower_fail(c, TT_OUT_OF_RANGE, "%s(): Expected reduction dim %" PRId64
+                         " to have non-zero size.", fn, dim);
   if (kind == PICK_KTH && (kth < 0 || kth >= n))
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "selected number k out of range for dim %"
-                         PRId64 " of size %" PRId64, dim, n);
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "kthvalue(): selected number k out of range "
+                         "for dimension %" PRId64, dim);
   tt_hv sx = t.dtype == TT_BOOL ? tt_hlo_convert(b, x, TT_U8) : x;
   tt_hlo_type it = t;
   it.dtype = TT_I64;
@@ -320,9 +326,7 @@ static tt_status lower_kthvalue(tt_lower_ctx *c) {
     return tt_lower_fail(c, TT_UNIMPLEMENTED, "kthvalue of %s (tied indices follow the CPU's "
                          "quickselect)", tt_dtype_name(d));
   int64_t k = tt_lower_int(c, 1);
-  if (k < 1)  // order_stat checks the upper end
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "kthvalue(): selected number k out of range "
-                         "(k = %" PRId64 ")", k);
+  if (k < 1 || k > INT64_MAX / 2) k = 0;  // order_stat refuses kth -1, with PyTorch's text
   return order_stat(c, tt_lower_int(c, 2), tt_lower_bool(c, 3), PICK_KTH, k - 1, false);
 }
 // median.dim(self, dim, keepdim): the lower median; NaN when a NaN is present.
@@ -841,7 +845,8 @@ static tt_status lower_histc(tt_lower_ctx *c) {
   int64_t bins = tt_lower_is_none(c, 1) ? 100 : tt_lower_int(c, 1);
   bool integral = tt_dtype_is_int(xt.dtype);
   if (bins <= 0)
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "bins must be > 0, got %" PRId64, bins);
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "torch.histogram(): bins must be > 0, but "
+                         "got %" PRId64 " for dimension 0", bins);
   if (!integral && !tt_dtype_is_float(xt.dtype))
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "histc of %s (PyTorch takes floating inputs, "
                          "and integer ones on CUDA)", tt_dtype_name(xt.dtype));

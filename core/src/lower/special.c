@@ -446,9 +446,12 @@ static tt_status lower_aminmax(tt_lower_ctx *c) {
   tt_hlo_type t = tt_lower_type(c, x);
   bool mask[TT_MAX_RANK];
   TT_RETURN_IF_ERROR(tt_lower_dim_mask(c, 1, t.rank, true, mask));
+  if (tt_lower_is_none(c, 1) && tt_hlo_numel(&t) == 0)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "aminmax(): cannot compute aminmax over an "
+                         "empty dimension as the operation has no identity.");
   for (int d = 0; d < t.rank; d++)
     if (mask[d] && t.dims[d] == 0)
-      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "aminmax(): Expected reduction dim %d "
+      return tt_lower_fail(c, TT_OUT_OF_RANGE, "aminmax: Expected reduction dim %d "
                            "to have non-zero size.", d);
   bool keep = tt_lower_bool(c, 2);
   bool is_bool = t.dtype == TT_BOOL;
