@@ -49,6 +49,23 @@ def test_harness_flags_wrong_results():
         opinfo.compare(op, torch.float32, e, e.clone(), [torch.device("cpu")], False)
 
 
+def test_harness_accepts_only_tie_reorderings():
+    """An unstable sort may order equal values' indices either way; another
+    valid order passes, a wrong or repeated index does not, nor does stable=True."""
+    from torch.testing._internal.opinfo.core import SampleInput
+    op = next(o for _, o in opinfo.select(torch.float32, {"sort"}))
+    x = torch.tensor([[2.0, 1.0, 2.0, 0.0]])
+    want = torch.sort(x, 1)
+    swapped = (want.values, torch.tensor([[3, 1, 2, 0]]))  # the two 2.0s swapped
+    assert want.indices.tolist() == [[3, 1, 0, 2]]
+    assert opinfo._same_up_to_ties(op, SampleInput(x, args=(1,)), want, swapped)
+    for bad in ([[3, 1, 0, 0]], [[1, 3, 0, 2]]):
+        assert not opinfo._same_up_to_ties(op, SampleInput(x, args=(1,)), want,
+                                           (want.values, torch.tensor(bad)))
+    assert not opinfo._same_up_to_ties(op, SampleInput(x, args=(1,), kwargs={"stable": True}),
+                                       want, swapped)
+
+
 def _run(code):
     env = dict(os.environ, TORCHTPU_FALLBACK="silent")
     p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,

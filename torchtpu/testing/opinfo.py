@@ -364,8 +364,42 @@ def _run_sample(op, dtype, s, random):
     try:
         compare(op, dtype, expected, actual, devices, random)
     except WrongResult as e:
-        return "wrong", str(e)
+        if not _same_up_to_ties(op, s, expected, actual):
+            return "wrong", str(e)
     return "pass", ""
+
+
+# Ops whose indices among equal values are left unspecified (stable=False, the
+# default; `stable` is keyword-only): the CPU's introsort and XLA's sort order
+# ties differently, and any order is right. The position of `dim` among each
+# op's arguments after the input.
+_TIE_ORDER_FREE = {"sort": 0, "argsort": 0, "topk": 1}
+
+
+def _same_up_to_ties(op, s, expected, actual):
+    """True when op's tpu indices differ from the CPU's only among equal values:
+    the input gathered along dim by them is what the CPU's indices give."""
+    pos = _TIE_ORDER_FREE.get(op.name)
+    if pos is None or s.kwargs.get("stable"):
+        return False
+    x = s.input
+    if not isinstance(x, torch.Tensor) or x.dim() == 0:
+        return False
+    dim = s.kwargs.get("dim", s.args[pos] if len(s.args) > pos else -1)
+    exp, act = _leaves(expected, []), _leaves(actual, [])
+    ie, ia = exp[-1], act[-1].cpu()  # the indices are the last output
+    if ie.dtype != torch.int64 or ia.shape != ie.shape:
+        return False
+    srt = ia.sort(dim).values  # each index once per row
+    if srt.shape[dim] > 1 and not bool((srt.diff(dim=dim) > 0).all()):
+        return False
+    vals = [x.gather(dim, i) for i in (ie, ia)]
+    if not torch.equal(vals[0].isnan(), vals[1].isnan()) or \
+            not torch.equal(vals[0].nan_to_num(0.0), vals[1].nan_to_num(0.0)):
+        return False
+    # any other output (the values) must match exactly
+    return all(torch.equal(e.nan_to_num(0.0), a.cpu().nan_to_num(0.0))
+               for e, a in zip(exp[:-1], act[:-1]))
 
 
 def _move_back(x, devices):
