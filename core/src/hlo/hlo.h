@@ -165,14 +165,7 @@ tt_hv tt_hlo_dot_general(tt_hlo *b, tt_hv x, tt_hv y,
                          const int64_t *contract_y, int ncontract,
                          tt_dtype out_dtype);
 
-// --- factorisations (hlo_linalg_lu.c) -------------------------------------------------
-
-// stablehlo.cholesky of a [*, n, n] float or complex value: the factor in
-// the triangle asked for (lower: A = L L^H, else A = U^H U); only that
-// triangle of `a` is read, and the other triangle of the result is
-// unspecified (XLA leaves values there). Not positive definite: NaNs from
-// the first failing column on.
-tt_hv tt_hlo_cholesky(tt_hlo *b, tt_hv a, bool lower);
+// --- triangular solves (hlo_linalg_lu.c) -------------------------------------------------
 
 typedef enum { TT_HLO_NO_TRANSPOSE, TT_HLO_TRANSPOSE, TT_HLO_ADJOINT } tt_hlo_transpose_op;
 // stablehlo.triangular_solve: X with op(A) X = B (left_side) or X op(A) = B,

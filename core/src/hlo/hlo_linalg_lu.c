@@ -1,10 +1,10 @@
-// hlo_linalg_lu.c — the builder's factorisation ops that StableHLO has
-// natively: stablehlo.cholesky and stablehlo.triangular_solve. XLA expands
-// both into loops of its own on every backend (the CPU plugin has no LAPACK
-// calls), so they need no custom call.
+// hlo_linalg_lu.c — stablehlo.triangular_solve, which XLA expands into
+// loops of its own on every backend (the CPU plugin has no LAPACK calls).
 //
-// Leaves out: LU, QR, eigen and singular value decompositions (StableHLO has
-// none; lower/linalg_lu.c and lower/linalg_qr.c build them from loops).
+// Leaves out: stablehlo.cholesky (XLA's CPU expansion turns the whole
+// factor into NaN when a matrix is not positive definite, so PyTorch's
+// `info` can't be read from it; lower/linalg_lu.c runs its own loop), LU,
+// QR, eigen and singular value decompositions (StableHLO has none).
 #include <stdio.h>
 
 #include "hlo/hlo_internal.h"
@@ -17,18 +17,6 @@ static bool is_factor_dtype(tt_dtype d) {
 static bool square_batch(const tt_hlo_type *t) {
   return t->rank >= 2 && t->dims[t->rank - 1] == t->dims[t->rank - 2] &&
          is_factor_dtype(t->dtype);
-}
-
-tt_hv tt_hlo_cholesky(tt_hlo *b, tt_hv a, bool lower) {
-  if (!tt_hlo_ok(b, &a, 1)) return TT_HV_INVALID;
-  tt_hlo_type t = b->vals[a].type;
-  if (!square_batch(&t)) {
-    tt_hlo_failf(b, "stablehlo.cholesky: operand of rank %d and dtype %d is not a batch "
-                 "of square float matrices", (int)t.rank, (int)t.dtype);
-    return TT_HV_INVALID;
-  }
-  return tt_hlo_emit(b, "stablehlo.cholesky", &a, 1,
-                     lower ? "{lower = true}" : "{lower = false}", &t);
 }
 
 tt_hv tt_hlo_triangular_solve(tt_hlo *b, tt_hv a, tt_hv rhs, bool left_side, bool lower,

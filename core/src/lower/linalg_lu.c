@@ -3,10 +3,15 @@
 // leading dims, float32/float64.
 //
 // Algorithms:
-//   - Cholesky: stablehlo.cholesky (XLA expands it into a blocked loop on
-//     every backend), the unused triangle zeroed. `info` is computed on the
-//     device: the first i whose diagonal L[i,i] is not > 0 (XLA leaves NaN
-//     from the failing column on), 1-based, else 0.
+//   - Cholesky: LAPACK's left-looking potf2 in one stablehlo.while over the
+//     columns (column j minus the product of the columns before it, then
+//     scaled by the square root of its diagonal). `info` is computed on the
+//     device: the first column whose diagonal is not > 0 (NaN included),
+//     1-based, else 0; from there on the input is left as it was, as LAPACK
+//     leaves it. (stablehlo.cholesky is no use here: XLA's CPU expansion
+//     turns the whole factor into NaN when a matrix fails, so neither info
+//     nor LAPACK's partial factor can be read from it.) upper=True factors
+//     A^T and transposes back.
 //   - triangular solves (triangular_solve, linalg_solve_triangular,
 //     _cholesky_solve_helper, cholesky_inverse): stablehlo.triangular_solve.
 //   - LU (linalg_lu_factor_ex): the right-looking unblocked algorithm of
@@ -29,9 +34,7 @@
 // rounding (the trailing updates sum in another order); partial pivoting
 // is backward stable in practice but the usual growth-factor caveat holds;
 // on ill-conditioned inputs the factors agree with LAPACK's to about
-// cond(A) * eps. For matrices that are not positive definite, Cholesky's
-// factor differs from LAPACK's partial result (NaN past the failing column
-// here; info agrees). A NaN in a pivot column is not chosen as pivot unless
+// cond(A) * eps. A NaN in a pivot column is not chosen as pivot unless
 // it comes first (LAPACK's idamax never chooses it).
 //
 // Leaves out: complex dtypes and half precision (the CPU fallback serves
@@ -183,22 +186,12 @@ static void batch_bdims(int batch, const int64_t *more, int nmore, int64_t *out)
   for (int i = 0; i < nmore; i++) out[batch + i] = more[i];
 }
 
-// For a bool [*, n]: the first i (1-based) where it holds, else 0, as i32 [*].
-static tt_hv first_true(tt_lower_ctx *c, tt_hv bad) {
-  tt_hlo_type t = tt_lower_type(c, bad);
-  int64_t n = t.dims[t.rank - 1];
-  tt_hv idx = bin(c, TT_HLO_ADD, iota(c, &t, t.rank - 1), k_like(c, iota(c, &t, t.rank - 1), 1));
-  tt_hv big = k_like(c, idx, (double)(n + 1));
-  tt_hv first = reduce_dim(c, sel(c, bad, idx, big), t.rank - 1, TT_HLO_REDUCE_MIN);
-  return sel(c, cmp(c, TT_HLO_EQ, first, k_like(c, first, (double)(n + 1))),
-             k_like(c, first, 0), first);
-}
-
 // x with the entries along dim `dim` of x's [*, m, k] reordered by idx
 // ([*, len], i32, 0-based, the same batch): out[.., i, ..] = x[.., idx[i], ..].
 static tt_hv take(tt_lower_ctx *c, tt_hv x, tt_hv idx, int64_t dim) {
   tt_hlo *b = tt_lower_hlo(c);
   tt_hlo_type t = tt_lower_type(c, x);
+  if (tt_hlo_numel(&t) == 0) return x;  // nothing to move (and gather refuses it)
   int r = t.rank;
   int64_t cd[TT_MAX_RANK + 1], bd[TT_MAX_RANK];
   memcpy(cd, t.dims, sizeof(int64_t) * (size_t)r);
@@ -262,6 +255,10 @@ static lu_result lu_factor(tt_lower_ctx *c, tt_hv a) {
   tt_hlo_type pt = vt, bt = tt_hlo_make_type(TT_I32, nb, t.dims);  // [*, kmin], [*]
   pt.dims[r - 2] = kmin;
   tt_hv rows = iota(c, &t, r - 2), cols = iota(c, &t, r - 1), vpos = iota(c, &vt, r - 2);
+  if (kmin == 0) {  // nothing to eliminate (and no column to slice)
+    lu_result e = {a, tt_hlo_splat_i(b, &pt, 1), vpos, tt_hlo_splat_i(b, &bt, 0)};
+    return e;
+  }
   int64_t bd[TT_MAX_RANK], bd_row[TT_MAX_RANK], bd_col[TT_MAX_RANK];
   int64_t last = r - 1, prow = r - 2;
   batch_bdims(nb, NULL, 0, bd);
@@ -401,13 +398,73 @@ static tt_hv perm_sign(tt_lower_ctx *c, tt_hv piv, tt_dtype d) {
 
 // --- Cholesky ------------------------------------------------------------------------------
 
-// The factor (other triangle zeroed) and info of arg 0.
+// Lower Cholesky factor of the [*, n, n] value a (its lower triangle read),
+// left-looking like LAPACK's potf2: step j updates column j by the columns
+// before it, then scales it by sqrt of its diagonal. At the first diagonal
+// that is not > 0 (NaN included) it stores that value there, sets info to
+// j + 1 and stops, leaving the rest of a as it was (LAPACK's partial result).
+static void cholesky_lower(tt_lower_ctx *c, tt_hv a, tt_hv *out_l, tt_hv *out_info) {
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hlo_type t = tt_lower_type(c, a);
+  int r = t.rank, nb = r - 2;
+  int64_t n = t.dims[r - 1];
+  tt_hlo_type vt = tt_hlo_make_type(t.dtype, r - 1, t.dims);  // [*, n]
+  tt_hlo_type bt = tt_hlo_make_type(TT_I32, nb, t.dims);      // [*]
+  tt_hv rows = iota(c, &t, r - 2), cols = iota(c, &t, r - 1), vpos = iota(c, &vt, r - 2);
+  int64_t bd[TT_MAX_RANK], bd_col[TT_MAX_RANK], prow = r - 2;
+  batch_bdims(nb, NULL, 0, bd);
+  batch_bdims(nb, &prow, 1, bd_col);
+  tt_hv init[3] = {ci32(c, 0), a, tt_hlo_splat_i(b, &bt, 0)}, v[3];
+  tt_hv res = tt_hlo_while_begin(b, init, 3, v);
+  tt_hlo_while_body(b, cmp(c, TT_HLO_LT, v[0], ci32(c, n)), 3, res, v);
+  tt_hv j = v[0], x = v[1], info = v[2];
+  tt_hv jb = bcast(c, j, &t, NULL), zero = k_like(c, x, 0);
+  // Row j left of the diagonal (L[j, :j]) and the columns before j.
+  tt_hv done_cols = cmp(c, TT_HLO_LT, cols, jb);
+  tt_hv lrow = reduce_dim(c, sel(c, bin(c, TT_HLO_AND, done_cols, cmp(c, TT_HLO_EQ, rows, jb)),
+                                 x, zero), r - 2, TT_HLO_REDUCE_ADD);
+  tt_hv left = sel(c, done_cols, x, zero);
+  static const int64_t kB[TT_MAX_RANK] = {0, 1, 2, 3, 4, 5, 6, 7};
+  int64_t cx = r - 1, cy = r - 2;
+  tt_hv dot = tt_hlo_dot_general(b, left, lrow, kB, kB, nb, &cx, &cy, 1, t.dtype);  // [*, n]
+  tt_hv colj = reduce_dim(c, sel(c, cmp(c, TT_HLO_EQ, cols, jb), x, zero), r - 1, TT_HLO_REDUCE_ADD);
+  tt_hv col = bin(c, TT_HLO_SUB, colj, dot);
+  tt_hv on_j = cmp(c, TT_HLO_EQ, vpos, bcast(c, j, &vt, NULL));
+  tt_hv d = reduce_dim(c, sel(c, on_j, col, k_like(c, col, 0)), r - 2, TT_HLO_REDUCE_ADD);  // [*]
+  tt_hv ok = cmp(c, TT_HLO_GT, d, k_like(c, d, 0));
+  tt_hv active = cmp(c, TT_HLO_EQ, info, k_like(c, info, 0));
+  tt_hv root = tt_hlo_unary(b, TT_HLO_SQRT, sel(c, ok, d, k_like(c, d, 1)));
+  tt_hv scaled = sel(c, on_j, bcast(c, root, &vt, bd), bin(c, TT_HLO_DIV, col, bcast(c, root, &vt, bd)));
+  tt_hv newcol = sel(c, bcast(c, ok, &vt, bd), scaled, sel(c, on_j, col, colj));
+  tt_hv in_col = bin(c, TT_HLO_AND, cmp(c, TT_HLO_EQ, cols, jb), cmp(c, TT_HLO_GE, rows, jb));
+  tt_hv write = bin(c, TT_HLO_AND, in_col, bcast(c, active, &t, bd));
+  tt_hv x2 = sel(c, write, bcast(c, newcol, &t, bd_col), x);
+  tt_hv fail = bin(c, TT_HLO_AND, active, tt_hlo_unary(b, TT_HLO_NOT, ok));
+  tt_hv info2 = sel(c, fail, bcast(c, bin(c, TT_HLO_ADD, j, ci32(c, 1)), &bt, NULL), info);
+  // Once failed, the loop only runs out (the cost is the same either way).
+  tt_hv next[3] = {bin(c, TT_HLO_ADD, j, ci32(c, 1)), x2, info2};
+  tt_hlo_while_end(b, init, next, 3, res);
+  *out_l = res == TT_HV_INVALID ? TT_HV_INVALID : triangle(c, res + 1, true);
+  *out_info = res == TT_HV_INVALID ? TT_HV_INVALID : res + 2;
+}
+
+// The factor (other triangle zeroed) and info of arg 0; upper is the lower
+// factor of A^T, transposed (real dtypes only here).
 static void cholesky(tt_lower_ctx *c, bool upper, tt_hv *out_l, tt_hv *out_info) {
-  tt_hv l = triangle(c, tt_hlo_cholesky(tt_lower_hlo(c), tt_lower_tensor(c, 0), !upper), !upper);
-  tt_hv d = diagonal(c, l);
-  *out_l = l;
-  *out_info = first_true(c, tt_hlo_unary(tt_lower_hlo(c), TT_HLO_NOT,
-                                         cmp(c, TT_HLO_GT, d, k_like(c, d, 0))));
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hv a = tt_lower_tensor(c, 0);
+  tt_hlo_type t = targ(c, 0);
+  int64_t perm[TT_MAX_RANK];
+  for (int d = 0; d < t.rank; d++) perm[d] = d;
+  perm[t.rank - 2] = t.rank - 1, perm[t.rank - 1] = t.rank - 2;
+  if (t.dims[t.rank - 1] == 0 || tt_hlo_numel(&t) == 0) {  // nothing to factor
+    tt_hlo_type bt = tt_hlo_make_type(TT_I32, t.rank - 2, t.dims);
+    *out_l = a;
+    *out_info = tt_hlo_splat_i(b, &bt, 0);
+    return;
+  }
+  cholesky_lower(c, upper ? tt_hlo_transpose(b, a, perm) : a, out_l, out_info);
+  if (upper) *out_l = tt_hlo_transpose(b, *out_l, perm);
 }
 
 // linalg_cholesky_ex(self, *, upper, check_errors) -> (L, info)
