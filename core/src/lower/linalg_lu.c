@@ -770,11 +770,40 @@ static tt_status lower_inv_ex(tt_lower_ctx *c) {
   return NULL;
 }
 
+// True when tensor arg i is contiguous (row-major; size-1 dims don't count).
+static bool is_contiguous(const tt_lower_ctx *c, int i) {
+  const tt_value *v = tt_lower_arg(c, i);
+  if (v->kind != TT_VALUE_TENSOR) return false;
+  const tt_tensor *t = &v->u.tensor;
+  int64_t expect = 1;
+  for (int d = t->ndim - 1; d >= 0; d--) {
+    if (t->sizes[d] == 0) return true;
+    if (t->sizes[d] != 1 && t->strides[d] != expect) return false;
+    expect *= t->sizes[d];
+  }
+  return true;
+}
+
+// The LU that _linalg_det and _linalg_slogdet return: PyTorch factors A^T
+// when A is contiguous and real (its backward, linalg_det_backward, solves
+// with the adjoint flag chosen by the same test), else A itself.
+static lu_result det_lu(tt_lower_ctx *c) {
+  tt_hv a = tt_lower_tensor(c, 0);
+  if (is_contiguous(c, 0)) {
+    tt_hlo_type t = targ(c, 0);
+    int64_t perm[TT_MAX_RANK];
+    for (int d = 0; d < t.rank; d++) perm[d] = d;
+    perm[t.rank - 2] = t.rank - 1, perm[t.rank - 1] = t.rank - 2;
+    a = tt_hlo_transpose(tt_lower_hlo(c), a, perm);
+  }
+  return lu_factor(c, a);
+}
+
 // _linalg_det(A) -> (result, LU, pivots)
 static tt_status lower_det(tt_lower_ctx *c) {
   TT_RETURN_IF_ERROR(check_matrix(c, 0, "linalg.det", true, true));
   tt_dtype d = targ(c, 0).dtype;
-  lu_result f = lu_factor(c, tt_lower_tensor(c, 0));
+  lu_result f = det_lu(c);
   tt_hv diag = diagonal(c, f.lu);
   tt_hv prod = reduce_dim(c, diag, tt_lower_type(c, diag).rank - 1, TT_HLO_REDUCE_MUL);
   tt_lower_result(c, bin(c, TT_HLO_MUL, perm_sign(c, f.piv, d), prod));
@@ -788,7 +817,7 @@ static tt_status lower_slogdet(tt_lower_ctx *c) {
   TT_RETURN_IF_ERROR(check_matrix(c, 0, "linalg.slogdet", true, true));
   tt_hlo *b = tt_lower_hlo(c);
   tt_dtype d = targ(c, 0).dtype;
-  lu_result f = lu_factor(c, tt_lower_tensor(c, 0));
+  lu_result f = det_lu(c);
   tt_hv diag = diagonal(c, f.lu);
   int64_t last = tt_lower_type(c, diag).rank - 1;
   tt_hv sgn = reduce_dim(c, tt_hlo_unary(b, TT_HLO_SIGN, diag), last, TT_HLO_REDUCE_MUL);
