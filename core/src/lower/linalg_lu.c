@@ -79,7 +79,7 @@ static tt_status check_matrix(const tt_lower_ctx *c, int i, const char *api, boo
                          "but they are %" PRId64 " by %" PRId64 " matrices", api, m, n);
   if (check_dtype && (t.dtype == TT_BOOL || tt_dtype_is_int(t.dtype)))
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "%s: Expected a floating point or complex "
-                         "tensor as input. Got %s", api, tt_dtype_cpp_name(t.dtype));
+                         "tensor as input. Got %s", api, tt_dtype_torch_name(t.dtype));
   if (t.dtype != TT_F32 && t.dtype != TT_F64)
     return tt_lower_fail(c, TT_UNIMPLEMENTED, "%s of %s", api, tt_dtype_name(t.dtype));
   return NULL;
@@ -90,7 +90,7 @@ static tt_status check_same_dtype(const tt_lower_ctx *c, int i, int j, const cha
   if (a != b)
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "%s: Expected A and B to have the same "
                          "dtype, but found A of type %s and B of type %s instead", api,
-                         tt_dtype_cpp_name(a), tt_dtype_cpp_name(b));
+                         tt_dtype_torch_name(a), tt_dtype_torch_name(b));
   return NULL;
 }
 
