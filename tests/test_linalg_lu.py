@@ -1,5 +1,5 @@
 """Cholesky, triangular solves, LU and what PyTorch builds on LU (solve, inv,
-det, slogdet), natively on tpu (core/src/lower/linalg_lu.c).
+det, slogdet) and matrix_exp, natively on tpu (core/src/lower/linalg_lu.c).
 
 Every result is compared with PyTorch on the CPU (LAPACK) with the CPU
 fallback set to raise, so none of it leaves the device: well-conditioned and
@@ -192,6 +192,20 @@ def test_solve_inv_det(dt):
     check(lambda m: torch.ops.aten._linalg_slogdet(m), a, tol=tol)
 
 
+@pytest.mark.parametrize("dt", DT)
+def test_matrix_exp(dt):
+    # norms from below theta13 (no squaring) to ones that need several
+    # squarings, a different count per batch item
+    a = torch.randn(4, 5, 5, dtype=dt) * torch.tensor([0.01, 0.5, 3, 20], dtype=dt)[:, None, None]
+    ref = torch.linalg.matrix_exp(a)
+    with native():
+        out = torch.linalg.matrix_exp(a.to("tpu"))
+    rel = ((out.cpu() - ref).flatten(1).norm(dim=1) / ref.flatten(1).norm(dim=1)).max().item()
+    assert rel < (1e-5 if dt == torch.float32 else 1e-13), rel
+    check(torch.linalg.matrix_exp, torch.zeros(2, 3, 3, dtype=dt))
+    check(torch.linalg.matrix_exp, torch.zeros(0, 3, 3, dtype=dt))
+
+
 def test_zero_size_and_non_contiguous():
     for shape in [(0, 3, 3), (2, 0, 0)]:
         e = torch.randn(*shape)
@@ -254,6 +268,7 @@ GRADS = {
     "lu_solve": lambda a, s, b: (torch.linalg.lu_solve(*torch.linalg.lu_factor(a), b) ** 2).sum(),
     "solve": lambda a, s, b: (torch.linalg.solve(a, b) ** 2).sum(),
     "inv": lambda a, s, b: (torch.linalg.inv(a) ** 2).sum(),
+    "matrix_exp": lambda a, s, b: (torch.linalg.matrix_exp(a) ** 2).sum(),
     "det": lambda a, s, b: torch.linalg.det(a).sum(),
     "slogdet": lambda a, s, b: torch.linalg.slogdet(a)[1].sum(),
 }

@@ -37,9 +37,12 @@
 // cond(A) * eps. A NaN in a pivot column is not chosen as pivot unless
 // it comes first (LAPACK's idamax never chooses it).
 //
+//   - matrix_exp: scaling and squaring with the [13/13] Pade approximant
+//     (see its section).
+//
 // Leaves out: complex dtypes and half precision (the CPU fallback serves
 // them: rules refuse with TT_UNIMPLEMENTED), LU without pivoting (the CPU
-// refuses it too), matrix_exp, and PyTorch's column-major result strides
+// refuses it too), and PyTorch's column-major result strides
 // (results are row-major). check_errors=True raises through a device-side
 // check (RuntimeError at the next synchronisation, not LinAlgError).
 #include <inttypes.h>
@@ -830,6 +833,98 @@ static tt_status lower_slogdet(tt_lower_ctx *c) {
   return NULL;
 }
 
+// --- matrix exponential ----------------------------------------------------------------------
+//
+// Higham's scaling and squaring with the [13/13] Pade approximant (SIAM J.
+// Matrix Anal. Appl. 26(4), 2005): s = max(0, ceil(log2(|A|_1 / theta13)))
+// per matrix, A / 2^s (an exact power of two, built from its exponent
+// bits), R = (V - U)^-1 (V + U) by LU, then R squared s times by a while
+// loop (each matrix stops at its own s). PyTorch's CPU kernel uses Taylor
+// polynomials of degree up to 18 instead; both are accurate to a few eps
+// times |A| for normal matrices. s is capped where 2^-s stops being normal.
+
+// x @ y for [*, n, n] values with the same batch.
+static tt_hv matmul(tt_lower_ctx *c, tt_hv x, tt_hv y) {
+  static const int64_t kB[TT_MAX_RANK] = {0, 1, 2, 3, 4, 5, 6, 7};
+  tt_hlo_type t = tt_lower_type(c, x);
+  int64_t cx = t.rank - 1, cy = t.rank - 2;
+  return tt_hlo_dot_general(tt_lower_hlo(c), x, y, kB, kB, t.rank - 2, &cx, &cy, 1, t.dtype);
+}
+
+// sum_i coef[i] * xs[i] (xs of one type).
+static tt_hv combo(tt_lower_ctx *c, const tt_hv *xs, const double *coef, int n) {
+  tt_hv acc = TT_HV_INVALID;
+  for (int i = 0; i < n; i++) {
+    tt_hv term = bin(c, TT_HLO_MUL, xs[i], k_like(c, xs[i], coef[i]));
+    acc = i == 0 ? term : bin(c, TT_HLO_ADD, acc, term);
+  }
+  return acc;
+}
+
+// linalg_matrix_exp(self)
+static tt_status lower_matrix_exp(tt_lower_ctx *c) {
+  TT_RETURN_IF_ERROR(check_matrix(c, 0, "linalg.matrix_exp", true, true));
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hlo_type t = targ(c, 0);
+  int r = t.rank, nb = r - 2;
+  tt_hv a = tt_lower_tensor(c, 0);
+  if (tt_hlo_numel(&t) == 0) {
+    tt_lower_result(c, a);
+    return NULL;
+  }
+  static const double kB13[14] = {
+      64764752532480000.0, 32382376266240000.0, 7771770303897600.0, 1187353796428800.0,
+      129060195264000.0, 10559470521600.0, 670442572800.0, 33522128640.0, 1323241920.0,
+      40840800.0, 960960.0, 16380.0, 182.0, 1.0};
+  const double theta13 = 5.371920351148152;
+  bool f64 = t.dtype == TT_F64;
+  tt_dtype it = f64 ? TT_I64 : TT_I32;
+  int64_t bias = f64 ? 1023 : 127, mant = f64 ? 52 : 23, cap = bias - 1;
+  int64_t bd[TT_MAX_RANK];
+  batch_bdims(nb, NULL, 0, bd);
+  // s per matrix, from the 1-norm (largest column sum of |a|).
+  tt_hv norm = reduce_dim(c, reduce_dim(c, tt_hlo_unary(b, TT_HLO_ABS, a), r - 2, TT_HLO_REDUCE_ADD),
+                          r - 2, TT_HLO_REDUCE_MAX);  // [*]
+  tt_hv lg = bin(c, TT_HLO_DIV, tt_hlo_unary(b, TT_HLO_LOG, bin(c, TT_HLO_DIV, norm,
+                                                                 k_like(c, norm, theta13))),
+                 k_like(c, norm, 0.69314718055994530942));
+  tt_hv sf = tt_hlo_unary(b, TT_HLO_CEIL, lg);
+  sf = sel(c, tt_hlo_unary(b, TT_HLO_IS_FINITE, sf), sf, k_like(c, sf, 0));
+  sf = tt_hlo_clamp(b, k_like(c, sf, 0), sf, k_like(c, sf, (double)cap));
+  tt_hv si = tt_hlo_convert(b, sf, it);
+  // 2^-s from its exponent bits: (bias - s) << mantissa bits.
+  tt_hv bits = bin(c, TT_HLO_SHL, bin(c, TT_HLO_SUB, k_like(c, si, (double)bias), si),
+                   k_like(c, si, (double)mant));
+  tt_hv scale = tt_hlo_bitcast(b, bits, t.dtype);
+  tt_hv x = bin(c, TT_HLO_MUL, a, bcast(c, scale, &t, bd));
+  // The Pade approximant.
+  tt_hv eye = sel(c, cmp(c, TT_HLO_EQ, iota(c, &t, r - 2), iota(c, &t, r - 1)), k_like(c, a, 1),
+                  k_like(c, a, 0));
+  tt_hv x2 = matmul(c, x, x), x4 = matmul(c, x2, x2), x6 = matmul(c, x4, x2);
+  tt_hv hi_u[3] = {x6, x4, x2}, lo_u[4] = {x6, x4, x2, eye};
+  const double cu_hi[3] = {kB13[13], kB13[11], kB13[9]}, cu_lo[4] = {kB13[7], kB13[5], kB13[3], kB13[1]};
+  const double cv_hi[3] = {kB13[12], kB13[10], kB13[8]}, cv_lo[4] = {kB13[6], kB13[4], kB13[2], kB13[0]};
+  tt_hv u = matmul(c, x, bin(c, TT_HLO_ADD, matmul(c, x6, combo(c, hi_u, cu_hi, 3)),
+                              combo(c, lo_u, cu_lo, 4)));
+  tt_hv v = bin(c, TT_HLO_ADD, matmul(c, x6, combo(c, hi_u, cv_hi, 3)), combo(c, lo_u, cv_lo, 4));
+  lu_result f = lu_factor(c, bin(c, TT_HLO_SUB, v, u));
+  tt_hv res0 = lu_solve(c, f.lu, f.perm, bin(c, TT_HLO_ADD, v, u), true, false);
+  // Squaring, each matrix s times.
+  bool all[TT_MAX_RANK];
+  for (int i = 0; i < TT_MAX_RANK; i++) all[i] = true;
+  tt_hv smax = nb == 0 ? si : tt_lower_reduce(c, si, all, false, TT_HLO_REDUCE_MAX);
+  tt_hv init[3] = {tt_hlo_const_i(b, it, 0), res0, smax}, w[3];
+  tt_hv lp = tt_hlo_while_begin(b, init, 3, w);
+  tt_hlo_while_body(b, cmp(c, TT_HLO_LT, w[0], w[2]), 3, lp, w);
+  tt_hlo_type st = tt_lower_type(c, si);
+  tt_hv more = cmp(c, TT_HLO_LT, bcast(c, w[0], &st, NULL), si);
+  tt_hv sq = sel(c, bcast(c, more, &t, bd), matmul(c, w[1], w[1]), w[1]);
+  tt_hv next[3] = {bin(c, TT_HLO_ADD, w[0], tt_hlo_const_i(b, it, 1)), sq, w[2]};
+  tt_hlo_while_end(b, init, next, 3, lp);
+  tt_lower_result(c, lp == TT_HV_INVALID ? TT_HV_INVALID : lp + 1);
+  return NULL;
+}
+
 // --- the table ---------------------------------------------------------------------------
 
 static const tt_rule kRules[] = {
@@ -861,6 +956,8 @@ static const tt_rule kRules[] = {
     {"aten::_linalg_det.result", lower_det, 0},
     {"aten::_linalg_slogdet", lower_slogdet, 0},
     {"aten::_linalg_slogdet.sign", lower_slogdet, 0},
+    {"aten::linalg_matrix_exp", lower_matrix_exp, 0},
+    {"aten::linalg_matrix_exp.out", lower_matrix_exp, 0},
 };
 
 const tt_rule_table tt_rules_linalg_lu = {kRules, (int)(sizeof kRules / sizeof kRules[0])};
