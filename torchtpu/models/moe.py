@@ -7,6 +7,37 @@ load-balancing loss, n_experts * sum_e(fraction of assignments to e * mean
 router probability of e), is kept per layer; Transformer.aux_loss() returns
 their mean times aux_loss_coef, for the trainer to add to the loss.
 
+Data parallelism (the trainer calls set_data_parallel_group): the loss is
+the one process's, as Megatron's "global" load-balancing loss. With N tokens
+on each of R ranks (NR in all), c_e the assignments of expert e on a rank,
+C_e = sum over ranks of c_e, and P_e the mean router probability of e over
+the rank's own tokens, each rank computes
+    aux_r = n_experts * sum_e C_e / (NR k) * P_e,
+C_e by an all_reduce of the counts (a functional collective: eager runs it
+through the process group, torch.compile and make_fx trace it). The counts
+come from top-k, so they carry no gradient; aux_r is linear in P_e, and the
+mean over ranks of P_e is the mean probability over all NR tokens (each rank
+holds N of them). So mean_r aux_r is the one-process loss of the global
+batch, and since C_e / (NR k) is a constant, mean_r d aux_r / d theta is its
+gradient: the data-parallel gradient average (DDP's, FSDP's Partial("avg"))
+takes exactly that mean, as it does for the ranks' mean cross-entropy. With
+each rank's own counts instead (c_e / (N k)) the loss is a mean of products
+of per-rank means, not the product of the global ones: the 2-rank run
+drifted from one process by up to 2.8e-2 relative over 20 steps.
+
+Capacity stays per rank, from the rank's own token count (as Switch,
+GShard and Megatron dispatch): a rank's expert buffers and matmuls are
+sized by its tokens. Dropping is then the one place a data-parallel run can
+differ from one process: an expert over capacity on one rank drops that
+rank's late tokens, where one process (global capacity, tokens in rank
+order) might keep them. Matching one process exactly would need every
+rank's buffers sized to the global capacity (R times the expert compute).
+Measured on the debug model (test_simple_fsdp's 20 steps, 4 rows of 32
+tokens, capacity_factor 2): no assignment is dropped with the capacity of
+4, 2 or 1 row(s), so the 1-, 2- and 4-rank runs route alike. self.dropped
+counts the last forward's dropped assignments (Transformer.dropped()), to
+see when a run leaves that regime.
+
 Dispatch uses index ops only, with static shapes (no host round trip, one
 compiled program per shape on XLA):
   1. sort the (token, expert) assignments by expert (stable argsort);
@@ -35,6 +66,7 @@ class MoEArgs(LlamaArgs):
     top_k: int = 2
     expert_hidden: int = 256       # SwiGLU width of one expert
     capacity_factor: float = 2.0
+    capacity_scope: str = "global"  # data parallelism: "global" (one process's drops) | "rank"
     aux_loss_coef: float = 0.01
     use_gmm_kernel: bool = False   # experts through the Pallas grouped matmul
 
@@ -52,11 +84,14 @@ MOE_FLAVORS = {
     # experts of SwiGLU width 768, top-8 renormalised, no shared expert,
     # 151936-token vocabulary, untied head. Qwen3's q/k RMSNorm (256
     # parameters a layer) is not modelled. About 30.5e9 parameters, 3.3e9 used
-    # per token. Build it on the meta device.
+    # per token. Build it on the meta device. Its capacity is per rank: a
+    # global one on many ranks gives each rank min(tokens, ranks x capacity)
+    # slots per expert, up to n_experts / (capacity_factor x top_k) = 8x the
+    # expert rows.
     "30B-A3B": MoEArgs(dim=2048, n_layers=48, n_heads=32, n_kv_heads=4, attn_head_dim=128,
                        vocab_size=151936, norm_eps=1e-6, rope_theta=1e6, max_seq_len=40960,
                        n_experts=128, top_k=8, expert_hidden=768, capacity_factor=2.0,
-                       aux_loss_coef=0.001),
+                       aux_loss_coef=0.001, capacity_scope="rank"),
 }
 
 
@@ -74,15 +109,31 @@ class MoEFeedForward(nn.Module):
         super().__init__()
         e, d, h = args.n_experts, args.dim, args.expert_hidden
         self.n_experts, self.top_k, self.capacity_factor = e, args.top_k, args.capacity_factor
+        if args.capacity_scope not in ("global", "rank"):
+            raise ValueError(f"MoE capacity_scope {args.capacity_scope!r}: expected 'global' "
+                             f"or 'rank'")
+        self.capacity_scope = args.capacity_scope
         self.router = nn.Linear(d, e, bias=False)
         self.w1 = nn.Parameter(torch.empty(e, d, h))  # gate projection, per expert
         self.w3 = nn.Parameter(torch.empty(e, d, h))  # up projection
         self.w2 = nn.Parameter(torch.empty(e, h, d))  # down projection
         self.aux_loss = None
+        self.dropped = None   # assignments over capacity in the last forward (a 0-d tensor)
+        self.dp_group = None  # the data-parallel group whose tokens the loss balances
+        self.dp_size, self.dp_rank = 1, 0
         self.gmm = None
         if args.use_gmm_kernel:
             from ..kernels.gmm import gmm
             self.gmm = gmm
+
+    def set_data_parallel_group(self, group):
+        """The load-balancing loss counts assignments over `group` (a
+        ProcessGroup of the data-parallel ranks, which see different tokens);
+        None: this rank's tokens alone."""
+        import torch.distributed as dist
+        self.dp_group = group
+        self.dp_size = 1 if group is None else dist.get_world_size(group)
+        self.dp_rank = 0 if group is None else dist.get_rank(group)
 
     def capacity(self, n_tokens):
         return math.ceil(self.capacity_factor * n_tokens * self.top_k / self.n_experts)
@@ -100,7 +151,14 @@ class MoEFeedForward(nn.Module):
         counts = torch.zeros(e, device=x.device, dtype=torch.float32)
         counts = counts.scatter_add(0, top_e.reshape(-1),
                                     torch.ones(n * k, device=x.device, dtype=torch.float32))
-        self.aux_loss = e * torch.sum(counts / (n * k) * probs.mean(0))
+        total, before = counts, None
+        if self.dp_size > 1:  # every rank's counts (see the module docstring)
+            import torch.distributed._functional_collectives as funcol
+            every = funcol.all_gather_tensor(counts, 0, self.dp_group).view(self.dp_size, e)
+            total = every.sum(0)
+            if self.capacity_scope == "global":
+                before = every[:self.dp_rank].sum(0)  # assignments of the ranks before this one
+        self.aux_loss = e * torch.sum(total / (n * self.dp_size * k) * probs.mean(0))
 
         # 1-2: sort assignments by expert; rank within expert; slot in the buffer
         flat_e = top_e.reshape(-1)                              # [T*k]
@@ -108,9 +166,15 @@ class MoEFeedForward(nn.Module):
         sorted_e = flat_e[order]
         starts = torch.cumsum(counts.long(), 0) - counts.long()  # first position of each expert
         rank = torch.arange(n * k, device=x.device) - starts[sorted_e]
-        cap = self.capacity(n)
-        keep = rank < cap
-        slot = torch.where(keep, sorted_e * cap + rank, torch.full_like(rank, e * cap))
+        if before is None:  # this rank's tokens, this rank's capacity
+            cap = slots = self.capacity(n)
+            keep = rank < cap
+        else:  # the position in the global batch's order against the global capacity
+            cap = self.capacity(n * self.dp_size)
+            slots = min(n, cap)  # a rank keeps at most its n tokens of an expert
+            keep = rank + before.long()[sorted_e] < cap
+        self.dropped = n * k - keep.sum()
+        slot = torch.where(keep, sorted_e * slots + rank, torch.full_like(rank, e * slots))
 
         token = order // k                                      # token of each sorted assignment
         if self.gmm is not None:  # 3-4 with the grouped matmul: rows sorted by expert
@@ -121,14 +185,14 @@ class MoEFeedForward(nn.Module):
             weight = (top_p.reshape(-1)[order] * keep.to(x.dtype))[:, None]
             return xt.new_zeros(n, d).index_add(0, token, y * weight).view(b, s, d)
 
-        # 3: gather tokens into [e, cap, d] (one spare row for dropped ones), run experts
-        buf = x.new_zeros(e * cap + 1, d)
+        # 3: gather tokens into [e, slots, d] (one spare row for dropped ones), run experts
+        buf = x.new_zeros(e * slots + 1, d)
         buf = buf.index_copy(0, slot, xt[token])
-        hx = buf[:-1].view(e, cap, d)
+        hx = buf[:-1].view(e, slots, d)
         y = torch.bmm(F.silu(torch.bmm(hx, self.w1)) * torch.bmm(hx, self.w3), self.w2)
 
         # 4: combine: weighted outputs scattered back to their tokens
-        y = torch.cat((y.reshape(e * cap, d), y.new_zeros(1, d)))
+        y = torch.cat((y.reshape(e * slots, d), y.new_zeros(1, d)))
         weight = (top_p.reshape(-1)[order] * keep.to(x.dtype))[:, None]
         out = xt.new_zeros(n, d).index_add(0, token, y[slot] * weight)
         return out.view(b, s, d)
@@ -161,6 +225,19 @@ class MoETransformer(Transformer):
         if any(a is None for a in losses):
             return None
         return self.args.aux_loss_coef * torch.stack(losses).mean()
+
+    def set_data_parallel_group(self, group):
+        """Every MoE layer balances its load over `group` (None: this rank)."""
+        for layer in self.layers:
+            layer.feed_forward.set_data_parallel_group(group)
+
+    def dropped(self):
+        """Assignments dropped over capacity in the last forward, all layers (a
+        0-d tensor; reading it waits for the device), or None before one."""
+        d = [layer.feed_forward.dropped for layer in self.layers]
+        if any(v is None for v in d):
+            return None
+        return torch.stack(d).sum()
 
     def active_params(self):
         """Parameters one token uses (non-embedding): every dense weight, the
