@@ -7,36 +7,48 @@ load-balancing loss, n_experts * sum_e(fraction of assignments to e * mean
 router probability of e), is kept per layer; Transformer.aux_loss() returns
 their mean times aux_loss_coef, for the trainer to add to the loss.
 
-Data parallelism (the trainer calls set_data_parallel_group): the loss is
-the one process's, as Megatron's "global" load-balancing loss. With N tokens
-on each of R ranks (NR in all), c_e the assignments of expert e on a rank,
-C_e = sum over ranks of c_e, and P_e the mean router probability of e over
-the rank's own tokens, each rank computes
-    aux_r = n_experts * sum_e C_e / (NR k) * P_e,
-C_e by an all_reduce of the counts (a functional collective: eager runs it
-through the process group, torch.compile and make_fx trace it). The counts
-come from top-k, so they carry no gradient; aux_r is linear in P_e, and the
-mean over ranks of P_e is the mean probability over all NR tokens (each rank
-holds N of them). So mean_r aux_r is the one-process loss of the global
-batch, and since C_e / (NR k) is a constant, mean_r d aux_r / d theta is its
-gradient: the data-parallel gradient average (DDP's, FSDP's Partial("avg"))
-takes exactly that mean, as it does for the ranks' mean cross-entropy. With
-each rank's own counts instead (c_e / (N k)) the loss is a mean of products
-of per-rank means, not the product of the global ones: the 2-rank run
-drifted from one process by up to 2.8e-2 relative over 20 steps.
+Data parallelism (the trainer calls set_data_parallel_group with the group
+of every data-parallel rank, replicas and shards): a run on R ranks routes
+as one process on the R ranks' global batch. Each rank all_gathers the
+per-expert assignment counts of every rank (one functional collective of
+n_experts floats per layer: eager runs it through the process group,
+torch.compile and make_fx trace it, and the compile path splits its graphs
+around it), for two uses.
 
-Capacity stays per rank, from the rank's own token count (as Switch,
-GShard and Megatron dispatch): a rank's expert buffers and matmuls are
-sized by its tokens. Dropping is then the one place a data-parallel run can
-differ from one process: an expert over capacity on one rank drops that
-rank's late tokens, where one process (global capacity, tokens in rank
-order) might keep them. Matching one process exactly would need every
-rank's buffers sized to the global capacity (R times the expert compute).
-Measured on the debug model (test_simple_fsdp's 20 steps, 4 rows of 32
-tokens, capacity_factor 2): no assignment is dropped with the capacity of
-4, 2 or 1 row(s), so the 1-, 2- and 4-rank runs route alike. self.dropped
-counts the last forward's dropped assignments (Transformer.dropped()), to
-see when a run leaves that regime.
+Load balancing, as Megatron's "global" load-balancing loss. With N tokens
+on each of R ranks (NR in all), C_e the assignments to expert e summed over
+the ranks and P_e the mean router probability of e over the rank's own
+tokens, each rank computes
+    aux_r = n_experts * sum_e C_e / (NR k) * P_e.
+The counts come from top-k, so they carry no gradient: aux_r is linear in
+P_e with the same coefficients on every rank, and the mean over ranks of P_e
+is the mean probability over all NR tokens (each rank holds N of them). So
+mean_r aux_r is exactly the one-process loss of the global batch, and
+mean_r d aux_r / d theta its gradient; the data-parallel gradient average
+(DDP's, FSDP2's, SimpleFSDP's Partial("avg")) takes that mean, as it does for
+the ranks' cross-entropies. With each rank's own counts (c_e / (N k)) the
+loss is a mean of products of per-rank means, not the product of global
+means (with that and per-rank capacity, the 2-rank SimpleFSDP run of the
+debug model drifted from one process by up to 2.8e-2 relative in 20 steps).
+
+Capacity (capacity_scope "global", the default): an assignment is kept when
+its position among its expert's assignments in the global batch's order
+(the ranks' rows in rank order, as one process sees them: the counts of the
+ranks before this one plus its position on this rank) is below the capacity
+of the global token count. The same assignments are dropped as in one
+process; a rank's buffer holds min(N, global capacity) slots per expert, at
+most N: the expert matmuls of capacity_factor n_experts / top_k (2x the
+debug model's rows on 2 ranks and more). This is needed, not a nicety:
+measured over test_simple_fsdp's 20 steps of the debug model (4 rows of 32
+tokens, capacity factor 2), the routing is far from balanced and one process
+drops 6891 of 30720 assignments (101 of 120 layer forwards drop some), and
+a capacity per rank's tokens would have dropped 6972 (2 ranks) or 7034 (4
+ranks), other ones: the runs would part. capacity_scope "rank" keeps
+Switch's / GShard's / Megatron's per-rank capacity (each rank's tokens
+against the capacity of its token count: buffers of the rank's capacity;
+a data-parallel run then differs from one process whenever a token drops).
+self.dropped is the last forward's dropped assignments on this rank (a 0-d
+tensor; Transformer.dropped() sums the layers).
 
 Dispatch uses index ops only, with static shapes (no host round trip, one
 compiled program per shape on XLA):
