@@ -166,7 +166,7 @@ class MoEFeedForward(nn.Module):
         total, before = counts, None
         if self.dp_size > 1:  # every rank's counts (see the module docstring)
             import torch.distributed._functional_collectives as funcol
-            every = funcol.all_gather_tensor(counts, 0, self.dp_group).view(self.dp_size, e)
+            every = funcol.all_gather_single(counts, 0, self.dp_group).view(self.dp_size, e)
             total = every.sum(0)
             if self.capacity_scope == "global":
                 before = every[:self.dp_rank].sum(0)  # assignments of the ranks before this one
