@@ -504,3 +504,81 @@ def train_runs(args):
 
 def _placements(p):
     return f"DTensor{tuple(p.placements)}" if hasattr(p, "placements") else type(p).__name__
+
+
+# --- MoE load balancing over the data-parallel ranks ----------------------------------
+
+def moe_aux_and_train_runs(args):
+    """_moe_aux's check, then train_runs(args) in the same launch (a launch
+    costs more than the check); returns train_runs' results and "moe_aux"."""
+    _init(args)
+    aux = _moe_aux()
+    results = train_runs(args)  # the trainer joins the group already made
+    results["moe_aux"] = aux
+    return results
+
+
+def _moe_aux():
+    """One MoE layer (tiny flavour, capacity factor 1: it drops) on this
+    rank's rows of one global batch, with the world group, eager and under
+    torch.compile(backend="tpu"); and the one-process reference on the CPU
+    (the whole batch, no group). Returns the ranks' means of the aux loss and
+    of its router gradient (what data-parallel averaging takes), the
+    reference's, the same means with per-rank counts (no group); the largest
+    difference of a rank's output from the reference's rows, with the global
+    capacity and with capacity_scope "rank"; the dropped assignments."""
+    from dataclasses import replace
+
+    from torchtpu.models.moe import MoEFeedForward, moe_args
+    rank, world = dist.get_rank(), dist.get_world_size()
+    a = moe_args("tiny", capacity_factor=1.0)
+    torch.manual_seed(0)
+    ref = MoEFeedForward(a)
+    for w in (ref.router.weight, ref.w1, ref.w2, ref.w3):
+        torch.nn.init.normal_(w, std=0.5)  # a skewed router: unequal expert loads
+    x = torch.randn(2 * world, 8, a.dim)   # the global batch; this rank's 2 rows below
+
+    def aux_and_grad(layer, x, fn=None):
+        layer.router.weight.grad = None
+        out = (fn or layer)(x)
+        aux = out[1] if fn is not None else layer.aux_loss
+        aux.backward()
+        return aux.detach(), layer.router.weight.grad
+
+    want, want_grad = aux_and_grad(ref, x)
+    mine = x[2 * rank:2 * rank + 2].to("tpu")
+    layer = MoEFeedForward(a).to("tpu")
+    layer.load_state_dict(ref.state_dict())
+    out = {"want": [want.item()] + want_grad.flatten().tolist()}
+
+    def mean_over_ranks(aux, grad):
+        v = torch.cat([aux.reshape(1), grad.flatten()])
+        dist.all_reduce(v, op=R.AVG)
+        return v.cpu().tolist()
+
+    out["per_rank"] = mean_over_ranks(*aux_and_grad(layer, mine))
+    layer.set_data_parallel_group(dist.group.WORLD)
+    out["eager"] = mean_over_ranks(*aux_and_grad(layer, mine))
+    compiled = torch.compile(lambda x: (layer(x), layer.aux_loss), backend="tpu")
+    out["compiled"] = mean_over_ranks(*aux_and_grad(layer, mine, compiled))
+    out["counts"] = torch.bincount(torch.topk(ref.router(x), a.top_k)[1].flatten(),
+                                   minlength=a.n_experts).tolist()
+
+    def max_over_ranks(v):
+        v = torch.as_tensor(v, dtype=torch.float32, device="tpu").reshape(1)
+        dist.all_reduce(v, op=R.MAX)
+        return v.item()
+
+    with torch.no_grad():
+        want_y = ref(x)[2 * rank:2 * rank + 2]
+        out["ref_dropped"] = ref.dropped.item()
+        out["ref_max"] = want_y.abs().max().item()
+        out["global_err"] = max_over_ranks((layer(mine).cpu() - want_y).abs().max())
+        d = layer.dropped.reshape(1).float()
+        dist.all_reduce(d)
+        out["dropped"] = d.item()
+        per_rank = MoEFeedForward(replace(a, capacity_scope="rank")).to("tpu")
+        per_rank.load_state_dict(ref.state_dict())
+        per_rank.set_data_parallel_group(dist.group.WORLD)
+        out["rank_err"] = max_over_ranks((per_rank(mine).cpu() - want_y).abs().max())
+    return out

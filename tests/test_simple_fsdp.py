@@ -3,7 +3,7 @@
 Three launches, each a bounded set of trainer runs (tests/dist_workers.py
 train_runs), then checks per run:
   - 4 ranks, SimpleFSDP HSDP (2 replicas x 2 shards), llama, 20 steps, DCP
-    checkpoints at steps 18 and 20;
+    checkpoints at steps 18 and 20; SimpleFSDP MoE (4 shards), 20 steps;
   - 2 ranks: SimpleFSDP llama and MoE (eager), llama (tiny) under training.compile,
     llama with bf16 gathers and f32 reduction, the MoE run again under FSDP2,
     and two resumptions of the 4-rank run's step-18 checkpoint on 2 ranks
@@ -56,14 +56,18 @@ def runs(tmp_path_factory):
     # 4 ranks x 1 row: the same global batch as 2 ranks x 2 rows
     four = run("dist_workers:train_runs", 4, timeout=600, env=ENV, args={"cfgs": {
         "hsdp": cfg(tmp, "hsdp", local_batch=LOCAL_BATCH // 2, checkpoint=ck,
-                    par={"data_parallel_replicate_degree": 2})}})[0]
+                    par={"data_parallel_replicate_degree": 2}),
+        "moe": cfg(tmp, "moe4", model="moe", local_batch=LOCAL_BATCH // 2,
+                   par={"data_parallel_shard_degree": 4})}})[0]
     saved = tmp / "hsdp" / "checkpoint"
     assert sorted(p.name for p in saved.iterdir()) == [f"step-{SAVE_AT}.dcp", f"step-{STEPS}.dcp"]
     shutil.rmtree(saved / f"step-{STEPS}.dcp")
     for name in ("resume_simple", "resume_fsdp2"):  # each resumes (and saves) in its own folder
         shutil.copytree(saved, tmp / name / "checkpoint")
     resume = dict(ck, resume=True)
-    two = run("dist_workers:train_runs", 2, timeout=1200, env=ENV, args={"cfgs": {
+    # the MoE layer's load-balancing check (test_moe_aux_loss_over_ranks_is_one_process)
+    # rides on the 2-rank launch
+    two = run("dist_workers:moe_aux_and_train_runs", 2, timeout=1200, env=ENV, args={"cfgs": {
         "llama": cfg(tmp, "llama"),
         "moe": cfg(tmp, "moe", model="moe"),
         "moe_fsdp2": cfg(tmp, "moe_fsdp2", model="moe", par={"fsdp": "fully_shard"}),
@@ -98,16 +102,45 @@ def test_four_ranks_hsdp_llama_matches_one_process(runs):
 
 
 def test_two_ranks_moe_matches_fsdp2_and_one_process(runs):
-    """Each rank routes its own tokens (expert capacity and the load-balancing
-    loss are per rank, as under FSDP2), so SimpleFSDP's MoE run is FSDP2's
-    step for step. One process routing the whole batch at once starts from
-    the same loss and then drifts by what per-rank routing changes (measured
-    1.3e-4 relative at step 2, at most 2.8e-2 over the 20 steps)."""
+    """The load-balancing loss counts the assignments of both ranks
+    (models/moe.py): its mean over the ranks, and its gradient's, is the
+    one process's, so SimpleFSDP's and FSDP2's MoE runs follow the
+    one-process run (with per-rank counts they drifted by up to 2.8e-2)."""
     got, fsdp2, one = (runs["two"]["moe"]["losses"], runs["two"]["moe_fsdp2"]["losses"],
                        runs["ref"]["moe"])
-    assert_close_per_step(got, fsdp2)
-    assert abs(got["1"] - one["1"]) <= 1e-5 * one["1"], (got["1"], one["1"])
-    assert_close_per_step(got, one, rtol=5e-2)
+    assert_close_per_step(got, one)
+    assert_close_per_step(fsdp2, one)
+
+
+def test_four_ranks_moe_matches_one_process(runs):
+    r = runs["four"]["moe"]
+    assert r["param"] == "DTensor(Shard(dim=0),)"
+    assert_close_per_step(r["losses"], runs["ref"]["moe"])
+
+
+def test_moe_aux_loss_over_ranks_is_one_process(runs):
+    """On 2 ranks, each with half the batch: the ranks' mean of the
+    load-balancing loss and of its router gradient equal one process's on the
+    whole batch (on the CPU), eager and compiled; with per-rank counts they
+    do not."""
+    import torch
+    out = runs["two"]["moe_aux"]
+    want = torch.tensor(out["want"])
+    assert max(out["counts"]) > 1.5 * min(out["counts"]), out["counts"]  # loads are uneven
+    for key in ("eager", "compiled"):
+        torch.testing.assert_close(torch.tensor(out[key]), want, rtol=1e-5, atol=1e-7,
+                                   msg=lambda m, key=key: f"{key}: {m}")
+    assert not torch.allclose(torch.tensor(out["per_rank"]), want, rtol=1e-3, atol=0)
+
+
+def test_moe_global_capacity_drops_as_one_process(runs):
+    """The same layer's output: with the global capacity each rank's rows are
+    the one-process output's (the same assignments dropped); with
+    capacity_scope "rank" they are not."""
+    out = runs["two"]["moe_aux"]
+    assert out["ref_dropped"] > 0 and out["dropped"] == out["ref_dropped"], out
+    assert out["global_err"] <= 1e-5 * out["ref_max"], out
+    assert out["rank_err"] > 1e-2 * out["ref_max"], out
 
 
 def test_compiled_matches_eager_one_process(runs):

@@ -141,6 +141,12 @@ def apply(model, par, device):
         return model
     if par.tp > 1:
         return _tensor_parallel(model, par)
+    if hasattr(model, "set_data_parallel_group"):
+        # MoE: the load-balancing loss counts the assignments of every
+        # data-parallel rank (replicas and shards), so that it and its
+        # gradient are the one-process run's (models/moe.py). Data parallelism
+        # takes all the ranks (degrees refuses it beside TP): the world.
+        model.set_data_parallel_group(dist.group.WORLD)
     if par.simple:
         from .simple_fsdp import DTYPES, data_parallel
         return data_parallel(model, par.mesh, DTYPES[par.param_dtype], DTYPES[par.reduce_dtype])
