@@ -194,7 +194,7 @@ static tt_status check_matrix(tt_lower_ctx *c, int i, const char *api, bool squa
   if (t.dtype != TT_F32 && t.dtype != TT_F64) {
     if (!tt_dtype_is_float(t.dtype) && !tt_dtype_is_complex(t.dtype))
       return tt_lower_fail(c, TT_INVALID_ARGUMENT, "%s: Expected a floating point or complex "
-                           "tensor as input. Got %s", api, tt_dtype_cpp_name(t.dtype));
+                           "tensor as input. Got %s", api, tt_dtype_torch_name(t.dtype));
     return tt_lower_fail(c, TT_UNIMPLEMENTED, "%s of %s", api, tt_dtype_torch_name(t.dtype));
   }
   if (square && t.dims[t.rank - 1] != t.dims[t.rank - 2])
