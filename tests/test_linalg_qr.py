@@ -284,6 +284,24 @@ def test_backward_matches_cpu():
         torch.testing.assert_close(xt.grad.cpu(), xc.grad, atol=1e-9, rtol=1e-9)
 
 
+@pytest.mark.parametrize("ashape,bshape", [((2, 5, 3), (2, 5, 2)), ((2, 3, 5), (2, 3, 2)),
+                                           ((5, 3), (5,))])
+def test_lstsq_gels(ashape, bshape):
+    """Driver gels (the default off the CPU): over- and underdetermined,
+    vector right-hand side; residuals when m > n, rank / singular values empty."""
+    g = torch.Generator().manual_seed(11)
+    a = torch.randn(*ashape, dtype=torch.float64, generator=g)
+    b = torch.randn(*bshape, dtype=torch.float64, generator=g)
+    with native():
+        out = torch.linalg.lstsq(a.to("tpu"), b.to("tpu"))
+        sol32 = torch.linalg.lstsq(a.float().to("tpu"), b.float().to("tpu"), driver="gels")[0]
+    ref = torch.linalg.lstsq(a, b, driver="gels")
+    for o, r in zip(out, ref):
+        assert o.shape == r.shape and o.dtype == r.dtype
+        torch.testing.assert_close(o.cpu(), r, atol=1e-12, rtol=0)
+    torch.testing.assert_close(sol32.cpu(), ref[0].float(), atol=1e-5, rtol=1e-5)
+
+
 # --- errors ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("f,x,msg", [
@@ -299,6 +317,8 @@ def test_backward_matches_cpu():
      "qr received unrecognized mode 'x' but expected one of 'reduced'"),
     (lambda x: torch.linalg.eigh(x, UPLO="x"), torch.ones(3, 3),
      "Expected UPLO argument to be 'L' or 'U', but got x"),
+    (lambda x: torch.linalg.lstsq(x, x[:2], driver="gels"), torch.ones(3, 3),
+     "torch.linalg.lstsq: input.size(-2) should match other.size(-2)"),
 ])
 def test_bad_inputs_raise_pytorchs_errors(f, x, msg):
     import re

@@ -15,6 +15,9 @@
 // Backward-stable like LAPACK; no scaling against overflow of ||x||^2 (inputs
 // near the float range overflow where LAPACK would rescale).
 //
+// lstsq (driver gels, PyTorch's default off the CPU): QR of A (or of A^T for
+// the minimum-norm solution when m < n) and a substitution loop.
+//
 // eigh: cyclic Jacobi with the parallel (round-robin, Brent-Luk) ordering:
 // each step rotates n/2 disjoint (p, q) pairs at once (pairs are positions
 // (i, k+i) of a [top; bottom] layout, then positions are shuffled so that
@@ -41,7 +44,9 @@
 //
 // Leaves out (the CPU fallback keeps serving them): complex dtypes, 16-bit
 // floats (PyTorch's CPU kernels refuse them too), _linalg_svd's CUDA-only
-// `driver`.
+// `driver`, lstsq's rank-revealing drivers (gelsy, gelsd, gelss) and lstsq
+// with broadcast batch dims or empty inputs; QR backward needs
+// linalg_solve_triangular (lower/linalg_lu.c's family).
 #include <stdio.h>
 #include <string.h>
 
@@ -743,6 +748,92 @@ static tt_status lower_linalg_svd(tt_lower_ctx *c) {
   return NULL;
 }
 
+// --- lstsq (driver 'gels') ---------------------------------------------------------------
+
+// Solves the triangular r [*, n, n] (upper, or lower with `lower`) for y
+// [*, n, p] by substitution, one row per step.
+static tt_hv tri_solve(la *L, tt_hv r, tt_hv y, int64_t n, bool lower) {
+  int64_t p = dim_of(L, y, -1);
+  tt_hv rowi = idx2(L, n, p, 0);
+  tt_hv init[2] = {ki(L, 0), kk(L, y, 0)};
+  tt_hv g[2];
+  tt_hv res = tt_hlo_while_begin(L->b, init, 2, g);
+  tt_hlo_while_body(L->b, cmp(L, TT_HLO_LT, g[0], ki(L, n)), 2, res, g);
+  tt_hv j = lower ? g[0] : sub(L, ki(L, n - 1), g[0]);
+  tt_hv rr = col_at(L, mT(L, r), j);  // row j of r: [*, n]
+  tt_hv rjj = elem_at(L, rr, j);      // [*]
+  int64_t bx[TT_MAX_RANK];
+  for (int i = 0; i < L->br; i++) bx[i] = i;
+  int64_t cr = L->br, cx = L->br;
+  // x's rows not yet solved are zero, so the product sums the solved ones.
+  tt_hv dot = tt_hlo_dot_general(L->b, rr, g[1], bx, bx, L->br, &cr, &cx, 1, L->d);  // [*, p]
+  tt_hv yj = col_at(L, mT(L, y), j);  // row j of y: [*, p]
+  tt_hv xj = dvd(L, sub(L, yj, dot), vec_of(L, rjj, p));
+  tt_hv jb = tt_hlo_broadcast_in_dim(L->b, j, L->br + 2, ty(L, TT_I32, 2, n, p).dims, NULL);
+  tt_hv x2 = sel(L, cmp(L, TT_HLO_EQ, rowi, jb), cols_of(L, xj, n), g[1]);
+  tt_hv next[2] = {add(L, g[0], ki(L, 1)), x2};
+  tt_hlo_while_end(L->b, init, next, 2, res);
+  return res == TT_HV_INVALID ? TT_HV_INVALID : res + 1;
+}
+
+// linalg_lstsq.out(A, B, rcond, *, driver, solution, residuals, rank,
+// singular_values) with LAPACK gels' semantics (PyTorch's default off the
+// CPU): full-rank A; QR of A (m >= n) or of A^T (m < n, the minimum-norm
+// solution). Other drivers (rank-revealing) stay on the CPU.
+static tt_status lower_lstsq(tt_lower_ctx *c) {
+  tt_hlo_type at = tt_lower_tensor_type(c, 0, -1), bt = tt_lower_tensor_type(c, 1, -1);
+  if (at.rank < 2)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "torch.linalg.lstsq: input must have at "
+                         "least 2 dimensions.");
+  const char *driver = str_arg(c, 3, "gels");
+  if (strcmp(driver, "gels") != 0)
+    return tt_lower_fail(c, TT_UNIMPLEMENTED, "lstsq driver %s", driver);
+  if (at.dtype != bt.dtype)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "torch.linalg.lstsq: Expected input and "
+                         "other to have the same dtype, but got input's dtype %s and other's "
+                         "dtype %s", tt_dtype_torch_name(at.dtype), tt_dtype_torch_name(bt.dtype));
+  TT_RETURN_IF_ERROR(check_matrix(c, 0, "torch.linalg.lstsq", false));
+  bool vec = bt.rank == at.rank - 1;
+  int64_t m = at.dims[at.rank - 2], n = at.dims[at.rank - 1];
+  if ((vec ? bt.dims[bt.rank - 1] : bt.dims[bt.rank - 2]) != m)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "torch.linalg.lstsq: input.size(-2) should "
+                         "match other.size(-2)");
+  if ((!vec && bt.rank != at.rank) ||
+      memcmp(bt.dims, at.dims, sizeof(int64_t) * (size_t)(at.rank - 2)))
+    return tt_lower_fail(c, TT_UNIMPLEMENTED, "lstsq with broadcast batch dims");
+  la L = la_make(c, &at);
+  int64_t p = vec ? 1 : bt.dims[bt.rank - 1];
+  tt_hv a = tt_lower_tensor(c, 0), b = tt_lower_tensor(c, 1);
+  if (vec) b = tt_hlo_reshape(L.b, b, at.rank, ty(&L, L.d, 2, m, 1).dims);
+  if (tt_hlo_numel(&at) == 0 || tt_hlo_numel(&bt) == 0 || p == 0)
+    return tt_lower_fail(c, TT_UNIMPLEMENTED, "lstsq of empty inputs");
+  tt_hv x, resid = empty0(&L);
+  if (m >= n) {  // x = R^-1 (Q^T b)[:n]; residuals: |(Q^T b)[n:]|^2 when m > n
+    qr_out q = house_qr(&L, a, m, n);
+    tt_hv qb = apply_q(&L, q.v, q.tau, b, true, true);
+    x = tri_solve(&L, sl(&L, q.r, -2, 0, n), sl(&L, qb, -2, 0, n), n, false);
+    if (m > n) {
+      tt_hv tail = sl(&L, qb, -2, n, m);
+      int64_t rd = L.br;
+      resid = tt_hlo_reduce(L.b, mul(&L, tail, tail), tt_hlo_const(L.b, L.d, 0), &rd, 1,
+                            TT_HLO_REDUCE_ADD);  // [*, p]
+    }
+  } else {  // A^T = Q R: x = Q [R^-T b; 0]
+    qr_out q = house_qr(&L, mT(&L, a), n, m);
+    tt_hv z = tri_solve(&L, mT(&L, sl(&L, q.r, -2, 0, m)), b, m, true);
+    tt_hlo_type zt = ty(&L, L.d, 2, n - m, p);
+    x = apply_q(&L, q.v, q.tau, cat2(&L, z, tt_hlo_splat(L.b, &zt, 0), -2), true, false);
+  }
+  if (vec) x = tt_hlo_reshape(L.b, x, at.rank - 1, ty(&L, L.d, 1, n, 0).dims);
+  int64_t zero = 0;
+  tt_hlo_type it = tt_hlo_make_type(TT_I64, 1, &zero);
+  tt_lower_result(c, x);
+  tt_lower_result(c, resid);
+  tt_lower_result(c, tt_hlo_splat(L.b, &it, 0));
+  tt_lower_result(c, empty0(&L));
+  return NULL;
+}
+
 // --- the table ------------------------------------------------------------------------------------
 
 #define R(name, fn) {"aten::" name, fn, 0}
@@ -754,6 +845,7 @@ static const tt_rule kRules[] = {
     R("ormqr", lower_ormqr), R("ormqr.out", lower_ormqr),
     R("_linalg_eigh", lower_linalg_eigh), R("_linalg_eigh.eigenvalues", lower_linalg_eigh),
     R("_linalg_svd", lower_linalg_svd), R("_linalg_svd.U", lower_linalg_svd),
+    R("linalg_lstsq.out", lower_lstsq),
 };
 #undef R
 
