@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import torchtpu
+from torchtpu.testing import opinfo
 
 DT = [torch.float32, torch.float64]
 EPS = {torch.float32: 1.2e-7, torch.float64: 2.3e-16}
@@ -300,6 +301,19 @@ def test_lstsq_gels(ashape, bshape):
         assert o.shape == r.shape and o.dtype == r.dtype
         torch.testing.assert_close(o.cpu(), r, atol=1e-12, rtol=0)
     torch.testing.assert_close(sol32.cpu(), ref[0].float(), atol=1e-5, rtol=1e-5)
+
+
+ENTRIES = ["geqrf", "ormqr", "linalg.qr", "linalg.householder_product", "linalg.eigh",
+           "linalg.eigvalsh", "linalg.svd", "linalg.svdvals", "linalg.pinv",
+           "linalg.matrix_rank", "linalg.matrix_norm"]
+
+
+@pytest.mark.parametrize("key,op", list(zip(ENTRIES, opinfo.entries_by_key(ENTRIES))),
+                         ids=ENTRIES)
+def test_entry_native_float32(key, op):
+    """PyTorch's OpInfo samples (vectors compared through the samples' own
+    sign-invariant output_process_fn_grad, as test_compare_cpu does)."""
+    opinfo.assert_native_pass(key, op, limit=2)
 
 
 # --- errors ------------------------------------------------------------------------------------
