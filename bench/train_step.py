@@ -33,7 +33,8 @@ backward and AdamW, on every path in one run:
     python bench/train_step.py [--flavor debugmodel] [--batch 4] [--seq 128]
                                [--warmup 3] [--steps 5] [--skip inductor,jax,torchax]
                                [--model llama|moe]
-    python bench/train_step.py --flavor small --batch 8 --seq 256 --skip cpu,inductor,strict
+    python bench/train_step.py --flavor small --batch 8 --seq 256 \
+        --skip cpu,inductor,strict,fused,torchax_eager       # compute-bound: MFU
 
 Each step ends by reading the loss (a host sync), on every path. Prints
 tokens/s per path and its ratio to JAX and to CPU eager (higher is better),
@@ -209,6 +210,19 @@ def matmul_peak(n=2048, repeats=5):
     return measure_peak_flops("tpu", torch.float32, n=n, repeats=repeats)
 
 
+def print_peer_ratios(results):
+    """The issue's comparisons in one line per compiled tpu path: its tokens/s
+    over Inductor's and over torchax jit's (>1: the tpu path is faster)."""
+    refs = (("inductor", "cpu inductor"), ("torchax_jit", "torchax jit"))
+    for key, name in (("compile", "tpu torch.compile"), ("step", "tpu whole step")):
+        if key not in results:
+            continue
+        ratios = [f"{results[ref][0] / results[key][0]:.2f}x {ref_name}'s"
+                  for ref, ref_name in refs if ref in results]
+        if ratios:
+            print(f"{name} tokens/s: " + ", ".join(ratios))
+
+
 def fused_available():
     try:
         from torchtpu import modes
@@ -296,6 +310,7 @@ def main():
         print(f"MFU: {flops_tok / 1e6:.2f} MFLOP/token (training, seq {a.seq}) x tokens/s over "
               f"the matmul peak measured on tpu in this run, {peak / 1e9:.1f} GFLOP/s "
               f"(best of 5 2048^3 float32 matmuls)")
+    print_peer_ratios(results)
 
 
 if __name__ == "__main__":
