@@ -20,20 +20,42 @@ backward and AdamW, on every path in one run:
                          jax.jit program on XLA's CPU backend; skipped when jax is
                          missing: install with `.venv/bin/pip install jax`
                          (about 620 MB; jax 0.10.2 is what was measured)
+    torchax eager        the same torch model through torchax 0.0.13 (PyTorch on
+                         JAX): torchax tensors op by op, loss.backward() and
+                         torch.optim.AdamW (bench/torchax_llama.py)
+    torchax jit          torchax's jax.jit of the functional step: forward, loss,
+                         jax.value_and_grad and AdamW in torch ops, one program;
+                         both torchax rows run in a subprocess (torchax claims
+                         PyTorch's PrivateUse1 slot, "tpu" here), llama only;
+                         skipped when torchax is missing: install with
+                         `.venv/bin/pip install --no-deps torchax==0.0.13`
 
     python bench/train_step.py [--flavor debugmodel] [--batch 4] [--seq 128]
-                               [--warmup 3] [--steps 5] [--skip inductor,jax]
+                               [--warmup 3] [--steps 5] [--skip inductor,jax,torchax]
                                [--model llama|moe]
+    python bench/train_step.py --flavor small --batch 8 --seq 256 \
+        --skip cpu,inductor,strict,fused,torchax_eager       # compute-bound: MFU
 
 Each step ends by reading the loss (a host sync), on every path. Prints
 tokens/s per path and its ratio to JAX and to CPU eager (higher is better),
 the final losses (the paths start from the same weights and see the same
 tokens, so they should agree), and per tpu path the programs compiled and
-the programs one step launches. On a
-machine without a TPU, "tpu" is XLA's CPU plugin: the figures compare
-dispatch and fusion, not accelerators."""
+the programs one step launches, and its MFU: model FLOPs per token
+(torchtpu.models.flops_per_token, the trainer's formula: 6 x non-embedding
+parameters + attention) x tokens/s over a matmul peak measured in the same run
+(the best of a few 2048^3 float32 matmuls on "tpu"; the trainer's
+measure_peak_flops). On a machine without a TPU, "tpu" is XLA's CPU plugin:
+the figures compare dispatch and fusion, not accelerators, and the peak is
+this CPU's matmul speed through the plugin."""
 import argparse
 import copy
+import dataclasses
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
 import traceback
 
@@ -42,11 +64,14 @@ import torch.nn.functional as F
 
 import torchtpu
 from torchtpu.compile import compile_training
-from torchtpu.models import build_model
+from torchtpu.models import build_model, flops_per_token
 from torchtpu.trainer.graph_step import programs_during
+from torchtpu.trainer.metrics import measure_peak_flops
 
 
 TPU_PATHS = ("strict", "fused", "compile", "step")
+TORCHAX_PATHS = (("torchax_eager", "torchax eager", "eager"),
+                 ("torchax_jit", "torchax jit", "jit"))
 
 
 def loss_of(model, tokens):
@@ -134,6 +159,70 @@ def jax_path(model, tokens, lr):
     return step
 
 
+def torchax_results(model_name, model, tokens, a, skip):
+    """{key: (seconds per step, loss)} for the torchax rows not in `skip`
+    ("torchax" skips both), run by bench/torchax_llama.py in a subprocess on
+    the same weights and tokens; a row that cannot run is printed as skipped
+    with the reason."""
+    keys = [(key, name, path) for key, name, path in TORCHAX_PATHS
+            if not skip & {"torchax", key}]
+    if not keys:
+        return {}
+    reason = None
+    if model_name != "llama":
+        reason = f"the torchax rows run the llama model only, not {model_name!r}"
+    elif importlib.util.find_spec("torchax") is None:
+        reason = "torchax is not installed: .venv/bin/pip install --no-deps torchax==0.0.13"
+    if reason is not None:
+        for _, name, _ in keys:
+            print(f"{name}: skipped ({reason})")
+        return {}
+    spec = {"args": dataclasses.asdict(model.args), "state_dict": model.state_dict(),
+            "tokens": tokens, "lr": a.lr, "warmup": a.warmup, "steps": a.steps,
+            "paths": [path for _, _, path in keys]}
+    here = os.path.dirname(os.path.abspath(__file__))
+    # no torch device-backend autoload there: `import torch` would import torchtpu
+    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    with tempfile.TemporaryDirectory() as tmp:
+        spec_path = os.path.join(tmp, "torchax_spec.pt")
+        torch.save(spec, spec_path)
+        proc = subprocess.run([sys.executable, os.path.join(here, "torchax_llama.py"), spec_path],
+                              env=env, capture_output=True, text=True)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]
+        for _, name, _ in keys:
+            print(f"{name}: skipped (bench/torchax_llama.py exited {proc.returncode}: {tail})")
+        return {}
+    out = json.loads(lines[-1])
+    results = {}
+    for key, name, path in keys:
+        if isinstance(out[path], str):
+            print(f"{name}: skipped ({out[path]})")
+        else:
+            results[key] = tuple(out[path])
+    return results
+
+
+def matmul_peak(n=2048, repeats=5):
+    """FLOP/s of the best of `repeats` n^3 float32 matmuls on "tpu", through
+    our runtime, as the trainer measures its MFU peak."""
+    return measure_peak_flops("tpu", torch.float32, n=n, repeats=repeats)
+
+
+def print_peer_ratios(results):
+    """The issue's comparisons in one line per compiled tpu path: its tokens/s
+    over Inductor's and over torchax jit's (>1: the tpu path is faster)."""
+    refs = (("inductor", "cpu inductor"), ("torchax_jit", "torchax jit"))
+    for key, name in (("compile", "tpu torch.compile"), ("step", "tpu whole step")):
+        if key not in results:
+            continue
+        ratios = [f"{results[ref][0] / results[key][0]:.2f}x {ref_name}'s"
+                  for ref, ref_name in refs if ref in results]
+        if ratios:
+            print(f"{name} tokens/s: " + ", ".join(ratios))
+
+
 def fused_available():
     try:
         from torchtpu import modes
@@ -152,7 +241,8 @@ def main():
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--skip", default="", help="comma-separated paths to skip: strict,fused,"
-                   "compile,step,cpu,inductor,jax")
+                   "compile,step,cpu,inductor,jax,torchax (both torchax rows), torchax_eager,"
+                   "torchax_jit")
     a = p.parse_args()
     skip = set(filter(None, a.skip.split(",")))
     torchtpu.set_fallback_mode("silent")
@@ -189,6 +279,11 @@ def main():
                 traceback.print_exc()
             continue
         results[key] = (sec, loss, torch.tpu._get_cache_stats()["compiles"] - compiles0, programs)
+    for key, (sec, loss) in torchax_results(a.model, model, tokens, a, skip).items():
+        results[key] = (sec, loss, None, None)
+    paths += [(key, name, None) for key, name, _ in TORCHAX_PATHS]
+    peak = matmul_peak() if any(k in results for k in TPU_PATHS) else None
+    flops_tok = flops_per_token(model, a.seq)
 
     info = torchtpu.runtime_info()
     print(f"\n{a.model} {a.flavor}: batch {a.batch} x seq {a.seq} = {ntok} tokens/step, "
@@ -197,7 +292,7 @@ def main():
     ref_jax = results.get("jax", (None,))[0]
     ref_cpu = results.get("cpu", (None,))[0]
     print(f"{'path':<22}{'ms/step':>10}{'tokens/s':>11}{'vs jax':>8}{'vs cpu':>8}"
-          f"{'loss':>10}{'compiles':>10}{'programs':>10}")
+          f"{'loss':>10}{'compiles':>10}{'programs':>10}{'MFU':>7}")
     for key, name, _ in paths:
         if key not in results:
             continue
@@ -206,10 +301,16 @@ def main():
         vs_cpu = f"{ref_cpu / sec:.2f}" if ref_cpu else "-"
         comp = str(compiles) if key in TPU_PATHS else ""
         progs = str(programs) if programs is not None else ""
+        mfu = f"{100 * ntok / sec * flops_tok / peak:.1f}%" if key in TPU_PATHS else ""
         print(f"{name:<22}{sec * 1e3:>10.1f}{ntok / sec:>11.0f}{vs_jax:>8}{vs_cpu:>8}"
-              f"{loss:>10.4f}{comp:>10}{progs:>10}")
+              f"{loss:>10.4f}{comp:>10}{progs:>10}{mfu:>7}")
     print("(vs jax, vs cpu: that path's tokens/s over the reference's; >1 is faster; "
           "programs: tpu programs launched by one step after the timed ones)")
+    if peak is not None:
+        print(f"MFU: {flops_tok / 1e6:.2f} MFLOP/token (training, seq {a.seq}) x tokens/s over "
+              f"the matmul peak measured on tpu in this run, {peak / 1e9:.1f} GFLOP/s "
+              f"(best of 5 2048^3 float32 matmuls)")
+    print_peer_ratios(results)
 
 
 if __name__ == "__main__":
