@@ -31,8 +31,11 @@ want = {"torch": sys.argv[1], "lammps-jax-pjrt-cpu": "0.11.2",
         # the "kernels" extra (pyproject.toml): JAX/Pallas kernels and their tests
         "jax": "0.10.2", "jaxlib": "0.10.2"}
 # tests/test_torchtitan.py: torchtitan 0.3.0 and what it imports (triton: its
-# MoE token dispatcher imports it at module level, even on CPU-only hosts).
-no_deps = {"torchtitan": "0.3.0", "tyro": "1.0.17", "docstring-parser": "0.18.0",
+# MoE token dispatcher imports it at module level, even on CPU-only hosts);
+# bench/torchax_llama.py (tests/test_bench_torchax.py): torchax, whose declared
+# dependencies would pull another torch.
+no_deps = {"torchax": "0.0.13", "torchtitan": "0.3.0", "tyro": "1.0.17",
+           "docstring-parser": "0.18.0",
            "typeguard": "4.6.1", "spmd-types": "0.2.3", "torchdata": "0.11.0",
            "tensorboard": "2.21.0", "protobuf": "7.36.2", "absl-py": "2.5.1",
            "triton": "3.9.0", "datasets": "4.7.0", "pandas": "3.1.1",
