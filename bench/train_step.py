@@ -32,9 +32,15 @@ backward and AdamW, on every path in one run:
 
     python bench/train_step.py [--flavor debugmodel] [--batch 4] [--seq 128]
                                [--warmup 3] [--steps 5] [--skip inductor,jax,torchax]
-                               [--model llama|moe]
+                               [--model llama|moe] [--ranks 2] [--dp simple|ddp]
     python bench/train_step.py --flavor small --batch 8 --seq 256 \
         --skip cpu,inductor,strict,fused,torchax_eager       # compute-bound: MFU
+
+--ranks N (N > 1) adds, in the same run, the tpu strict eager, torch.compile
+and whole-step paths on N ranks (N processes on this machine, the global
+batch split over them; bench/train_step_ranks.py), with SimpleFSDP (--dp
+simple, the default) or DDP (--dp ddp); their tokens/s count the global
+batch, so they compare with the 1-rank rows directly.
 
 Each step ends by reading the loss (a host sync), on every path. Prints
 tokens/s per path and its ratio to JAX and to CPU eager (higher is better),
@@ -243,7 +249,13 @@ def main():
     p.add_argument("--skip", default="", help="comma-separated paths to skip: strict,fused,"
                    "compile,step,cpu,inductor,jax,torchax (both torchax rows), torchax_eager,"
                    "torchax_jit")
+    p.add_argument("--ranks", type=int, default=1, help="also run strict, compile and step "
+                   "on this many ranks (> 1)")
+    p.add_argument("--dp", default="simple", choices=("simple", "ddp"),
+                   help="data parallelism of the --ranks rows: SimpleFSDP or DDP")
     a = p.parse_args()
+    if a.ranks > 1 and a.batch % a.ranks:
+        p.error(f"--batch {a.batch} must divide over --ranks {a.ranks}")
     skip = set(filter(None, a.skip.split(",")))
     torchtpu.set_fallback_mode("silent")
 
@@ -311,6 +323,55 @@ def main():
               f"the matmul peak measured on tpu in this run, {peak / 1e9:.1f} GFLOP/s "
               f"(best of 5 2048^3 float32 matmuls)")
     print_peer_ratios(results)
+    if a.ranks > 1:
+        ranks_section(a, results, skip, ntok)
+
+
+RANK_PATHS = (("strict", "tpu strict eager"), ("compile", "tpu torch.compile"),
+              ("step", "tpu whole step"))
+
+
+def ranks_section(a, one_rank, skip, ntok):
+    """The tpu paths on a.ranks ranks (bench/train_step_ranks.py), printed
+    beside the 1-rank rows of this run: tokens/s of the global batch, the
+    ratio to the same path on one rank and to eager on a.ranks ranks."""
+    import os
+
+    from torchtpu.testing.multiprocess import run
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = {"PYTHONPATH": os.pathsep.join([os.path.dirname(here), here,
+                                          os.environ.get("PYTHONPATH", "")]),
+           "TORCHTPU_FALLBACK": "silent"}
+    paths = [k for k, _ in RANK_PATHS if k not in skip]
+    args = {"model": a.model, "flavor": a.flavor, "batch": a.batch, "seq": a.seq,
+            "warmup": a.warmup, "steps": a.steps, "lr": a.lr, "dp": a.dp, "paths": paths}
+    try:
+        res = run("train_step_ranks:rank_paths", a.ranks, timeout=1800, env=env, args=args)[0]
+    except Exception as e:  # reported, the 1-rank table stands
+        print(f"\n{a.ranks} ranks: skipped ({type(e).__name__}: {str(e)[-2000:]})")
+        return
+    dp = "SimpleFSDP" if a.dp == "simple" else "DDP"
+    print(f"\n{a.ranks} ranks, {dp}, the same global batch ({a.batch // a.ranks} rows per rank); "
+          f"host collectives (gloo)")
+    print(f"{'path':<22}{'ms/step':>10}{'tokens/s':>11}{'vs 1rk':>8}{'vs eager':>9}"
+          f"{'loss':>10}{'compiles':>10}{'programs':>10}{'segments':>10}")
+    eager = res.get("strict", {}).get("sec")
+    for key, name in RANK_PATHS:
+        if key not in res:
+            continue
+        r = res[key]
+        sec = r["sec"]
+        one = one_rank.get(key, (None,))[0]
+        vs_one = f"{one / sec:.2f}" if one else "-"
+        vs_eager = f"{eager / sec:.2f}" if eager else "-"
+        seg = "" if r["segments"] is None else str(r["segments"])
+        print(f"{name:<22}{sec * 1e3:>10.1f}{ntok / sec:>11.0f}{vs_one:>8}{vs_eager:>9}"
+              f"{r['loss']:>10.4f}{r['compiles']:>10}{r['programs']:>10}{seg:>10}")
+    print(f"(vs 1rk: over the same path's 1-rank tokens/s above; vs eager: over strict eager on "
+          f"{a.ranks} ranks; ms/step: the slowest rank's median; loss: the ranks' mean; "
+          f"compiles, programs: rank 0's; segments: the whole step's device programs between "
+          f"the host collectives)")
 
 
 if __name__ == "__main__":

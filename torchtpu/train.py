@@ -256,7 +256,7 @@ def _train(cfg, log):
             if whole_step.calls == 2:
                 log(f"whole-step: {whole_step.programs_per_step} program(s) per step"
                     + (f" ({whole_step.segments} device segments around the host "
-                       f"all_reduce)" if whole_step.segments > 1 else ""))
+                       f"collectives)" if whole_step.segments > 1 else ""))
                 why = whole_step.not_captured()
                 if why:
                     log(f"whole-step: not replayed ({why})")
@@ -344,9 +344,7 @@ def _train(cfg, log):
             + (f"; plot {plot}" if plot else ""))
     whole = None
     if whole_step is not None:
-        whole = {"programs_per_step": whole_step.programs_per_step,
-                 "segments": whole_step.segments,
-                 "compiles_after_step2": whole_step.compiles_after_warmup}
+        whole = whole_step.stats()
         log(f"whole-step: {whole['compiles_after_step2']} compile(s) in the steps after step 2")
     if device.type == "tpu":
         import torchtpu

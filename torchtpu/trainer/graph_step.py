@@ -30,16 +30,28 @@ the schedule changes nothing in the program: nothing recompiles. Gradient
 accumulation runs inside the step: the micro-batches come as one
 [accum, batch, seq] tensor and the graph sums their gradients.
 
-On many ranks (DDP, data_parallel_replicate_degree > 1) the gradient
-all_reduce cannot run inside a device program across processes on this
-plugin: the step is split into segments, a forward+backward program, the
-all_reduce of one flat gradient bucket on the host transport, and a
-clipping+optimizer program.
+On many ranks the collectives cannot run inside a device program across
+processes on this plugin (the host transport), so the step runs as program
+segments with the collectives between them:
+- DDP (data_parallel_replicate_degree = world size): a forward+backward
+  program, the all_reduce of one flat gradient bucket, a clipping+optimizer
+  program (2 segments).
+- SimpleFSDP (parallelism.fsdp = "simple", data_parallel_shard_degree > 1,
+  HSDP too): the parameters and optimizer state stay DTensor Shard(0) shards;
+  one traced graph gathers the shards, runs forward and backward,
+  reduce-scatters the gradients and all-reduces the squares of the shards'
+  grad norms (clipping needs the global norm), as _c10d_functional ops;
+  torchtpu.compile._SegmentedGraph splits it around them (4 segments:
+  [casts] gather [forward, backward] reduce-scatter [norm] all-reduce
+  [update]), each captured once and replayed.
+The trainer prints the programs per step and the segments, and stats() has
+them with the compiles and segment replays after step 2.
 
-Not covered (a clear error): FSDP2 / HSDP / tensor parallelism, the fused
-optimizer implementation, amsgrad, maximize, SGD dampening, and optimizers
-other than torch.optim.AdamW, Adam and SGD. Random ops (dropout) draw fresh
-numbers at every replay but not the numbers eager would draw."""
+Not covered (a clear error): FSDP2 (fully_shard: its collectives run in
+eager hooks), tensor parallelism, the fused optimizer implementation,
+amsgrad, maximize, SGD dampening, and optimizers other than
+torch.optim.AdamW, Adam and SGD. Random ops (dropout) draw fresh numbers at
+every replay but not the numbers eager would draw."""
 import contextlib
 
 import torch
@@ -95,11 +107,17 @@ class WholeStep:
                                "(torchtpu.modes), which this build lacks")
         self.par = par
         self.ranks = par.world if par is not None and par.enabled else 1
-        if par is not None and par.enabled and (par.tp > 1 or par.shard > 1):
+        if par is not None and par.enabled and par.tp > 1:
             raise ValueError(
-                "training.compile_mode = 'step' supports one process or DDP "
-                "(parallelism.data_parallel_replicate_degree = world size); got "
-                f"data_parallel_shard_degree {par.shard}, tensor_parallel_degree {par.tp}")
+                "training.compile_mode = 'step' supports one process, DDP and SimpleFSDP "
+                f"(parallelism.fsdp = 'simple'); got tensor_parallel_degree {par.tp}")
+        if par is not None and par.enabled and par.shard > 1 and not par.simple:
+            raise ValueError(
+                f"training.compile_mode = 'step' with data_parallel_shard_degree {par.shard} "
+                f"needs parallelism.fsdp = 'simple' (SimpleFSDP, whose gathers and "
+                f"reduce-scatters the traced step holds); FSDP2's fully_shard runs its "
+                f"collectives in eager module hooks, which one traced step cannot contain")
+        self.simple = par is not None and par.enabled and par.simple
         self.model = model
         self.optimizer = optimizer
         self.max_norm = float(t["max_norm"])
@@ -123,11 +141,14 @@ class WholeStep:
             raise ValueError(f"training.compile_mode = 'step': parameters not in the optimizer: "
                              f"{missing[:4]}")
         self.group = [group_of[id(p)] for p in self.params]
+        if self.simple:
+            self._init_shards(par)
         self.states = self._init_state()
         self.runners = None   # one _GraphRunner per segment, made at the first step
         self.calls = 0
         self.programs_per_step = None
         self.compiles_after_warmup = 0
+        self.replays_after_warmup = 0
         self._compiles_at_2 = None
 
     # --- set-up --------------------------------------------------------------------
@@ -178,6 +199,133 @@ class WholeStep:
                 states.append([])
         return states
 
+    # --- SimpleFSDP: the collectives in the graph ----------------------------------
+    #
+    # The parameters (and the optimizer state) are DTensors Shard(0) on the
+    # data-parallel mesh (torchtpu/trainer/simple_fsdp.py); the step takes
+    # their local shards. It does what SimpleFSDP's parametrization does, once
+    # per step instead of once per parameter read: all-gather the shards
+    # (cast to mixed_precision_param first), run forward and backward on the
+    # full parameters, reduce-scatter the gradients (in
+    # mixed_precision_reduce, averaged over the ranks; HSDP: and all-reduced
+    # over the replicas), and update the shards. The collectives are
+    # _c10d_functional ops in the traced graph, one per bucket (every
+    # parameter of one dtype flattened into one tensor): on the host
+    # transport torchtpu.compile._SegmentedGraph splits the step around
+    # them, so a step is a few programs with one all-gather, one
+    # reduce-scatter and the grad norm's all-reduce between them.
+
+    def _init_shards(self, par):
+        from torch.distributed.tensor import DTensor
+
+        from .simple_fsdp import DTYPES
+
+        mesh = par.mesh
+        self.shard_pg = mesh.get_group("dp_shard")
+        self.rep_pg = mesh.get_group("dp_replicate") if mesh.ndim == 2 else None
+        self.nshard = mesh.size(mesh.ndim - 1)
+        self.param_dtype, self.reduce_dtype = DTYPES[par.param_dtype], DTYPES[par.reduce_dtype]
+        sharded = self.params + self.frozen
+        plain = [n for n, p in zip(self.pnames + self.fnames, sharded)
+                 if not isinstance(p, DTensor)]
+        if plain:
+            raise ValueError(f"training.compile_mode = 'step' with SimpleFSDP: parameters "
+                             f"{plain[:4]} are not sharded DTensors (parallelism.apply "
+                             f"shards every parameter)")
+        # per parameter: (rows of the full tensor, rows of one padded chunk);
+        # Shard(0) splits as torch.chunk does (the last ranks may hold fewer
+        # rows, or none), the collectives need equal pieces: pad to the chunk
+        self.rows = [(p.shape[0], -(-p.shape[0] // self.nshard)) for p in sharded]
+
+    @staticmethod
+    def _local(t):
+        from torch.distributed.tensor import DTensor
+        return t._local_tensor if isinstance(t, DTensor) else t
+
+    @staticmethod
+    def _pad_rows(x, rows):
+        if x.shape[0] == rows:
+            return x
+        return torch.cat([x, x.new_zeros((rows - x.shape[0],) + tuple(x.shape[1:]))])
+
+    @staticmethod
+    def _buckets(tensors):
+        """dtype -> indices of the tensors (not None) of that dtype."""
+        out = {}
+        for i, t in enumerate(tensors):
+            if t is not None:
+                out.setdefault(t.dtype, []).append(i)
+        return out
+
+    def _gather(self, shards):
+        """Local shards -> full tensors, one all-gather per dtype bucket."""
+        c10d = torch.ops._c10d_functional
+        S, group = self.nshard, self.shard_pg.group_name
+        shards = [x.to(self.param_dtype) if x.is_floating_point() else x for x in shards]
+        full = [None] * len(shards)
+        for idx in self._buckets(shards).values():
+            pieces = [self._pad_rows(shards[i], self.rows[i][1]).reshape(-1) for i in idx]
+            sizes = [p.numel() for p in pieces]
+            out = c10d.wait_tensor(c10d.all_gather_into_tensor(torch.cat(pieces), S, group))
+            out = out.view(S, sum(sizes))  # rank r's bucket in row r
+            k = 0
+            for i, n in zip(idx, sizes):
+                rows, chunk = self.rows[i]
+                shape = (S * chunk,) + tuple(shards[i].shape[1:])
+                full[i] = out[:, k:k + n].reshape(shape)[:rows]
+                k += n
+        return full
+
+    def _reduce_scatter(self, grads, shards):
+        """Full gradients -> this rank's shard of their mean over the ranks,
+        one reduce-scatter (and, HSDP, one all-reduce) per dtype bucket."""
+        c10d = torch.ops._c10d_functional
+        S, group = self.nshard, self.shard_pg.group_name
+        grads = [None if g is None else g.to(self.reduce_dtype) for g in grads]
+        out = [None] * len(grads)
+        for idx in self._buckets(grads).values():
+            # [S, chunk x rest] per gradient, side by side: row r is rank r's bucket
+            pieces = [self._pad_rows(grads[i], S * self.rows[i][1]).reshape(S, -1)
+                      for i in idx]
+            sizes = [p.shape[1] for p in pieces]
+            mine = c10d.wait_tensor(c10d.reduce_scatter_tensor(
+                torch.cat(pieces, dim=1).reshape(-1), "avg", S, group))
+            if self.rep_pg is not None:
+                mine = c10d.wait_tensor(c10d.all_reduce(mine, "avg", self.rep_pg.group_name))
+            k = 0
+            for i, n in zip(idx, sizes):
+                shape = (self.rows[i][1],) + tuple(grads[i].shape[1:])
+                local = shards[i]
+                out[i] = mine[k:k + n].view(shape)[:local.shape[0]].to(local.dtype)
+                k += n
+        return out
+
+    def _sharded(self, *flat):
+        """SimpleFSDP (shard > 1, HSDP too): gather, forward + backward,
+        reduce-scatter, the global grad norm, the update of the shards."""
+        P, B, F_, S, G = (len(self.params), len(self.buffers), len(self.frozen),
+                          len(self._flat_state()), len(self.optimizer.param_groups))
+        params, buffers, frozen, state, lrs, rest = self._split(flat, (P, B, F_, S, G, 2))
+        xs, ys = rest
+        full = self._gather(params + frozen)
+        loss, grads = self._loss_and_grads(full[:P], buffers, full[P:], xs, ys)
+        grads = self._reduce_scatter(grads, params)
+        with torch.no_grad():
+            norm = self._update(params, self._unflat_state(state), lrs, grads)
+        return loss, norm
+
+    def _norm(self, grads):
+        """The total 2-norm of the gradients, torch.nn.utils.clip_grad_norm_'s;
+        SimpleFSDP: of the whole gradients, from the shards' squared norms
+        summed over the shard group (the replicas hold the same shards)."""
+        norms = torch.stack([torch.linalg.vector_norm(g) for g in grads])
+        if not self.simple:
+            return torch.linalg.vector_norm(norms)
+        c10d = torch.ops._c10d_functional
+        sq = (norms.float() ** 2).sum()
+        sq = c10d.wait_tensor(c10d.all_reduce(sq, "sum", self.shard_pg.group_name))
+        return sq.sqrt()
+
     # --- the functions traced ------------------------------------------------------
 
     def _loss_and_grads(self, params, buffers, frozen, xs, ys):
@@ -218,8 +366,7 @@ class WholeStep:
         the bias corrections as device values), written into the inputs.
         Returns the total grad norm before clipping."""
         live = [i for i, g in enumerate(grads) if g is not None]  # torch skips grad None
-        norm = torch.linalg.vector_norm(
-            torch.stack([torch.linalg.vector_norm(grads[i]) for i in live]))
+        norm = self._norm([grads[i] for i in live])
         if self.max_norm > 0:
             coef = torch.clamp(self.max_norm / (norm + 1e-6), max=1.0)
             grads = [None if g is None else g * coef for g in grads]
@@ -336,8 +483,10 @@ class WholeStep:
                                f"tensors that are not inputs ({consts[:4]}); the step would "
                                f"not be replayable")
         gm = tc._match_traced_layouts(gm)
-        runner = tc._GraphRunner(gm, kind, self.fused)
-        return runner
+        if any(tc._is_collective(n) for n in gm.graph.nodes):
+            # the host transport: program segments with the collectives between
+            return tc._SegmentedGraph(gm, kind, self.fused, replay=True)
+        return tc._GraphRunner(gm, kind, self.fused)
 
     def _lrs(self):
         return [torch.tensor(float(g["lr"]), dtype=torch.float32).to(self.device)
@@ -348,6 +497,15 @@ class WholeStep:
         params = [p.detach() for p in self.params]  # aliases: the program writes them
         base = params + [b.detach() for b in self.buffers] + [p.detach() for p in self.frozen]
         state = self._flat_state()
+        if self.simple:  # the local shards of the DTensors
+            local = self._local
+            inputs = ([local(p).detach() for p in self.params]
+                      + [b.detach() for b in self.buffers]
+                      + [local(p).detach() for p in self.frozen] + [local(s) for s in state]
+                      + self._lrs() + [xs, ys])
+            if self.runners is None:
+                self.runners = [self._trace(self._sharded, inputs, "whole-step")]
+            return self.runners[0](inputs)
         if self.ranks == 1:
             inputs = base + state + self._lrs() + [xs, ys]
             if self.runners is None:
@@ -366,17 +524,40 @@ class WholeStep:
         norm = self.runners[1](inputs)
         return loss, norm
 
+    def _segment_runners(self):
+        out = []
+        for r in self.runners or ():
+            if isinstance(r, self._tc._SegmentedGraph):
+                out += [m.runner for m in r.split.children()
+                        if isinstance(m, self._tc._Segment)]
+            else:
+                out.append(r)
+        return out
+
     @property
     def segments(self):
-        """Device programs per step: 1, or 2 around the host all_reduce."""
-        return 1 if self.ranks == 1 else 2
+        """Device programs per step: 1 on one process; on the host transport
+        the program segments between the collectives (DDP: 2 around the
+        gradients' all_reduce; SimpleFSDP: those of the split graph)."""
+        if self.runners is None:
+            return None
+        return len(self._segment_runners())
 
     def not_captured(self):
         """Why a segment runs fused instead of replaying, or None."""
-        for r in self.runners or ():
+        for r in self._segment_runners():
             if r.no_capture is not None:
                 return f"{r.kind}: {r.no_capture}"
         return None
+
+    def stats(self):
+        """The trainer's whole_step report: programs launched by step 2,
+        program segments per step, compiles in the steps after step 2, and
+        segment replays in those steps (segments x steps when every segment
+        replays its captured program)."""
+        return {"programs_per_step": self.programs_per_step, "segments": self.segments,
+                "compiles_after_step2": self.compiles_after_warmup,
+                "replays_after_step2": self.replays_after_warmup}
 
     def __call__(self, xs, ys):
         self.calls += 1
@@ -385,10 +566,11 @@ class WholeStep:
             self.programs_per_step = n
             self._compiles_at_2 = _compiles()
         else:
-            c0 = _compiles()
+            c0, r0 = _compiles(), self._tc._stats["replays"]
             out = self._run(xs, ys)
             if self.calls > 2:
                 self.compiles_after_warmup += _compiles() - c0
+                self.replays_after_warmup += self._tc._stats["replays"] - r0
         # LambdaLR warns when stepped before optimizer.step(): this is its step
         self.optimizer._opt_called = True
         return out
