@@ -1,7 +1,8 @@
 """A training step of a small Llama-style model in strict eager and in fused
-eager (TORCH_TPU_DEFER_AND_FUSE), in one run: tokens/s of each, their
-ratio, and what fused eager does per step after warm-up (graphs run, ops in
-them, compiles).
+eager (TORCH_TPU_DEFER_AND_FUSE), in one run with their steps interleaved:
+tokens/s and CPU time of each, their ratio, and what each does per step
+after warm-up (compiles, ops lowered or replayed from the recorded trace,
+programs launched, fused flushes).
 
     python bench/fused_vs_strict.py [--flavor tiny] [--batch 4] [--seq 64]
                                     [--warmup 4] [--steps 10] [--fuse-limit N]
@@ -75,17 +76,19 @@ def build_model(flavor, vocab=512):
             args.vocab_size)
 
 
-# --- one run ---------------------------------------------------------------------------------
+# --- the runs ----------------------------------------------------------------------------
 
-def run(mode, model_cpu, tokens_cpu, warmup, steps, accum=1):
+def make_step(mode, model_cpu, tokens_cpu, accum):
+    """A step function running in `mode`, on its own copy of the model."""
     import copy
     with torchtpu.mode(mode):
         torch.manual_seed(0)
         model = copy.deepcopy(model_cpu).to("tpu")
         tokens = tokens_cpu.to("tpu")
-        opt = torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9)
 
-        def step():
+    def step():
+        with torchtpu.mode(mode):
             opt.zero_grad()
             for _ in range(accum):
                 logits = model(tokens[:, :-1])
@@ -93,30 +96,57 @@ def run(mode, model_cpu, tokens_cpu, warmup, steps, accum=1):
                 (loss / accum).backward()
             opt.step()
             return loss.item()
+    return step
 
-        losses = [step() for _ in range(warmup)]
-        torch.tpu.synchronize()
-        c0 = torch.tpu._get_cache_stats()["compiles"]
-        f0 = torchtpu.modes.fused_stats()
-        t0 = time.perf_counter()
-        losses += [step() for _ in range(steps)]
-        torch.tpu.synchronize()
-        dt = time.perf_counter() - t0
-        c1 = torch.tpu._get_cache_stats()["compiles"]
-        f1 = torchtpu.modes.fused_stats()
-    ntok = tokens_cpu.shape[0] * (tokens_cpu.shape[1] - 1) * steps * accum
-    return {
-        "tok_s": ntok / dt,
-        "ms_step": 1e3 * dt / steps,
-        "compiles_per_step": (c1 - c0) / steps,
-        "graphs_per_step": (f1["graphs"] - f0["graphs"]) / steps,
-        "ops_per_step": (f1["ops"] - f0["ops"]) / steps,
-        "lowered_per_step": (f1.get("lowered_ops", 0) - f0.get("lowered_ops", 0)) / steps,
-        "replayed_per_step": (f1.get("replayed_ops", 0) - f0.get("replayed_ops", 0)) / steps,
-        "last_graph": (f1["last_graph_ops"], f1["last_graph_params"], f1["last_graph_outputs"],
-                       f1["last_graph_bytes"]),
-        "losses": losses,
-    }
+
+def counters():
+    f = torchtpu.modes.fused_stats()
+    return {"compiles": torch.tpu._get_cache_stats()["compiles"], "graphs": f["graphs"],
+            "ops": f["ops"], "lowered": f["lowered_ops"], "replayed": f["replayed_ops"],
+            "splits": f["bound_splits"]}
+
+
+def run(model_cpu, tokens_cpu, warmup, steps, accum=1):
+    """Strict and fused steps interleaved (strict, fused, strict, ...) so that
+    both see the same host load: on a shared machine a block of one mode
+    and then a block of the other measures the load's drift, not the
+    modes. Per mode: the median wall and process-CPU time of a step (CPU
+    time counts every thread of the process, the plugin's too, and is what
+    a busy host inflates least), the counters' change per timed step and
+    the programs one step launches."""
+    from torchtpu.trainer.graph_step import programs_during
+
+    modes = ("strict", "fused")
+    fns = {m: make_step(m, model_cpu, tokens_cpu, accum) for m in modes}
+    losses = {m: [fns[m]() for _ in range(warmup)] for m in modes}
+    torch.tpu.synchronize()
+    wall = {m: [] for m in modes}
+    cpu = {m: [] for m in modes}
+    delta = {m: {} for m in modes}
+    for _ in range(steps):
+        for m in modes:
+            c0, t0, p0 = counters(), time.perf_counter(), time.process_time()
+            losses[m].append(fns[m]())
+            wall[m].append(time.perf_counter() - t0)
+            cpu[m].append(time.process_time() - p0)
+            c1 = counters()
+            for k in c1:
+                delta[m][k] = delta[m].get(k, 0) + c1[k] - c0[k]
+    ntok = tokens_cpu.shape[0] * (tokens_cpu.shape[1] - 1) * accum
+    res = {}
+    for m in modes:
+        med = sorted(wall[m])[steps // 2]
+        loss, programs = programs_during(fns[m])
+        losses[m].append(loss)
+        res[m] = {"tok_s": ntok / med, "ms_step": 1e3 * med,
+                  "cpu_ms_step": 1e3 * sorted(cpu[m])[steps // 2],
+                  "programs_per_step": programs,
+                  **{k + "_per_step": v / steps for k, v in delta[m].items()},
+                  "losses": losses[m]}
+    f = torchtpu.modes.fused_stats()
+    res["fused"]["last_graph"] = (f["last_graph_ops"], f["last_graph_params"],
+                                  f["last_graph_outputs"], f["last_graph_bytes"])
+    return res
 
 
 def main():
@@ -128,7 +158,7 @@ def main():
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--accum", type=int, default=1,
                    help="micro-batches per step (gradient accumulation): more small ops "
-                        "per step")
+                        "per step (--accum 4 on 'tiny': about 1,150 ops)")
     p.add_argument("--fuse-limit", type=int, default=0,
                    help="ops per fused graph (0: the default bound); a smaller graph "
                         "runs while the rest of the step is recorded")
@@ -140,22 +170,25 @@ def main():
     model, what, vocab = build_model(a.flavor)
     tokens = torch.randint(0, vocab, (a.batch, a.seq + 1), generator=torch.Generator().manual_seed(0))
 
-    res = {m: run(m, model, tokens, a.warmup, a.steps, a.accum) for m in ("strict", "fused")}
+    res = run(model, tokens, a.warmup, a.steps, a.accum)
     s, f = res["strict"], res["fused"]
     info = torchtpu.runtime_info()
     print(f"{what}; batch {a.batch} x seq {a.seq} x {a.accum} micro-batch(es); "
-          f"{a.warmup} warm-up + {a.steps} timed steps; "
+          f"{a.warmup} warm-up + {a.steps} timed steps, the modes interleaved (median); "
           f"tpu = {info['platform']} plugin")
-    print(f"{'mode':<8}{'tokens/s':>12}{'ms/step':>10}{'compiles/step':>15}")
+    print(f"{'mode':<8}{'tokens/s':>10}{'ms/step':>9}{'cpu ms':>8}{'compiles':>10}"
+          f"{'lowered':>9}{'replayed':>10}{'programs':>10}{'flushes':>9}   (per step)")
     for m in ("strict", "fused"):
         r = res[m]
-        print(f"{m:<8}{r['tok_s']:>12.0f}{r['ms_step']:>10.1f}{r['compiles_per_step']:>15.2f}")
-    print(f"fused / strict tokens/s: {f['tok_s'] / s['tok_s']:.2f}x")
+        print(f"{m:<8}{r['tok_s']:>10.0f}{r['ms_step']:>9.1f}{r['cpu_ms_step']:>8.1f}"
+              f"{r['compiles_per_step']:>10.2f}{r['lowered_per_step']:>9.1f}"
+              f"{r['replayed_per_step']:>10.0f}{r['programs_per_step']:>10d}"
+              f"{r['graphs_per_step']:>9.1f}")
+    print(f"fused / strict: tokens/s {f['tok_s'] / s['tok_s']:.2f}x, "
+          f"CPU time per step {s['cpu_ms_step'] / f['cpu_ms_step']:.2f}x less")
     ops, params, outs, nbytes = f["last_graph"]
-    print(f"fused: {f['graphs_per_step']:.1f} graphs/step, {f['ops_per_step']:.0f} ops/step; "
+    print(f"fused: {f['ops_per_step']:.0f} ops/step, {f['splits_per_step']:.1f} bound splits/step; "
           f"last graph {ops} ops, {params} params, {outs} outputs, {nbytes / 1e3:.0f} kB of StableHLO")
-    print(f"fused: {f['lowered_per_step']:.1f} ops lowered/step, "
-          f"{f['replayed_per_step']:.0f} replayed from the recorded trace/step")
     worst = max(abs(x - y) / abs(x) for x, y in zip(s["losses"], f["losses"]))
     print(f"loss strict {s['losses'][-1]:.6f} fused {f['losses'][-1]:.6f} "
           f"(max relative difference over {len(s['losses'])} steps {worst:.1e})")

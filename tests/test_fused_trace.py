@@ -113,3 +113,49 @@ def test_shape_change_records_a_new_trace():
         outs = [((x.to("tpu") @ wt).sin() + 1).sum(0).cpu() for x in x_cpu]
     for x, o in zip(x_cpu, outs):
         torch.testing.assert_close(o, ((x @ w).sin() + 1).sum(0), rtol=1e-5, atol=1e-5)
+
+
+def test_accumulated_step_runs_one_program_with_no_compile_or_lowering():
+    # Gradient accumulation (three micro-batches) and AdamW: after warm-up a
+    # step is one program, found by its trace: nothing lowered, nothing
+    # compiled, every op replayed, and the same numbers as the CPU.
+    from torchtpu.trainer.graph_step import programs_during
+
+    g = torch.Generator().manual_seed(2)
+    micro = [(torch.randn(5, 8, generator=g), torch.randn(5, 4, generator=g)) for _ in range(3)]
+
+    def setup(device):
+        model = mlp().to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=0.01)
+        data = [(x.to(device), y.to(device)) for x, y in micro]
+
+        def step():
+            opt.zero_grad()
+            for x, y in data:
+                (F.mse_loss(model(x), y) / len(data)).backward()
+            opt.step()
+            return model[0].weight.sum().item()
+        return model, step
+
+    ref_model, ref_step = setup("cpu")
+    ref = [ref_step() for _ in range(6)]
+    with torchtpu.mode("fused"):
+        model, step = setup("tpu")
+        got = [step() for _ in range(3)]
+        per_step = []
+        for _ in range(3):
+            s0, c0 = stats(), torch.tpu._get_cache_stats()["compiles"]
+            out, programs = programs_during(step)
+            got.append(out)
+            s1, c1 = stats(), torch.tpu._get_cache_stats()["compiles"]
+            per_step.append({"compiles": c1 - c0, "programs": programs,
+                             **{k: s1[k] - s0[k] for k in ("graphs", "ops", "lowered_ops",
+                                                           "replayed_ops")}})
+    for s in per_step:
+        assert s["compiles"] == 0 and s["lowered_ops"] == 0, per_step
+        assert s["graphs"] == 1 and s["programs"] == 1, per_step
+        assert s["replayed_ops"] == s["ops"] > 0, per_step
+    for a, b in zip(ref, got):
+        assert abs(a - b) <= 1e-5 * max(1.0, abs(a)), (ref, got)
+    for p, q in zip(model.parameters(), ref_model.parameters()):
+        torch.testing.assert_close(p.cpu(), q, rtol=1e-5, atol=1e-6)
