@@ -235,6 +235,73 @@ static tt_hv dense_run(tt_lower_ctx *c, int slot, tt_hv flat, int64_t numel) {
   return tt_hlo_dynamic_slice(c->b, flat, &off, &numel);
 }
 
+// A strided view (RoPE's x[..., 0] of [..., d/2, 2] pairs: the stride-2
+// elements) as a box: its dims by decreasing stride, each stride a whole
+// multiple of the next dim's extent, are a slice of a dense box of the
+// storage run (box dim i steps stride i; a last dim steps 1). A reshape and a
+// slice, which XLA fuses into the consumer; XLA's CPU gather is a serial
+// loop. TT_HV_INVALID when the view is no such box (then: a gather).
+static tt_hv strided_view(tt_lower_ctx *c, int slot, tt_hv flat, const view *v,
+                          tt_dtype d) {
+  int order[TT_MAX_RANK], k = 0;  // dims of size > 1, by decreasing stride
+  for (int i = 0; i < v->rank; i++)
+    if (v->sizes[i] > 1) order[k++] = i;
+  for (int i = 1; i < k; i++) {  // insertion sort, stable
+    int x = order[i], j = i;
+    while (j > 0 && v->strides[order[j - 1]] < v->strides[x]) {
+      order[j] = order[j - 1];
+      j--;
+    }
+    order[j] = x;
+  }
+  if (k == 0 || k > 4) return TT_HV_INVALID;  // transposes past rank 4: see extract
+  int64_t box[TT_MAX_RANK + 1], limit[TT_MAX_RANK + 1], start[TT_MAX_RANK + 1] = {0};
+  int64_t one[TT_MAX_RANK + 1], sorted[TT_MAX_RANK], extent = 1;
+  for (int i = 0; i < k; i++) {
+    int64_t st = v->strides[order[i]], n = v->sizes[order[i]];
+    int64_t next = i + 1 < k ? v->strides[order[i + 1]] : 1;
+    if (st <= 0 || next <= 0 || st % next != 0) return TT_HV_INVALID;
+    if (i + 1 < k && st < next * v->sizes[order[i + 1]]) return TT_HV_INVALID;  // overlap
+    box[i] = i == 0 ? n : v->strides[order[i - 1]] / st;
+    limit[i] = n;
+    sorted[i] = n;
+    one[i] = 1;
+    extent += (n - 1) * st;
+  }
+  box[k] = v->strides[order[k - 1]];  // the innermost step, read at 0
+  limit[k] = 1;
+  one[k] = 1;
+  int64_t run = box[0] * v->strides[order[0]];
+  const tt_hlo_type *ft = tt_hlo_type_of(c->b, flat);
+  if (!ft) return TT_HV_INVALID;
+  // The box's last row may run past the storage: pad its end. A non-zero
+  // offset is a run-time value (the program serves every offset), so pad
+  // for the largest one a view this size can have; its dynamic slice would
+  // clamp, shifting the data.
+  int64_t hi = c->slots[slot].t->offset != 0 ? run - extent : run - ft->dims[0];
+  if (hi > 0) {
+    if (tt_dtype_is_complex(d) || d == TT_BOOL) return TT_HV_INVALID;
+    int64_t lo = 0, in = 0;
+    flat = tt_hlo_pad(c->b, flat, tt_hlo_const(c->b, d, 0), &lo, &hi, &in);
+  }
+  tt_hv x = tt_hlo_reshape(c->b, dense_run(c, slot, flat, run), k + 1, box);
+  x = tt_hlo_reshape(c->b, tt_hlo_slice(c->b, x, start, limit, one), k, sorted);
+  // Back to view order: result dim j (the j-th dim of size > 1) is the
+  // sorted dim that holds it.
+  bool moved = false;
+  int64_t perm[TT_MAX_RANK];
+  for (int i = 0, j = 0; i < v->rank; i++)
+    if (v->sizes[i] > 1)
+      for (int q = 0; q < k; q++)
+        if (order[q] == i) {
+          perm[j] = q;
+          moved = moved || q != j;
+          j++;
+        }
+  if (moved) x = tt_hlo_transpose(c->b, x, perm);
+  return tt_hlo_reshape(c->b, x, v->rank, v->sizes);
+}
+
 // The view `v` of the slot's storage (value `flat`, dtype d), no stride-0 dims.
 static tt_hv extract(tt_lower_ctx *c, int slot, tt_hv flat, const view *v,
                      tt_dtype d) {
@@ -256,7 +323,8 @@ static tt_hv extract(tt_lower_ctx *c, int slot, tt_hv flat, const view *v,
     tt_hv x = tt_hlo_reshape(c->b, run, v->rank, psizes);
     return tt_hlo_transpose(c->b, x, perm);
   }
-  return gather_view(c, slot, flat, v, d);
+  tt_hv x = strided_view(c, slot, flat, v, d);
+  return x != TT_HV_INVALID ? x : gather_view(c, slot, flat, v, d);
 }
 
 // A view may have another dtype than its storage's buffer (x.view(torch.int32),
@@ -624,6 +692,26 @@ static bool is_whole_storage(const tt_lower_ctx *c, int slot) {
          view_numel(&v) * tt_dtype_size(t->dtype) == c->facts[slot].nbytes;
 }
 
+// True when the slot's view is a permutation (rank <= 4, as extract reads
+// one) of a dense layout covering its whole storage from offset 0; `order`
+// gets its dims by decreasing stride.
+static bool permuted_whole_storage(const tt_lower_ctx *c, int slot, int *order) {
+  const tt_tensor *t = c->slots[slot].t;
+  view v = {.rank = t->ndim};
+  memcpy(v.sizes, t->sizes, sizeof(int64_t) * (size_t)t->ndim);
+  memcpy(v.strides, t->strides, sizeof(int64_t) * (size_t)t->ndim);
+  return t->offset == 0 && v.rank <= 4 && !is_dense(&v) && dense_permutation(&v, order) &&
+         view_numel(&v) * tt_dtype_size(t->dtype) == c->facts[slot].nbytes;
+}
+
+// v (in the view's dims) transposed into the storage's order: dim i of the
+// result is view dim order[i], the inverse of extract's transpose.
+static tt_hv to_storage_order(tt_lower_ctx *c, tt_hv v, int rank, const int *order) {
+  int64_t perm[TT_MAX_RANK];
+  for (int i = 0; i < rank; i++) perm[i] = order[i];
+  return tt_hlo_transpose(c->b, v, perm);
+}
+
 // --- out= dtypes -------------------------------------------------------------------------
 //
 // PyTorch has two rules for an out= tensor of another dtype than the result.
@@ -789,6 +877,14 @@ static tt_status write_view(tt_lower_ctx *c, int slot, tt_hv v) {
     c->group_cur[g] = tt_hlo_reshape(c->b, v, 1, &numel);
     return NULL;
   }
+  // A permuted view of the whole storage (torch.compile's copies into a
+  // traced strided layout: empty_strided + copy_) replaces it with the value
+  // transposed into the storage's order: no read of the old contents.
+  int order[TT_MAX_RANK];
+  if (permuted_whole_storage(c, slot, order)) {
+    c->group_cur[g] = tt_hlo_reshape(c->b, to_storage_order(c, v, t->ndim, order), 1, &numel);
+    return NULL;
+  }
   if (numel == 0) return NULL;
   TT_RETURN_IF_ERROR(check_buffer_dtype(c, slot));
   tt_dtype bd = buffer_dtype(c, slot);
@@ -813,7 +909,13 @@ static tt_status patch_view(tt_lower_ctx *c, int slot, tt_hv v, int64_t numel) {
   view w = {.rank = t->ndim};
   memcpy(w.sizes, t->sizes, sizeof(int64_t) * (size_t)t->ndim);
   memcpy(w.strides, t->strides, sizeof(int64_t) * (size_t)t->ndim);
-  if (is_dense(&w)) {
+  // A permuted dense run (rank <= 4, as extract reads one) is the value
+  // transposed into the storage's order, patched in as a dense run: a
+  // scatter with computed indices is a serial loop on XLA's CPU backend.
+  int order[TT_MAX_RANK];
+  bool permuted = !is_dense(&w) && w.rank <= 4 && dense_permutation(&w, order);
+  if (is_dense(&w) || permuted) {
+    if (permuted) v = to_storage_order(c, v, w.rank, order);
     tt_hv flat = tt_hlo_reshape(c->b, v, 1, &numel);
     tt_hv off = offset_value(c, slot);
     c->group_cur[g] = tt_hlo_dynamic_update_slice(c->b, c->group_cur[g], flat, &off);
