@@ -6,7 +6,6 @@ shim's SDPA backend stub); dropout_p > 0 and masks that need a gradient take
 PyTorch's math path, whose ops (_safe_softmax, native_dropout, ...) lower
 natively too. Results are compared with PyTorch's CPU results, under fallback
 mode "error" so that nothing silently runs on the host."""
-import contextlib
 
 import pytest
 import torch
@@ -17,18 +16,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import torchtpu
 from torchtpu import _core
+from torchtpu.testing import native_only
 
 T = lambda t: t.to("tpu")  # noqa: E731
-
-
-@contextlib.contextmanager
-def native():
-    old = torchtpu.fallback_mode()
-    torchtpu.set_fallback_mode("error")
-    try:
-        yield
-    finally:
-        torchtpu.set_fallback_mode(old)
 
 
 class OpRecorder(TorchDispatchMode):
@@ -98,7 +88,7 @@ def test_sdpa_fused_matches_cpu(case):
     shape, kw = CASES[case]
     q, k, v = qkv(**shape)
     rec = OpRecorder()
-    with native(), rec:
+    with native_only(), rec:
         (out, grads), (out_t, grads_t) = run_both(q, k, v, **kw)
     assert "aten::_scaled_dot_product_flash_attention_for_cpu" in rec.ops
     assert "aten::_scaled_dot_product_flash_attention_for_cpu_backward" in rec.ops
@@ -109,7 +99,7 @@ def test_sdpa_fused_matches_cpu(case):
 
 def test_sdpa_bfloat16():
     q, k, v = qkv(2, 2, 2, 8, 8, 16, dtype=torch.bfloat16)
-    with native():
+    with native_only():
         (out, grads), (out_t, grads_t) = run_both(q, k, v, is_causal=True)
     assert out_t.dtype == torch.bfloat16
     close(out_t, out, 2e-2)
@@ -122,7 +112,7 @@ def test_sdpa_math_path_native():
     # gradient): its _safe_softmax is one rule, the rest lower too.
     q, k, v = qkv(2, 2, 2, 5, 7, 8)
     rec = OpRecorder()
-    with native(), sdpa_kernel([SDPBackend.MATH]), rec:
+    with native_only(), sdpa_kernel([SDPBackend.MATH]), rec:
         (out, grads), (out_t, grads_t) = run_both(q, k, v, attn_mask=_bool_mask(5, 7))
     assert "aten::_safe_softmax" in rec.ops
     assert "aten::_scaled_dot_product_flash_attention_for_cpu" not in rec.ops
@@ -134,7 +124,7 @@ def test_sdpa_math_path_native():
 def test_sdpa_mask_gradient_takes_math_path():
     q, k, v = qkv(1, 2, 2, 4, 6, 8)
     mask = torch.randn(1, 2, 4, 6, generator=torch.Generator().manual_seed(4))
-    with native():
+    with native_only():
         (out, grads), (out_t, grads_t) = run_both(q, k, v, grad_mask=True, attn_mask=mask)
     close(out_t, out, 1e-5)
     for gt, gc in zip(grads_t, grads):
@@ -145,7 +135,7 @@ def test_safe_softmax_rows_of_neg_inf():
     x = torch.randn(3, 5)
     x[1] = float("-inf")
     x[2, :2] = float("-inf")
-    with native():
+    with native_only():
         got = torch.ops.aten._safe_softmax(T(x), -1)
     close(got, torch.ops.aten._safe_softmax(x, -1), 1e-6)
     assert got.cpu()[1].eq(0).all()
@@ -154,7 +144,7 @@ def test_safe_softmax_rows_of_neg_inf():
 def test_sdpa_dropout_runs_natively():
     q, k, v = qkv(2, 2, 2, 16, 16, 8)
     ins = [T(t).requires_grad_() for t in (q, k, v)]
-    with native():
+    with native_only():
         torch.manual_seed(5)
         out = F.scaled_dot_product_attention(*ins, dropout_p=0.5)
         out.sum().backward()
@@ -172,7 +162,7 @@ def test_dropout_statistics_and_backward():
     p, n = 0.3, 200_000
     x = T(torch.ones(n)).requires_grad_()
     rec = OpRecorder()
-    with native(), rec:
+    with native_only(), rec:
         y = nn.Dropout(p).train()(x)
         g = T(torch.rand(n))
         y.backward(g)
@@ -187,7 +177,7 @@ def test_dropout_statistics_and_backward():
 
 def test_dropout_seeded_and_p_is_runtime():
     x = T(torch.randn(4096))
-    with native():
+    with native_only():
         torch.manual_seed(7)
         a = F.dropout(x, 0.5)
         b = F.dropout(x, 0.5)
@@ -206,7 +196,7 @@ def test_dropout_seeded_and_p_is_runtime():
 
 def test_native_dropout_edges():
     x = torch.randn(3, 7, dtype=torch.bfloat16)
-    with native():
+    with native_only():
         out, mask = torch.ops.aten.native_dropout(T(x), 0.5, False)
         zeros, none_kept = torch.ops.aten.native_dropout(T(x), 1.0, True)
         half, hmask = torch.ops.aten.native_dropout(T(x), 0.5, True)
@@ -228,7 +218,7 @@ def test_sdpa_under_torch_compile():
     q, k, v = (t.transpose(1, 2).contiguous() for t in qkv(2, 2, 2, 6, 6, 8))
     ins = [T(t).requires_grad_() for t in (q, k, v)]
     ref = [t.clone().requires_grad_() for t in (q, k, v)]
-    with native():
+    with native_only():
         out = torch.compile(f, backend="tpu")(*ins)
         out.sum().backward()
     expect = f(*ref)

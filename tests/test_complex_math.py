@@ -9,7 +9,6 @@ stablehlo.fft) and RoPE as TorchTitan and Hugging Face write it. Ops that
 PyTorch refuses for complex (order comparisons, max/min, clamp, sort) still
 raise PyTorch's error.
 """
-import contextlib
 import math
 import warnings
 
@@ -17,23 +16,11 @@ import pytest
 import torch
 
 import torchtpu
+from torchtpu.testing import native_only
 
 CDT = [torch.complex64, torch.complex128]
 TOL = {torch.complex64: 1e-5, torch.float32: 1e-5, torch.complex128: 1e-12,
        torch.float64: 1e-12, torch.bfloat16: 1e-2}
-
-
-@contextlib.contextmanager
-def native():
-    """Raises if any op inside falls back to the CPU; checks the counts too."""
-    before = dict(torchtpu.fallback_counts())
-    mode = torchtpu.fallback_mode()
-    torchtpu.set_fallback_mode("error")
-    try:
-        yield
-    finally:
-        torchtpu.set_fallback_mode(mode)
-    assert torchtpu.fallback_counts() == before
 
 
 def close(t, ref):
@@ -49,7 +36,7 @@ def tpu(*xs):
 
 def check(f, *xs):
     ref = f(*xs)
-    with native():
+    with native_only():
         out = f(*tpu(*xs))
     if isinstance(ref, (tuple, list)):
         for o, r in zip(out, ref):
@@ -105,7 +92,7 @@ BINARY = {
 @pytest.mark.parametrize("dt", CDT)
 def test_equal(dt):
     a, b = rand(dt, 3, 4), rand(dt, 4)
-    with native():
+    with native_only():
         t, u = tpu(a, b)
         assert torch.equal(t, t.t().t().clone()) and not torch.equal(t, t + 1j)
         assert torch.equal(t, u) == torch.equal(a, b)
@@ -140,7 +127,7 @@ def test_complex_scalars(dt, i):
 def test_scalar_values_never_recompile_wrongly(dt):
     """One program per signature: a different complex value gives its own answer."""
     x = rand(dt, 4)
-    with native():
+    with native_only():
         t = x.to("tpu")
         for s in [1 + 2j, -3.5 + 0.25j, 2j, 7.0]:
             close(t * s, x * s)
@@ -148,7 +135,7 @@ def test_scalar_values_never_recompile_wrongly(dt):
 
 @pytest.mark.parametrize("dt", CDT)
 def test_fill_and_full(dt):
-    with native():
+    with native_only():
         close(torch.full((2, 3), 1 + 2j, dtype=dt, device="tpu"), torch.full((2, 3), 1 + 2j, dtype=dt))
         e = torch.empty(4, dtype=dt, device="tpu").fill_(-2.5 + 0.5j)
         close(e, torch.full((4,), -2.5 + 0.5j, dtype=dt))
@@ -316,7 +303,7 @@ def test_backward(dt, name):
         return out.detach(), x.grad, y.grad if y.grad is not None else torch.zeros_like(y)
 
     ref = grads(a, b)
-    with native():
+    with native_only():
         got = grads(*tpu(a, b))
     for g, r in zip(got, ref):
         close(g, r)
@@ -332,7 +319,7 @@ def test_complex_polar_backward():
         return r.grad, t.grad
 
     ref = grads(r, t)
-    with native():
+    with native_only():
         got = grads(*tpu(r, t))
     for g, w in zip(got, ref):
         close(g, w)
@@ -414,7 +401,7 @@ def test_fft_backward(dt):
         return y.detach(), x.grad
 
     ref = grads(x)
-    with native():
+    with native_only():
         got = grads(x.to("tpu"))
     for g, r in zip(got, ref):
         close(g, r)
@@ -467,7 +454,7 @@ def test_rope_forward_backward_native(style, dt, mode):
         return oq.detach(), ok.detach(), q.grad, k.grad
 
     ref = run(q, k, "cpu")
-    with native(), torchtpu.mode(mode):
+    with native_only(), torchtpu.mode(mode):
         got = run(q.to("tpu"), k.to("tpu"), "tpu")
     for g, r in zip(got, ref):
         close(g, r)
@@ -478,7 +465,7 @@ def test_rope_compiled_native():
     q, k = torch.randn(2, 6, 3, 8), torch.randn(2, 6, 3, 8)
     fc = titan_freqs(8, 16)
     ref = titan_rope(q, k, fc)
-    with native():
+    with native_only():
         got = torch.compile(titan_rope, backend="tpu")(*tpu(q, k, fc))
     for g, r in zip(got, ref):
         close(g, r)

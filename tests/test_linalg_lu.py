@@ -9,29 +9,16 @@ batched, zero-size and non-contiguous inputs, singular and not positive
 definite ones (`info`, LAPACK's partial factor), gradients, and PyTorch's
 errors for bad input.
 """
-import contextlib
 import warnings
 
 import pytest
 import torch
 
 import torchtpu
+from torchtpu.testing import native_only
 
 DT = [torch.float32, torch.float64]
 TOL = {torch.float32: 2e-5, torch.float64: 1e-12}
-
-
-@contextlib.contextmanager
-def native():
-    """Raises if any op inside falls back to the CPU; checks the counts too."""
-    before = dict(torchtpu.fallback_counts())
-    mode = torchtpu.fallback_mode()
-    torchtpu.set_fallback_mode("error")
-    try:
-        yield
-    finally:
-        torchtpu.set_fallback_mode(mode)
-    assert torchtpu.fallback_counts() == before
 
 
 def close(out, ref, tol=None):
@@ -47,7 +34,7 @@ def close(out, ref, tol=None):
 
 def check(f, *xs, tol=None):
     ref = f(*xs)
-    with native():
+    with native_only():
         out = f(*[x.to("tpu") for x in xs])
     close(out, ref, tol)
 
@@ -199,7 +186,7 @@ def test_matrix_exp():
     # squarings, a different count per batch item
     a = torch.randn(4, 5, 5, dtype=dt) * torch.tensor([0.01, 0.5, 3, 20], dtype=dt)[:, None, None]
     ref = torch.linalg.matrix_exp(a)
-    with native():
+    with native_only():
         out = torch.linalg.matrix_exp(a.to("tpu"))
     rel = ((out.cpu() - ref).flatten(1).norm(dim=1) / ref.flatten(1).norm(dim=1)).max().item()
     assert rel < 1e-13, rel
@@ -234,7 +221,7 @@ def test_ill_conditioned_float32(cond):
     m = ill_conditioned(6, cond, torch.float64)
     s = ill_conditioned(6, cond, torch.float64, symmetric=True)
     ones = torch.ones(6, 1, dtype=torch.float64)
-    with native():
+    with native_only():
         mt, st, ot = m.float().to("tpu"), s.float().to("tpu"), ones.float().to("tpu")
         x = torch.linalg.solve(mt, ot)
         inv = torch.linalg.inv(mt)
@@ -284,7 +271,7 @@ def test_backward(name):
     ref = [x.clone().requires_grad_() for x in xs]
     GRADS[name](*ref).backward()
     tp = [x.to("tpu").requires_grad_() for x in xs]
-    with native():
+    with native_only():
         GRADS[name](*tp).backward()
     for t, r in zip(tp, ref):
         if r.grad is None:
@@ -325,7 +312,7 @@ def test_bad_input_errors():
     ]
     for f, msg in cases:
         with pytest.raises(RuntimeError, match="^" + msg):
-            with native():
+            with native_only():
                 f()
     # PyTorch's device-side check of lu_unpack's pivots
     with pytest.raises(RuntimeError, match="pivots passed to lu_unpack must be between 1"):

@@ -9,29 +9,16 @@ orthogonality and sign-invariant quantities, the values element for element.
 Inputs: random, batched, non-contiguous, 0-size, and ill-conditioned
 (condition number 1e6 in float32, 1e12 in float64).
 """
-import contextlib
 
 import pytest
 import torch
 
 import torchtpu
 from torchtpu.testing import opinfo
+from torchtpu.testing import native_only
 
 DT = [torch.float32, torch.float64]
 EPS = {torch.float32: 1.2e-7, torch.float64: 2.3e-16}
-
-
-@contextlib.contextmanager
-def native():
-    """Raises if any op inside falls back to the CPU."""
-    before = dict(torchtpu.fallback_counts())
-    mode = torchtpu.fallback_mode()
-    torchtpu.set_fallback_mode("error")
-    try:
-        yield
-    finally:
-        torchtpu.set_fallback_mode(mode)
-    assert torchtpu.fallback_counts() == before
 
 
 def tol(dt, scale=1.0):
@@ -71,7 +58,7 @@ def ill_conditioned(shape, cond, dt, gen):
 def test_qr_matches_lapack(dt, shape):
     g = torch.Generator().manual_seed(1)
     a = torch.randn(*shape, dtype=dt, generator=g)
-    with native():
+    with native_only():
         t = a.to("tpu")
         geq = torch.geqrf(t)
         qrs = {mode: torch.linalg.qr(t, mode=mode) for mode in ("reduced", "complete", "r")}
@@ -86,7 +73,7 @@ def test_qr_matches_lapack(dt, shape):
 def test_qr_noncontiguous_ill_conditioned():
     g = torch.Generator().manual_seed(2)
     a = ill_conditioned((6, 5), 1e6, torch.float32, g).to(torch.float32).mT  # [5, 6] view
-    with native():
+    with native_only():
         q, r = torch.linalg.qr(a.to("tpu"))
     # Q's trailing columns follow R's tiny trailing entries (ill-determined
     # in float32): check R against LAPACK, Q by orthogonality and Q R = A.
@@ -103,7 +90,7 @@ def test_householder_product_and_ormqr(dt):
     h, tau = torch.geqrf(a)
     c_left = torch.randn(2, 5, 4, dtype=dt, generator=g)
     c_right = torch.randn(2, 4, 5, dtype=dt, generator=g)
-    with native():
+    with native_only():
         th, ttau = h.to("tpu"), tau.to("tpu")
         q = torch.linalg.householder_product(th, ttau)
         q2 = torch.linalg.householder_product(th, ttau[..., :2])
@@ -118,7 +105,7 @@ def test_householder_product_and_ormqr(dt):
 
 
 def test_qr_empty_and_batch_zero():
-    with native():
+    with native_only():
         q, r = torch.linalg.qr(torch.zeros(0, 4, 3, device="tpu"))
         qc, rc = torch.linalg.qr(torch.zeros(3, 0, device="tpu"), mode="complete")
     assert q.shape == (0, 4, 3) and r.shape == (0, 3, 3)
@@ -143,7 +130,7 @@ def test_eigh_random(dt, shape):
     g = torch.Generator().manual_seed(4)
     a = torch.randn(*shape, dtype=dt, generator=g)
     sym = torch.tril(a) + torch.tril(a, -1).mT
-    with native():
+    with native_only():
         w, v = torch.linalg.eigh(a.to("tpu"))  # reads the lower triangle only
         wu, vu = torch.linalg.eigh(a.to("tpu"), UPLO="U")
         wv = torch.linalg.eigvalsh(a.to("tpu"))
@@ -159,13 +146,13 @@ def test_eigh_ill_conditioned(dt, cond):
     b = ill_conditioned((6, 6), cond, dt, g)
     spd = (b @ b.mT + b.mT @ b) / 2  # eigenvalues down to ~1/cond^2, clustered
     a = spd.to(dt)
-    with native():
+    with native_only():
         w, v = torch.linalg.eigh(a.to("tpu"))
     check_eigh(a, w, v, dt, 2.0)
 
 
 def test_eigh_edge_shapes():
-    with native():
+    with native_only():
         w0, v0 = torch.linalg.eigh(torch.zeros(0, 3, 3, device="tpu"))
         w1, v1 = torch.linalg.eigh(torch.full((2, 1, 1), 3.0, device="tpu"))
     assert w0.shape == (0, 3) and v0.shape == (0, 3, 3)
@@ -193,7 +180,7 @@ def check_svd(a, u, s, vh, dt, full, scale):
 def test_svd_random(dt, shape, full):
     g = torch.Generator().manual_seed(6)
     a = torch.randn(*shape, dtype=dt, generator=g)
-    with native():
+    with native_only():
         u, s, vh = torch.linalg.svd(a.to("tpu"), full_matrices=full)
     check_svd(a, u, s, vh, dt, full, a.abs().max().item() * max(shape))
     # Sign-invariant: |U| and |Vh| agree with LAPACK's (distinct values here).
@@ -209,7 +196,7 @@ def test_svd_ill_conditioned_and_rank_deficient(dt, cond):
     a64 = ill_conditioned((7, 5), cond, dt, g)
     a = a64.to(dt)
     lowrank = (torch.randn(7, 2, dtype=dt, generator=g) @ torch.randn(2, 5, dtype=dt, generator=g))
-    with native():
+    with native_only():
         u, s, vh = torch.linalg.svd(a.to("tpu"), full_matrices=False)
         ul, sl, vhl = torch.linalg.svd(lowrank.to("tpu"), full_matrices=True)
     check_svd(a, u, s, vh, dt, False, 1.0)
@@ -226,7 +213,7 @@ def test_svd_ill_conditioned_and_rank_deficient(dt, cond):
 def test_svd_edge_shapes_and_values_only():
     g = torch.Generator().manual_seed(8)
     a = torch.randn(3, 4, 1, generator=g)
-    with native():
+    with native_only():
         u0, s0, vh0 = torch.linalg.svd(torch.zeros(0, 3, 2, device="tpu"))
         u1, s1, vh1 = torch.linalg.svd(a.to("tpu"), full_matrices=False)
         sv = torch.linalg.svdvals(a.mT.to("tpu"))
@@ -255,7 +242,7 @@ def test_derived_ops_run_natively():
     }
     for name, f in fns.items():
         ref = f(a, spd)
-        with native():
+        with native_only():
             out = f(a.to("tpu"), spd.to("tpu"))
         assert out.dtype == ref.dtype, name
         torch.testing.assert_close(out.cpu(), ref, atol=1e-10, rtol=1e-10, msg=name)
@@ -280,7 +267,7 @@ def test_backward_matches_cpu():
         xc = x.clone().requires_grad_()
         f(xc).backward()
         xt = x.to("tpu").requires_grad_()
-        with native():
+        with native_only():
             f(xt).backward()
         torch.testing.assert_close(xt.grad.cpu(), xc.grad, atol=1e-9, rtol=1e-9)
 
@@ -293,7 +280,7 @@ def test_lstsq_gels(ashape, bshape):
     g = torch.Generator().manual_seed(11)
     a = torch.randn(*ashape, dtype=torch.float64, generator=g)
     b = torch.randn(*bshape, dtype=torch.float64, generator=g)
-    with native():
+    with native_only():
         out = torch.linalg.lstsq(a.to("tpu"), b.to("tpu"))
         sol32 = torch.linalg.lstsq(a.float().to("tpu"), b.float().to("tpu"), driver="gels")[0]
     ref = torch.linalg.lstsq(a, b, driver="gels")
@@ -338,5 +325,5 @@ def test_bad_inputs_raise_pytorchs_errors(f, x, msg):
     import re
     with pytest.raises(RuntimeError, match="^" + re.escape(msg)):
         f(x)  # the CPU's own text...
-    with native(), pytest.raises(RuntimeError, match="^" + re.escape(msg)):
+    with native_only(), pytest.raises(RuntimeError, match="^" + re.escape(msg)):
         f(x.to("tpu"))  # ...raised natively on tpu

@@ -1,7 +1,6 @@
 """The nn-family lowerings (conv.c, norm.c, index.c, loss.c, foreach.c)
 against PyTorch's CPU results, forward and backward through autograd. Where
 an op should run natively the test runs under fallback mode "error"."""
-import contextlib
 import copy
 
 import pytest
@@ -10,18 +9,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import torchtpu
+from torchtpu.testing import native_only
 
 T = lambda t: t.to("tpu")  # noqa: E731
-
-
-@contextlib.contextmanager
-def native():
-    old = torchtpu.fallback_mode()
-    torchtpu.set_fallback_mode("error")
-    try:
-        yield
-    finally:
-        torchtpu.set_fallback_mode(old)
 
 
 def close(tpu, cpu, tol=1e-5):
@@ -40,7 +30,7 @@ def test_conv2d_forward_backward(transposed, kw):
     mt = copy.deepcopy(m).to("tpu")
     x = torch.randn(2, 4, 9, 8, requires_grad=True)
     xt = T(x.detach()).requires_grad_()
-    with native():
+    with native_only():
         y, yt = m(x), mt(xt)
         g = torch.randn_like(y)
         y.backward(g)
@@ -60,7 +50,7 @@ def test_cnn_net_parity_with_running_stats():
         nn.AdaptiveAvgPool2d((3, 2)), nn.Flatten(), nn.LayerNorm(24), nn.Linear(24, 2))
     nt = copy.deepcopy(net).to("tpu")
     x = torch.randn(2, 3, 11, 10)
-    with native():
+    with native_only():
         y, yt = net(x), nt(T(x))
         y.sum().backward()
         yt.sum().backward()
@@ -71,7 +61,7 @@ def test_cnn_net_parity_with_running_stats():
     close(nt[1].running_var, net[1].running_var)
     net.eval()
     nt.eval()
-    with native():
+    with native_only():
         close(nt(T(x)), net(x), 1e-4)
 
 
@@ -87,7 +77,7 @@ def test_pools_and_group_norm():
         d = F.group_norm(v, 2)
         return a.sum() + b.pow(2).sum() + c.pow(2).sum() + d.pow(2).sum()
 
-    with native():
+    with native_only():
         y, yt = f(x), f(xt)
         y.backward()
         yt.backward()
@@ -97,7 +87,7 @@ def test_pools_and_group_norm():
 
 def test_max_pool_indices_match():
     x = torch.randn(1, 2, 6, 6)
-    with native():
+    with native_only():
         vt, it = F.max_pool2d(T(x), 3, 2, 1, return_indices=True)
     v, i = F.max_pool2d(x, 3, 2, 1, return_indices=True)
     close(vt, v)
@@ -117,7 +107,7 @@ def test_gather_scatter_family():
     a = torch.randn(4, 5, 6)
     i = torch.randint(0, 5, (4, 3, 6))
     src = torch.randn(4, 3, 6)
-    with native():
+    with native_only():
         close(T(a).gather(1, T(i)), a.gather(1, i))
         close(T(a).scatter(1, T(i), 1.5), a.scatter(1, i, 1.5))
         close(T(a).scatter_add(1, T(i), T(src)), a.scatter_add(1, i, src))
@@ -131,7 +121,7 @@ def test_advanced_indexing_and_index_put():
     torch.manual_seed(0)
     a = torch.randn(4, 5, 6)
     i2 = torch.tensor([-1, 0, 3])
-    with native():
+    with native_only():
         close(T(a)[T(i2)], a[i2])
         close(T(a)[:, T(i2)], a[:, i2])
         close(T(a)[T(i2), :, T(i2)], a[i2, :, i2])
@@ -149,7 +139,7 @@ def test_advanced_indexing_and_index_put():
 def test_sort_topk_cumsum_with_grads():
     torch.manual_seed(0)
     a = torch.randn(4, 5, 6)
-    with native():
+    with native_only():
         for desc in [False, True]:
             v, ix = torch.sort(T(a), dim=1, descending=desc, stable=True)
             ev, eix = torch.sort(a, dim=1, descending=desc, stable=True)
@@ -180,7 +170,7 @@ def test_sort_topk_cumsum_with_grads():
 def test_boolean_mask_index_falls_back():
     a = torch.randn(3, 4)
     m = a > 0
-    with native(), pytest.raises(NotImplementedError, match="data-dependent"):
+    with native_only(), pytest.raises(NotImplementedError, match="data-dependent"):
         T(a)[T(m)]
 
 
@@ -199,7 +189,7 @@ def test_losses(name, fn):
     x = torch.randn(4, 5) * 2
     t, w = torch.rand(4, 5), torch.rand(4, 5)
     xc, xt = x.clone().requires_grad_(), T(x).requires_grad_()
-    with native():
+    with native_only():
         a, b = fn(xc, t, w), fn(xt, T(t), T(w))
         a.backward()
         b.backward()
@@ -218,7 +208,7 @@ def _train(dev, make_opt, steps=3):
         opt.zero_grad()
         m(x).pow(2).mean().backward()
         if dev == "tpu":
-            with native():  # the optimizer step itself runs natively
+            with native_only():  # the optimizer step itself runs natively
                 opt.step()
         else:
             opt.step()
@@ -264,7 +254,7 @@ def _train_lenient(make_opt, steps=3):
 def test_foreach_norm_and_functional_add():
     ps = [torch.randn(3, 4), torch.randn(5)]
     pt = [T(p) for p in ps]
-    with native():
+    with native_only():
         for ordv in [2, 1, float("inf")]:
             for a, b in zip(torch._foreach_norm(pt, ordv), torch._foreach_norm(ps, ordv)):
                 close(a, b)
