@@ -24,4 +24,4 @@ make -j2 PYTHON=.venv/bin/python fuzz-run FUZZ_SECONDS="${FUZZ_SECONDS:-45}"
 # A subset of the Python suite over the ASan+UBSan core (about 4 minutes).
 make -j2 PYTHON=.venv/bin/python pytest-asan
 
-.venv/bin/python -m pytest tests/ -q
+.venv/bin/python -m pytest tests/ -q --durations=30
