@@ -66,6 +66,25 @@ def test_harness_accepts_only_tie_reorderings():
                                        want, swapped)
 
 
+def test_harness_judges_16_bit_results_against_float64():
+    """A bfloat16 result that differs from the CPU's but is nearer the float64
+    answer passes; one farther from it does not; float32 sweeps stay exact."""
+    from torch.testing._internal.opinfo.core import SampleInput
+    op = next(o for _, o in opinfo.select(torch.bfloat16, {"sum"}))
+    x = torch.tensor([256.0, 1.0, 1.0, 1.0, 1.0], dtype=torch.bfloat16)
+    s = SampleInput(x)
+    cpu = x[0]
+    for v in x[1:]:  # partial sums rounded to bfloat16: 256 + 1 is 256
+        cpu = cpu + v
+    exact = x.double().sum().bfloat16()  # 260: the float64 answer
+    assert cpu.item() == 256.0 and exact.item() == 260.0
+    worse = torch.tensor(250.0, dtype=torch.bfloat16)
+    assert opinfo._as_accurate_as_cpu(op, torch.bfloat16, s, cpu, exact)
+    assert not opinfo._as_accurate_as_cpu(op, torch.bfloat16, s, cpu, worse)
+    assert not opinfo._as_accurate_as_cpu(op, torch.float32, SampleInput(x.float()),
+                                           cpu.float(), exact.float())
+
+
 def _run(code):
     env = dict(os.environ, TORCHTPU_FALLBACK="silent")
     p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,

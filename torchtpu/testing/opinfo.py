@@ -368,9 +368,56 @@ def _run_sample(op, dtype, s, random):
     try:
         compare(op, dtype, expected, actual, devices, random)
     except WrongResult as e:
-        if not _same_up_to_ties(op, s, expected, actual):
+        if not (_same_up_to_ties(op, s, expected, actual) or
+                _as_accurate_as_cpu(op, dtype, s, expected, actual)):
             return "wrong", str(e)
     return "pass", ""
+
+
+def _double(x):
+    """x with its 16-bit float tensors in float64."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().double() if x.dtype in (torch.bfloat16, torch.float16) else x
+    if isinstance(x, tuple) and not hasattr(x, "_fields"):
+        return tuple(_double(v) for v in x)
+    if isinstance(x, list):
+        return [_double(v) for v in x]
+    if isinstance(x, dict):
+        return {k: _double(v) for k, v in x.items()}
+    return x
+
+
+def _as_accurate_as_cpu(op, dtype, s, expected, actual):
+    """For a 16-bit float sweep: True when the tpu result is at least as close
+    as the CPU's to the op computed in float64 on the same inputs (the CPU may
+    round partial sums to bfloat16 where XLA accumulates in float32), as
+    PyTorch's own reference tests judge a low-precision result."""
+    if dtype not in (torch.bfloat16, torch.float16):
+        return False
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ref = op(*_double((s.input,) + tuple(s.args)), **_double(s.kwargs))
+    except Exception:  # noqa: BLE001 - no float64 version: no verdict
+        return False
+    exp, act, ref = _leaves(expected, []), _leaves(actual, []), _leaves(ref, [])
+    if not (len(exp) == len(act) == len(ref)):
+        return False
+    for e, a, r in zip(exp, act, ref):
+        if not isinstance(e, torch.Tensor):
+            continue
+        if not e.is_floating_point() or not isinstance(r, torch.Tensor) or r.shape != e.shape:
+            return False
+        r = r.double()
+        finite = r.isfinite()
+        a, e = a.cpu().double(), e.double()
+        if not torch.equal(a.isfinite(), e.isfinite()):
+            return False
+        err_a = (a - r).abs()[finite].max().item() if finite.any() else 0.0
+        err_e = (e - r).abs()[finite].max().item() if finite.any() else 0.0
+        if err_a > err_e:
+            return False
+    return True
 
 
 # Ops whose indices among equal values are left unspecified (stable=False, the
