@@ -175,6 +175,17 @@ class ProcessGroupTPU(dist.ProcessGroup):
     def __repr__(self):
         return f"ProcessGroupTPU(rank={self._rank}, size={self._size}, transport={TRANSPORT!r})"
 
+    def shutdown(self):
+        """destroy_process_group's call. The C++ ProcessGroup.shutdown this
+        overrides shuts the registered backends down, and this group has none:
+        without this, its gloo group's worker threads lived on until the
+        interpreter's exit, where destroying them could abort the process
+        ("terminate called without an active exception")."""
+        self._gloo.shutdown()
+
+    def abort(self):
+        self._gloo.abort()
+
     # --- consistency check across ranks ---------------------------------------------------
 
     def _agree(self, name, t=None, root=-1, op=-1):
