@@ -29,7 +29,9 @@ this repository (PyTorch's files are not part of torchtpu):
 
 (from an existing clone: `git archive v2.13.0 test | tar -x -C /tmp/pt`).
 Files from another PyTorch version may import helpers the installed
-torch.testing._internal lacks; the suite then reports a collection error.
+torch.testing._internal lacks; a few known renames and moves are bridged
+(_bridge_renamed_helpers: the same helper under its old name), anything else
+is reported as a collection error.
 
 How a suite runs. Each suite runs in pytest subprocesses (`-p no:cacheprovider`)
 with a small plugin (this module, loaded with `-p`) that writes the id of each
@@ -116,6 +118,37 @@ def _emit(obj):
         _events = open(os.environ["TORCHTPU_SUITES_EVENTS"], "a", buffering=1)
     _events.write(json.dumps(obj) + "\n")
     _events.flush()
+
+
+def _bridge_renamed_helpers():
+    """Older copies of PyTorch's test files import a few helpers that
+    torch.testing._internal has since renamed or moved; without these aliases
+    such a file is one collection error. Each alias is the same helper under
+    its old name (nothing is stubbed to pass): the test files' own code is not
+    touched. Only names the installed torch lacks are added."""
+    import torch.testing._internal.common_cuda as cuda
+    import torch.testing._internal.common_device_type as device_type
+    import torch.testing._internal.common_methods_invocations as cmi
+    import torch.testing._internal.common_utils as utils
+
+    aliases = (
+        (utils, "skipIfMps", lambda: utils.skipIfMPS),            # renamed
+        (cmi, "binary_ufuncs_and_refs", lambda: cmi.binary_ufuncs),  # now holds the refs
+        (cmi, "xfail", lambda: device_type.xfail),                # moved
+        (cmi, "skip", lambda: device_type.skip),                  # moved
+        # moved, and now takes the class and test from the decorated function
+        (cmi, "skipOps", lambda: lambda _cls, _test, to_skip: device_type.skipOps(to_skip)),
+        # CUDA's TF32 query; no CUDA device is in these runs
+        (cuda, "tf32_is_not_fp32", lambda: lambda: False),
+    )
+    for module, name, make in aliases:
+        if not hasattr(module, name):
+            setattr(module, name, make())
+
+
+def pytest_configure(config):
+    if "TORCHTPU_SUITES_EVENTS" in os.environ:
+        _bridge_renamed_helpers()
 
 
 # trylast: see the list after -k and -m have deselected theirs.
