@@ -350,3 +350,33 @@ def test_integer_conv_wraps_like_cpu():
     x = torch.full((1, 1, 8), 100, dtype=torch.int8)
     w = torch.full((1, 1, 3), 3, dtype=torch.int8)
     assert torch.equal(F.conv1d(x.to("tpu"), w.to("tpu")).cpu(), F.conv1d(x, w))
+
+
+# --- 6. indexing and promotion, from PyTorch's test_indexing / test_type_promotion ---------
+
+INDEXING_CASES = [
+    ("index shapes don't broadcast", lambda d: torch.zeros(5, 5, device=d)[[0, 1], [0, 1, 2]]),
+    ("setitem shapes don't broadcast", lambda d: torch.zeros(5, 5, device=d).__setitem__(
+        ([0, 1], [0, 1, 2]), 0)),
+    ("False with a list index", lambda d: torch.ones(2, 3, 4, device=d)[False, [0, 1], ...]),
+    ("bools and lists", lambda d: torch.ones(2, 3, 4, device=d)[True, [0, 1], True, True,
+                                                              [1], [[2]]]),
+    ("float index", lambda d: torch.tensor([1, 2, 3], device=d)[torch.tensor([], device=d)]),
+    ("index into an empty dim", lambda d: torch.empty(10, 0, device=d)[:, [0, 1]]),
+    ("empty index of an empty dim", lambda d: torch.empty(10, 0, device=d)[[1, 2]]),
+    ("2-d empty index", lambda d: torch.randn(5, device=d)[
+        torch.empty(0, 2, dtype=torch.int64, device=d)]),
+    ("take_along_dim of nothing", lambda d: torch.take_along_dim(
+        torch.randn(0, device=d), torch.empty(0, 2, dtype=torch.long, device=d))),
+    ("bf16 + complex", lambda d: torch.tensor(5.5, dtype=torch.bfloat16, device=d) + 1j),
+    ("cat promotes with an empty", lambda d: torch.cat(
+        [torch.ones(3, device=d), torch.tensor([], dtype=torch.float64, device=d)])),
+    ("cat of empties promotes", lambda d: torch.cat(
+        [torch.tensor([], device=d), torch.tensor([], dtype=torch.int64, device=d),
+         torch.tensor([], dtype=torch.float64, device=d)])),
+]
+
+
+@pytest.mark.parametrize("name,fn", INDEXING_CASES, ids=[c[0] for c in INDEXING_CASES])
+def test_indexing_and_promotion(name, fn):
+    assert_like_cpu(fn)

@@ -27,7 +27,9 @@ static bool gather_type(const tt_hlo_type *xt, const tt_hlo_type *it,
   int64_t offs[TT_MAX_RANK], batch[TT_MAX_RANK];
   int noff = 0, nbatch = 0;
   for (int i = 0; i < xt->rank; i++) {
-    if (sizes[i] < 0 || sizes[i] > xt->dims[i]) return false;
+    // A slice of 1 from an empty dim is allowed here: it can only be taken
+    // when there are no indices, and then tt_hlo_gather emits no gather.
+    if (sizes[i] < 0 || sizes[i] > (xt->dims[i] ? xt->dims[i] : 1)) return false;
     if (!has(d->collapsed_slice_dims, d->n_collapsed, i) &&
         !has(d->operand_batching_dims, d->n_operand_batching, i))
       offs[noff++] = sizes[i];
@@ -76,6 +78,13 @@ tt_hv tt_hlo_gather(tt_hlo *b, tt_hv x, tt_hv indices,
                  out_type ? " and the given result type" : "");
     return TT_HV_INVALID;
   }
+  if (tt_hlo_numel(&t) == 0) return tt_hlo_splat(b, &t, 0);  // nothing to gather
+  for (int i = 0; i < xt->rank; i++)
+    if (slice_sizes[i] > xt->dims[i]) {  // an empty operand dim, and indices into it
+      tt_hlo_failf(b, "gather: slice of %lld from an empty operand dim %d",
+                   (long long)slice_sizes[i], i);
+      return TT_HV_INVALID;
+    }
   tt_hlo_buf a = {0};
   put_gather_attrs(&a, dims, slice_sizes, xt->rank);
   tt_hv r = tt_hlo_emit(b, "stablehlo.gather", xs, 2, a.p, &t);

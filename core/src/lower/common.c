@@ -93,6 +93,7 @@ static tt_dtype combine(tt_dtype higher, tt_dtype lower) {
   if (tt_dtype_is_complex(lower)) {  // a float keeps its width (toComplexType)
     if (higher == TT_F64) return TT_C128;
     if (higher == TT_F32) return TT_C64;
+    if (higher == TT_BF16) return TT_C64;  // as PyTorch's toComplexType
     if (tt_dtype_is_float(higher)) return TT_DTYPE_NONE;  // complex32: not here
     return lower;
   }
@@ -181,6 +182,20 @@ tt_hv tt_lower_broadcast_to(tt_lower_ctx *c, tt_hv v, int rank,
     return TT_HV_INVALID;
   }
   return tt_hlo_broadcast_in_dim(b, v, rank, dims, bdims);
+}
+
+bool tt_lower_broadcastable(tt_lower_ctx *c, const tt_hv *vals, int n) {
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hlo_type shape = tt_hlo_make_type(TT_F32, 0, NULL);
+  for (int i = 0; i < n; i++) {
+    const tt_hlo_type *t = tt_hlo_type_of(b, vals[i]);
+    int bad = 0;
+    tt_hlo_type next = shape;
+    if (!t) return true;  // the builder holds the error; the caller meets it next
+    if (!broadcast_shape(&shape, t, &next, &bad)) return false;
+    shape = next;
+  }
+  return true;
 }
 
 tt_status tt_lower_broadcast(tt_lower_ctx *c, tt_hv *vals, int n) {

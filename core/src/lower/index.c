@@ -14,6 +14,7 @@
 // unique (their result sizes depend on the data: they run on the CPU, which
 // syncs), bounds checks of indices (an out-of-range index is clamped by XLA
 // where PyTorch raises), integer scatter_reduce "mean", repeat_interleave.
+#include <stdio.h>
 #include <inttypes.h>
 #include <string.h>
 
@@ -194,6 +195,19 @@ typedef struct adv {
   tt_hv idx;                   // [*bshape, k] i64
 } adv;
 
+// PyTorch's IndexError (and text) for index tensors whose shapes don't broadcast.
+static tt_status index_shape_mismatch(tt_lower_ctx *c, const tt_hv *iv, int k) {
+  char shapes[512] = "", one[96];
+  size_t n = 0;
+  for (int i = 0; i < k && n < sizeof shapes; i++) {
+    tt_hlo_type t = tt_lower_type(c, iv[i]);
+    n += (size_t)snprintf(shapes + n, sizeof shapes - n, "%s%s", i ? ", " : "",
+                          tt_shape_str(&t, one, sizeof one));
+  }
+  return tt_lower_fail(c, TT_OUT_OF_RANGE, "shape mismatch: indexing tensors could not be "
+                       "broadcast together with shapes %s", shapes);
+}
+
 // Reads the Tensor?[] argument 1 against self type xt.
 static tt_status adv_prepare(tt_lower_ctx *c, const tt_hlo_type *xt, adv *a) {
   tt_hlo *b = tt_lower_hlo(c);
@@ -213,16 +227,21 @@ static tt_status adv_prepare(tt_lower_ctx *c, const tt_hlo_type *xt, adv *a) {
       return tt_lower_fail(c, TT_UNIMPLEMENTED, "boolean mask indices have data-dependent "
                            "shapes (run on the CPU, which syncs)");
     if (!tt_dtype_is_int(d))
-      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "tensors used as indices must be long, "
+      return tt_lower_fail(c, TT_OUT_OF_RANGE, "tensors used as indices must be long, "
                            "int, byte or bool tensors, got %s", tt_dtype_name(d));
     dims[a->k] = j;
     tt_hv ij = tt_lower_list_tensor(c, 1, j);
+    tt_hlo_type jt = tt_lower_type(c, ij);
+    if (xt->dims[j] == 0 && tt_hlo_numel(&jt) > 0)  // known now: no index fits
+      return tt_lower_fail(c, TT_OUT_OF_RANGE, "index is out of bounds for dimension with "
+                           "size 0");
     tt_lower_check_index(c, ij, xt->dims[j], true, TT_OUT_OF_RANGE,
                          "index {} is out of bounds for dimension {} with size {}", j,
                          xt->dims[j]);
     iv[a->k++] = wrap_index(c, ij, xt->dims[j]);
   }
   if (a->k == 0) return tt_lower_fail(c, TT_UNIMPLEMENTED, "no index tensors");
+  if (!tt_lower_broadcastable(c, iv, a->k)) return index_shape_mismatch(c, iv, a->k);
   TT_RETURN_IF_ERROR(tt_lower_broadcast(c, iv, a->k));
   tt_hlo_type bt = tt_lower_type(c, iv[0]);
   a->nb = bt.rank;

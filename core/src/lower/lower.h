@@ -188,6 +188,8 @@ bool tt_can_cast(tt_dtype from, tt_dtype to);  // torch.can_cast
 // Broadcasts values in place to their common shape (numpy rules); the error
 // names the op and both shapes.
 tt_status tt_lower_broadcast(tt_lower_ctx *c, tt_hv *vals, int n);
+// True when the n values' shapes broadcast together (nothing is emitted).
+bool tt_lower_broadcastable(tt_lower_ctx *c, const tt_hv *vals, int n);
 // Broadcasts v to the given shape.
 tt_hv tt_lower_broadcast_to(tt_lower_ctx *c, tt_hv v, int rank,
                             const int64_t *dims);

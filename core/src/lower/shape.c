@@ -37,8 +37,8 @@ static tt_status cat_check(tt_lower_ctx *c, int n, const tt_hlo_type *ref, int64
   *out_dtype = TT_DTYPE_NONE;
   for (int j = 0; j < n; j++) {
     tt_hlo_type t = tt_lower_tensor_type(c, 0, j);
+    *out_dtype = tt_promote_types(*out_dtype, t.dtype);  // skipped ones count too
     if (skipped(&t)) continue;
-    *out_dtype = tt_promote_types(*out_dtype, t.dtype);
     if (t.rank != ref->rank)
       return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Tensors must have same number of "
                            "dimensions: got %d and %d", (int)ref->rank, (int)t.rank);
@@ -64,8 +64,10 @@ static tt_status lower_cat(tt_lower_ctx *c) {
     ref = tt_lower_tensor_type(c, 0, first);
     if (!skipped(&ref)) break;
   }
-  if (first == n) {  // all empty: the result is the (promoted) empty tensor
-    tt_lower_result(c, tt_lower_list_tensor(c, 0, 0));
+  if (first == n) {  // all empty: the result is the promoted empty tensor
+    tt_dtype d = TT_DTYPE_NONE;
+    for (int j = 0; j < n; j++) d = tt_promote_types(d, tt_lower_tensor_type(c, 0, j).dtype);
+    tt_lower_result(c, tt_hlo_convert(tt_lower_hlo(c), tt_lower_list_tensor(c, 0, 0), d));
     return NULL;
   }
   if (ref.rank == 0)
