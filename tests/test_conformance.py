@@ -380,3 +380,53 @@ INDEXING_CASES = [
 @pytest.mark.parametrize("name,fn", INDEXING_CASES, ids=[c[0] for c in INDEXING_CASES])
 def test_indexing_and_promotion(name, fn):
     assert_like_cpu(fn)
+
+
+# --- 7. factories and conversions, from PyTorch's test_tensor_creation_ops ------------------
+
+def _narrow_out(d):
+    return torch.zeros(2, 3, device=d).narrow(1, 1, 2)
+
+
+F32_LIMITS = (torch.finfo(torch.float).min, -2, -1.5, -0.5, 0, 0.5, 1.5, 2,
+              torch.finfo(torch.float).max, 3e9, -3e9, 300.0, -300.0)
+CREATION_CASES = [
+    # out= of the right element count keeps its shape (and writes only its view)
+    ("linspace out view", lambda d: torch.linspace(0, 3, 4, out=_narrow_out(d))._base),
+    ("arange out view", lambda d: torch.arange(4.0, out=_narrow_out(d))._base),
+    ("logspace out view", lambda d: torch.logspace(0, 3, 4, base=2, out=_narrow_out(d))._base),
+    ("random_ from out of int8", lambda d: torch.empty(4, dtype=torch.int8, device=d)
+     .random_(-129, 0)),
+    ("random_ to - 1 out of uint8", lambda d: torch.empty(4, dtype=torch.uint8, device=d)
+     .random_(0, 257)),
+    ("random_ to out of int16", lambda d: torch.empty(4, dtype=torch.int16, device=d)
+     .random_(40000)),
+    ("random_ bool to 3", lambda d: torch.empty(4, dtype=torch.bool, device=d).random_(0, 3)),
+    ("random_ from > to", lambda d: torch.empty(4, device=d).random_(5, 2)),
+    ("eye n < 0", lambda d: torch.eye(-1, device=d)),
+    ("eye m < 0", lambda d: torch.eye(2, -1, device=d)),
+    ("roll without shifts", lambda d: torch.roll(torch.ones(3, device=d), [])),
+    ("roll shifts != dims", lambda d: torch.roll(torch.ones(3, device=d), [1, 2], [0])),
+    ("roll 2 shifts no dims", lambda d: torch.roll(torch.ones(3, device=d), [1, 2])),
+    ("complex parts differ", lambda d: torch.complex(
+        torch.ones(2, device=d), torch.ones(2, dtype=torch.float64, device=d))),
+    ("complex out real", lambda d: torch.complex(
+        torch.ones(2, device=d), torch.ones(2, device=d), out=torch.empty(2, device=d))),
+    ("polar out complex128", lambda d: torch.polar(
+        torch.ones(2, device=d), torch.ones(2, device=d),
+        out=torch.empty(2, dtype=torch.complex128, device=d))),
+] + [
+    (f"float32 to {dt}", (lambda dt: lambda d: torch.tensor(F32_LIMITS, device=d).to(dt))(dt))
+    for dt in (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool)
+] + [
+    (f"float64 to {dt}", (lambda dt: lambda d: torch.tensor(F32_LIMITS, dtype=torch.float64,
+                                                            device=d).to(dt))(dt))
+    for dt in (torch.int8, torch.int32, torch.int64)
+]
+
+
+@pytest.mark.parametrize("name,fn", CREATION_CASES, ids=[c[0] for c in CREATION_CASES])
+def test_creation_and_conversion(name, fn):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert_like_cpu(fn)

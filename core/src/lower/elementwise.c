@@ -339,15 +339,28 @@ static tt_status lower_conj_physical(tt_lower_ctx *c) {
   return NULL;
 }
 
+// complex/polar take out= only of the exact complex dtype of parts a.
+static tt_status check_complex_out(tt_lower_ctx *c, tt_dtype a) {
+  tt_hlo_type dest;
+  tt_dtype want = a == TT_F64 ? TT_C128 : TT_C64;
+  if (tt_lower_dest_type(c, 0, &dest) && dest.dtype != want)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Expected object of scalar type %s but got "
+                         "scalar type %s for argument 'out'", tt_dtype_torch_name(want),
+                         tt_dtype_torch_name(dest.dtype));
+  return NULL;
+}
+
 // complex(real, imag): two float32 or two float64 tensors (PyTorch
 // requires the same dtype), broadcast.
 static tt_status lower_complex(tt_lower_ctx *c) {
   tt_dtype a = tt_lower_tensor_type(c, 0, -1).dtype, d = tt_lower_tensor_type(c, 1, -1).dtype;
   if (a != d)
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Expected object of scalar type %s but got "
-                         "scalar type %s for second argument", tt_dtype_name(a), tt_dtype_name(d));
+                         "scalar type %s for second argument", tt_dtype_torch_name(a),
+                         tt_dtype_torch_name(d));
   if (a != TT_F32 && a != TT_F64)  // half: complex32, which the core has not
     return tt_lower_fail(c, TT_UNIMPLEMENTED, "complex of %s parts", tt_dtype_name(a));
+  TT_RETURN_IF_ERROR(check_complex_out(c, a));
   tt_hv v[2] = {tt_lower_tensor(c, 0), tt_lower_tensor(c, 1)};
   TT_RETURN_IF_ERROR(tt_lower_broadcast(c, v, 2));
   tt_lower_result(c, tt_hlo_complex(tt_lower_hlo(c), v[0], v[1]));
@@ -359,9 +372,11 @@ static tt_status lower_polar(tt_lower_ctx *c) {
   tt_dtype a = tt_lower_tensor_type(c, 0, -1).dtype, d = tt_lower_tensor_type(c, 1, -1).dtype;
   if (a != d)
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Expected object of scalar type %s but got "
-                         "scalar type %s for second argument", tt_dtype_name(a), tt_dtype_name(d));
+                         "scalar type %s for second argument", tt_dtype_torch_name(a),
+                         tt_dtype_torch_name(d));
   if (a != TT_F32 && a != TT_F64)
     return tt_lower_fail(c, TT_UNIMPLEMENTED, "polar of %s parts", tt_dtype_name(a));
+  TT_RETURN_IF_ERROR(check_complex_out(c, a));
   tt_hv v[2] = {tt_lower_tensor(c, 0), tt_lower_tensor(c, 1)};
   TT_RETURN_IF_ERROR(tt_lower_broadcast(c, v, 2));
   tt_hv re = tt_lower_bin(c, TT_HLO_MUL, v[0], un(c, TT_HLO_COS, v[1]));
@@ -653,6 +668,23 @@ static tt_hlo_type target_type(const tt_lower_ctx *c) {
 }
 
 // copy_(self, src): src converted to self's dtype (any cast) and broadcast.
+// Float to integer as PyTorch's CPU kernels convert (C casts as compiled for
+// x86-64, which NumPy shares): through int32 for the narrower types, whose
+// bits then wrap, or int64; values outside that range, and NaN, give its
+// minimum. StableHLO's convert saturates instead, so 3e38 would become 127
+// in int8 where the CPU gives 0.
+static tt_hv float_to_int_like_cpu(tt_lower_ctx *c, tt_hv x, tt_dtype to) {
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_dtype via = to == TT_I64 ? TT_I64 : TT_I32;
+  double lim = via == TT_I64 ? 9223372036854775808.0 : 2147483648.0;
+  tt_hv in = tt_lower_bin(c, TT_HLO_AND, cmp(c, TT_HLO_GE, x, k(c, x, -lim)),
+                          cmp(c, TT_HLO_LT, x, k(c, x, lim)));  // false for NaN too
+  tt_hv v = tt_hlo_convert(b, x, via);
+  tt_hlo_type vt = tt_lower_type(c, v);
+  v = sel(c, in, v, tt_hlo_splat_i(b, &vt, via == TT_I64 ? INT64_MIN : INT32_MIN));
+  return tt_hlo_convert(b, v, to);
+}
+
 static tt_status lower_copy(tt_lower_ctx *c) {
   tt_hlo_type t = target_type(c);
   const tt_value *from = tt_lower_arg(c, 1);
@@ -661,7 +693,13 @@ static tt_status lower_copy(tt_lower_ctx *c) {
     return tt_lower_fail(c, TT_UNIMPLEMENTED, "copy_: complex to %s drops the "
                          "imaginary part", tt_dtype_name(t.dtype));
   tt_lower_allow_any_cast(c);
-  tt_hv src = tt_hlo_convert(tt_lower_hlo(c), tt_lower_tensor(c, 1), t.dtype);
+  tt_hv src = tt_lower_tensor(c, 1);
+  bool narrow_int = t.dtype == TT_U8 || t.dtype == TT_I8 || t.dtype == TT_I16 ||
+                    t.dtype == TT_I32 || t.dtype == TT_I64;
+  if (from->kind == TT_VALUE_TENSOR && tt_dtype_is_float(from->u.tensor.dtype) && narrow_int)
+    src = float_to_int_like_cpu(c, src, t.dtype);
+  else
+    src = tt_hlo_convert(tt_lower_hlo(c), src, t.dtype);
   tt_lower_result(c, tt_lower_broadcast_to(c, src, t.rank, t.dims));
   return NULL;
 }

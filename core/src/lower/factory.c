@@ -52,6 +52,18 @@ static tt_status arange_length(const tt_lower_ctx *c, tt_dtype d, double start,
   return NULL;
 }
 
+// Declares the 1-D points v as the result. PyTorch's arange/linspace/logspace
+// resize out= only when its element count differs; an out of the right count
+// but another shape (a 2-D view, say) gets the points in its row-major order.
+static void result_points(tt_lower_ctx *c, tt_hv v) {
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hlo_type dest, vt = tt_lower_type(c, v);
+  if (tt_lower_dest_type(c, 0, &dest) && dest.rank != 1 &&
+      tt_hlo_numel(&dest) == tt_hlo_numel(&vt))
+    v = tt_hlo_reshape(b, v, dest.rank, dest.dims);
+  tt_lower_result(c, v);
+}
+
 // arange.start_out(start, end, step=1, *, out): start + i * step.
 static tt_status lower_arange_start_out(tt_lower_ctx *c) {
   const tt_value *a = tt_lower_arg(c, 0), *e = tt_lower_arg(c, 1), *s = tt_lower_arg(c, 2);
@@ -80,7 +92,7 @@ static tt_status lower_arange_start_out(tt_lower_ctx *c) {
   tt_hv st = fl ? tt_hlo_splat(b, &it, step) : tt_hlo_splat_i(b, &it, (int64_t)step);
   tt_hv s0 = fl ? tt_hlo_splat(b, &it, start) : tt_hlo_splat_i(b, &it, (int64_t)start);
   tt_hv v = tt_hlo_binary(b, TT_HLO_ADD, tt_hlo_binary(b, TT_HLO_MUL, i, st), s0);
-  tt_lower_result(c, tt_hlo_convert(b, v, d));
+  result_points(c, tt_hlo_convert(b, v, d));
   return NULL;
 }
 
@@ -140,7 +152,7 @@ static tt_status lower_linspace(tt_lower_ctx *c) {
     tt_hv near = tt_hlo_compare(b, TT_HLO_LT, dist, tt_lower_splat_like(c, v, 1e-9));
     v = tt_hlo_select(b, near, r, v);
   }
-  tt_lower_result(c, tt_hlo_convert(b, v, d));
+  result_points(c, tt_hlo_convert(b, v, d));
   return NULL;
 }
 
@@ -154,7 +166,7 @@ static tt_status lower_logspace(tt_lower_ctx *c) {
   const tt_hlo_type *t = tt_hlo_type_of(b, v);
   if (!t) return NULL;
   tt_hv p = tt_hlo_binary(b, TT_HLO_POW, tt_lower_broadcast_to(c, base, 1, t->dims), v);
-  tt_lower_result(c, tt_hlo_convert(b, p, d));
+  result_points(c, tt_hlo_convert(b, p, d));
   return NULL;
 }
 
@@ -164,9 +176,10 @@ static tt_status lower_logspace(tt_lower_ctx *c) {
 static tt_status lower_eye(tt_lower_ctx *c) {
   int64_t dims[2] = {tt_lower_int(c, 0), tt_lower_int(c, 1)};
   if (tt_lower_arg(c, 1)->kind != TT_VALUE_INT) dims[1] = dims[0];
-  if (dims[0] < 0 || dims[1] < 0)
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "n and m must be non-negative, got %" PRId64
-                         " and %" PRId64, dims[0], dims[1]);
+  for (int k = 0; k < 2; k++)
+    if (dims[k] < 0)
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "%c must be greater or equal to 0, got %"
+                           PRId64, "nm"[k], dims[k]);
   tt_hlo *b = tt_lower_hlo(c);
   tt_hlo_type it = tt_hlo_make_type(TT_I64, 2, dims);
   tt_hv diag = tt_hlo_compare(b, TT_HLO_EQ, tt_hlo_iota(b, &it, 0), tt_hlo_iota(b, &it, 1));

@@ -134,31 +134,64 @@ static tt_status random_range(tt_lower_ctx *c, int gen_arg, int64_t from, uint64
   return NULL;
 }
 
+// The lowest and highest values of dtype d as doubles (floats) or integers,
+// for PyTorch's bounds checks of random_'s from and to - 1.
+static void dtype_bounds(tt_dtype d, double *lo, double *hi) {
+  switch (d) {
+    case TT_F16: *lo = -65504.0, *hi = 65504.0; return;
+    case TT_BF16: *lo = -3.38953138925153547590e38, *hi = 3.38953138925153547590e38; return;
+    case TT_F32: *lo = -3.40282346638528859812e38, *hi = 3.40282346638528859812e38; return;
+    case TT_F64: *lo = -1.79769313486231570815e308, *hi = 1.79769313486231570815e308; return;
+    case TT_I8: *lo = -128, *hi = 127; return;
+    case TT_I16: *lo = -32768, *hi = 32767; return;
+    case TT_I32: *lo = -2147483648.0, *hi = 2147483647.0; return;
+    default: *lo = 0, *hi = (double)random_max(d); return;  // bool, unsigned
+  }
+}
+
+// PyTorch's check_from_to_in_range: from and to_inc must fit the dtype
+// (int64 takes every int64, so it is not checked).
+static tt_status check_random_bounds(tt_lower_ctx *c, int64_t from, int64_t to_inc) {
+  tt_dtype d = target_type(c).dtype;
+  if (d == TT_I64 || d == TT_U64) return NULL;
+  double lo, hi;
+  dtype_bounds(d, &lo, &hi);
+  if ((double)from < lo || (double)from > hi)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "from is out of bounds for %s",
+                         tt_dtype_cpp_name(d));
+  if ((double)to_inc < lo || (double)to_inc > hi)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "to - 1 is out of bounds for %s",
+                         tt_dtype_cpp_name(d));
+  return NULL;
+}
+
+// [from, to) with PyTorch's checks; random_.from and random_.to.
+static tt_status random_from_to(tt_lower_ctx *c, int gen_arg, int64_t from, int64_t to) {
+  if (from >= to)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "random_ expects 'from' to be less than "
+                         "'to', but got from=%" PRId64 " >= to=%" PRId64, from, to);
+  TT_RETURN_IF_ERROR(check_random_bounds(c, from, to - 1));
+  return random_range(c, gen_arg, from, (uint64_t)to - (uint64_t)from);
+}
+
 // random_.from(self, from, to=None, *, generator): [from, to), or up to
 // random_max inclusive.
 static tt_status lower_random_from(tt_lower_ctx *c) {
   int64_t from = tt_lower_int(c, 1);
-  if (tt_lower_is_none(c, 2)) {
-    int64_t max = random_max(target_type(c).dtype);
-    if (from > max)
-      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "random_ expects 'from' to be at most "
-                           "%" PRId64 ", but got from=%" PRId64, max, from);
-    return random_range(c, 3, from, (uint64_t)max - (uint64_t)from + 1);
-  }
-  int64_t to = tt_lower_int(c, 2);
-  if (from >= to)
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "random_ expects 'from' to be less than "
-                         "'to', but got from=%" PRId64 " >= to=%" PRId64, from, to);
-  return random_range(c, 3, from, (uint64_t)to - (uint64_t)from);
+  if (!tt_lower_is_none(c, 2)) return random_from_to(c, 3, from, tt_lower_int(c, 2));
+  if (from == INT64_MIN) return random_range(c, 3, from, 0);  // all of int64
+  int64_t max = random_max(target_type(c).dtype);
+  TT_RETURN_IF_ERROR(check_random_bounds(c, from, max));
+  if (from > max)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "random_ expects 'from' casted to dtype to "
+                         "be less than or equal to 'to_inc' casted to dtype, but got from=%"
+                         PRId64 " > to_inc=%" PRId64, from, max);
+  return random_range(c, 3, from, (uint64_t)max - (uint64_t)from + 1);
 }
 
 // random_.to(self, to, *, generator): [0, to).
 static tt_status lower_random_to(tt_lower_ctx *c) {
-  int64_t to = tt_lower_int(c, 1);
-  if (to <= 0)
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "random_ expects 'from' to be less than "
-                         "'to', but got from=0 >= to=%" PRId64, to);
-  return random_range(c, 2, 0, (uint64_t)to);
+  return random_from_to(c, 2, 0, tt_lower_int(c, 1));
 }
 
 // random_(self, *, generator): [0, random_max] inclusive.

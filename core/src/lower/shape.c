@@ -274,10 +274,11 @@ static tt_status lower_roll(tt_lower_ctx *c) {
   tt_hlo_type t = tt_lower_type(c, x);
   int ns, nd;
   const int64_t *shifts = ints_arg(c, 1, &ns), *dims = ints_arg(c, 2, &nd);
+  if (ns == 0) return tt_lower_fail(c, TT_INVALID_ARGUMENT, "`shifts` required");
   if (nd == 0) {
     if (ns != 1)
-      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "shifts must have one entry when dims "
-                           "is empty, got %d", ns);
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "shifts and dimensions must align. "
+                           "shifts: %d, dims:0", ns);
     int64_t n = tt_hlo_numel(&t);
     tt_hv flat = roll_dim(c, tt_hlo_reshape(tt_lower_hlo(c), x, 1, &n), 0, shifts[0]);
     tt_lower_result(c, tt_hlo_reshape(tt_lower_hlo(c), flat, t.rank, t.dims));
@@ -285,7 +286,7 @@ static tt_status lower_roll(tt_lower_ctx *c) {
   }
   if (ns != nd)
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "shifts and dimensions must align. "
-                         "shifts: %d, dims: %d", ns, nd);
+                         "shifts: %d, dims:%d", ns, nd);
   for (int k = 0; k < nd; k++) {
     int64_t d;
     TT_RETURN_IF_ERROR(tt_lower_dim(c, dims[k], t.rank, &d));
