@@ -387,6 +387,28 @@ tt_tensor describe(const at::Tensor &t, const std::string &what) {
   return d;
 }
 
+CopyView::CopyView(const at::Tensor &t, const std::string &what) {
+  if (t.dim() <= TT_MAX_RANK) {
+    desc = describe(t, what);
+    return;
+  }
+  for (int64_t i = 0; i < t.dim(); i++) {
+    if (t.size(i) == 1) continue;
+    if (!sizes.empty() && strides.back() == t.size(i) * t.stride(i)) {
+      sizes.back() *= t.size(i);  // dim i continues the previous one
+      strides.back() = t.stride(i);
+      continue;
+    }
+    sizes.push_back(t.size(i));
+    strides.push_back(t.stride(i));
+  }
+  at::Tensor flat = at::empty({0}, t.options());
+  flat.set_(t.storage(), t.storage_offset(), sizes, strides);
+  desc = describe(flat, what);  // refuses when still above TT_MAX_RANK dims
+  desc.sizes = sizes.data();
+  desc.strides = strides.data();
+}
+
 // --- device guard ------------------------------------------------------------
 //
 // Streams: torch.tpu.Stream() objects are distinct (ids from a counter, a

@@ -700,6 +700,20 @@ void run_on_cpu(const OpInfo &info, const c10::OperatorHandle &op,
   at::native::cpu_fallback(op, stack);
 }
 
+// The largest rank among the call's tensor arguments (lists included).
+int64_t max_rank(const Call &c) {
+  int64_t r = 0;
+  for (const c10::IValue &iv : c.args) {
+    if (iv.isTensor()) {
+      if (iv.toTensor().defined()) r = std::max(r, iv.toTensor().dim());
+    } else if (iv.isList()) {  // Tensor[] and Tensor?[]
+      for (const c10::IValue &e : iv.toListRef())
+        if (e.isTensor() && e.toTensor().defined()) r = std::max(r, e.toTensor().dim());
+    }
+  }
+  return r;
+}
+
 }  // namespace
 
 void boxed_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
@@ -713,6 +727,12 @@ void boxed_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
   c.args.assign(stack->end() - static_cast<std::ptrdiff_t>(nargs), stack->end());
   if (writes_lazy_bits(c)) {
     run_on_cpu(info, op, stack, "it writes into a lazy conj/neg view");
+    return;
+  }
+  if (const int64_t rank = max_rank(c); rank > TT_MAX_RANK) {
+    run_on_cpu(info, op, stack, "a tensor of rank " + std::to_string(rank) +
+               " (the core's programs take at most " + std::to_string(TT_MAX_RANK) +
+               " dims; PyTorch allows 64)");
     return;
   }
   c.device = call_device(c, op.schema());

@@ -164,18 +164,18 @@ void upload(const at::Tensor &dst, const at::Tensor &src) {
   if (dst.is_conj()) host = host.conj().resolve_conj();
   if (dst.is_neg()) host = host._neg_view().resolve_neg();
   host = host.contiguous();
-  const tt_tensor desc = describe(dst, "copy to tpu");
+  const CopyView view(dst, "copy to tpu");
   const c10::DeviceGuard guard(dst.device());
-  check(tt_tensor_upload(runtime(), &desc, host.const_data_ptr()), "copy to tpu");
+  check(tt_tensor_upload(runtime(), &view.desc, host.const_data_ptr()), "copy to tpu");
 }
 
 // The tpu view `src` as a dense CPU tensor of the same dtype and shape.
 at::Tensor download(const at::Tensor &src) {
   at::Tensor host = at::empty(src.sizes(), src.options().device(c10::kCPU));
   if (src.numel() == 0) return host;
-  const tt_tensor desc = describe(src, "copy from tpu");
+  const CopyView view(src, "copy from tpu");
   const c10::DeviceGuard guard(src.device());
-  check(tt_tensor_download(runtime(), &desc, host.mutable_data_ptr()),
+  check(tt_tensor_download(runtime(), &view.desc, host.mutable_data_ptr()),
         "copy from tpu");
   return host;
 }
@@ -238,9 +238,9 @@ at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst,
   // destination's copy_ convert and broadcast.
   if (dst.is_cpu() && dst.is_contiguous() && dst.scalar_type() == self.scalar_type() &&
       dst.sizes() == self.sizes() && !dst.is_conj() && !dst.is_neg() && !bits) {
-    const tt_tensor desc = describe(self, "copy from tpu");
+    const CopyView view(self, "copy from tpu");
     const c10::DeviceGuard guard(self.device());
-    check(tt_tensor_download(runtime(), &desc, dst.mutable_data_ptr()),
+    check(tt_tensor_download(runtime(), &view.desc, dst.mutable_data_ptr()),
           "copy from tpu");
     return dst;
   }

@@ -72,6 +72,18 @@ at::Tensor wrap_storage(tt_storage *storage, c10::ScalarType dtype,
 // the tensor: keep the tensor alive while the descriptor is used.
 tt_tensor describe(const at::Tensor &t, const std::string &what);
 
+// A tpu view described for copying its elements in row-major order: size-1
+// dims dropped and runs of dims that are contiguous with each other merged,
+// which keeps that order. Lets tensors of more than TT_MAX_RANK dims (PyTorch
+// allows 64) move between host and device; `desc` points into this object.
+struct CopyView {
+  tt_tensor desc;
+  c10::SmallVector<int64_t, 8> sizes, strides;
+  CopyView(const at::Tensor &t, const std::string &what);
+  CopyView(const CopyView &) = delete;
+  CopyView &operator=(const CopyView &) = delete;
+};
+
 // The core generator behind a tpu at::Generator; throws for other devices.
 tt_generator *generator_handle(const at::Generator &gen, const std::string &what);
 

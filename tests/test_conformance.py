@@ -430,3 +430,29 @@ def test_creation_and_conversion(name, fn):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert_like_cpu(fn)
+
+
+# --- 8. more dims than the core's programs take (PyTorch allows 64) ----------------------
+
+HIGH_RANK_CASES = [
+    ("rank 30 add_", lambda d: torch.ones([1] * 29 + [2], device=d).add_(1)),
+    ("rank 9 ones", lambda d: torch.ones([1] * 9, device=d)),
+    ("rank 9 upload", lambda d: torch.arange(2.0).reshape([1] * 8 + [2]).to(d) * 3),
+    ("rank 20 repeat", lambda d: torch.arange(4.0, device=d).view(2, 2).repeat([1] * 18 + [2, 1])),
+    ("rank 12 view exp", lambda d: torch.linspace(0, 1, 4096, device=d).view([2] * 12).exp()),
+    ("rank 10 transposed", lambda d: torch.arange(48.0, device=d).view(2, 1, 3, 1, 1, 2, 1, 1, 1, 4)
+     .transpose(0, 9).contiguous()),
+    ("rank 65 randn shape", lambda d: torch.zeros([1] * 65, device=d).sum()),
+    ("rank 65 reduce dim", lambda d: torch.zeros([1] * 65, device=d).sum(dim=64)),
+    ("rank 65 mean dim 0", lambda d: torch.zeros([1] * 65, device=d).mean(dim=0)),
+]
+
+
+@pytest.mark.parametrize("name,fn", HIGH_RANK_CASES, ids=[c[0] for c in HIGH_RANK_CASES])
+def test_high_rank_like_cpu(name, fn):
+    """Ops on tensors above TT_MAX_RANK dims run on the CPU (a documented
+    fallback), tensors of any rank copy between host and device, and what
+    PyTorch refuses (reductions over > 64 dims) raises its error."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert_like_cpu(fn)
