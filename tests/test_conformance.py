@@ -456,3 +456,15 @@ def test_high_rank_like_cpu(name, fn):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert_like_cpu(fn)
+
+
+def test_mode_out_like_cpu():
+    """mode.values (out=) runs on the device, with PyTorch's exact-dtype
+    checks (PyTorch's composite kernel refuses devices other than CPU/CUDA/XPU)."""
+    x = lambda d: torch.tensor([[1., 2, 2], [3, 3, 1]], device=d)  # noqa: E731
+    assert_like_cpu(lambda d: torch.mode(x(d), 1, out=(torch.empty(0, device=d),
+                                                       torch.empty(0, dtype=torch.long, device=d))))
+    assert_like_cpu(lambda d: torch.mode(x(d), 1, out=(torch.empty(0, dtype=torch.long, device=d),
+                                                       torch.empty(0, dtype=torch.long, device=d))))
+    assert_like_cpu(lambda d: torch.mode(x(d), 1, out=(torch.empty(0, device=d),
+                                                       torch.empty(0, device=d))))

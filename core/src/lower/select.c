@@ -355,7 +355,15 @@ enum { kModePairs = 1 << 26, kModeStableRow = 16 };
 static tt_status lower_mode(tt_lower_ctx *c) {
   tt_hlo *b = tt_lower_hlo(c);
   tt_hv x = tt_lower_tensor(c, 0);
-  tt_hlo_type xt = tt_lower_type(c, x);
+  tt_hlo_type xt = tt_lower_type(c, x), dest;
+  // mode.values takes outputs of exactly self's dtype and int64, as PyTorch.
+  for (int r = 0; r < 2; r++) {
+    tt_dtype want = r == 0 ? xt.dtype : TT_I64;
+    if (tt_lower_dest_type(c, r, &dest) && dest.dtype != want)
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "expected scalar type '%s' but got '%s' "
+                           "for %s output", tt_dtype_torch_name(want),
+                           tt_dtype_torch_name(dest.dtype), r == 0 ? "values" : "indices");
+  }
   int64_t dim;
   TT_RETURN_IF_ERROR(tt_lower_dim(c, tt_lower_int(c, 1), xt.rank ? xt.rank : 1, &dim));
   bool keepdim = tt_lower_bool(c, 2);
@@ -911,7 +919,10 @@ static const tt_rule kRules[] = {
     R("segment_reduce", lower_segment_reduce), R("embedding_renorm_", lower_embedding_renorm),
     R("multinomial", lower_multinomial), R("multinomial.out", lower_multinomial),
     R("histc", lower_histc), R("histc.out", lower_histc),
-    R("mode", lower_mode), R("mode.values", lower_mode),
+    R("mode", lower_mode),
+    // mode.values is CompositeExplicitAutograd and refuses devices other than
+    // CPU, CUDA and XPU before it calls mode: take it over.
+    {"aten::mode.values", lower_mode, TT_RULE_REPLACES_COMPOSITE},
     R("_cummax_helper", lower_cummax), R("_cummin_helper", lower_cummin),
     R("linalg_cross", lower_linalg_cross), R("linalg_cross.out", lower_linalg_cross),
     {"aten::_cdist_forward", lower_cdist, TT_RULE_SCALARS_IN_SIGNATURE},
