@@ -65,6 +65,79 @@ def test_cnn_net_parity_with_running_stats():
         close(nt(T(x)), net(x), 1e-4)
 
 
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)])
+@pytest.mark.parametrize("momentum", [0.1, 0.7])
+def test_batch_norm_with_update_matches_cpu(dtype, tol, momentum):
+    # The training form export / torch.compile trace: outputs, the in-place
+    # running stats and the input/weight/bias grads (batch_norm_backward).
+    torch.manual_seed(0)
+    x = torch.randn(4, 3, 5, 2).to(dtype).requires_grad_()
+    w, b = torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)
+    rm, rv = torch.randn(3), torch.rand(3) + 0.5
+    xt, wt, bt = (T(t.detach()).requires_grad_() for t in (x, w, b))
+    rmt, rvt = T(rm), T(rv)
+    want = torch.ops.aten._batch_norm_with_update(x, w, b, rm, rv, momentum, 1e-5)
+    with native_only():
+        got = torch.ops.aten._batch_norm_with_update(xt, wt, bt, rmt, rvt, momentum, 1e-5)
+    for g, e in zip(got, want):
+        assert g.dtype == e.dtype and g.shape == e.shape
+        close(g, e, tol)
+    close(rmt, rm)
+    close(rvt, rv)
+    grad = torch.randn(x.shape).to(dtype)
+    want[0].backward(grad)
+    with native_only():
+        got[0].backward(T(grad))
+    for t, e in ((xt, x), (wt, w), (bt, b)):
+        close(t.grad, e.grad, tol if t is xt else 1e-4)
+
+
+def test_batch_norm_functional_out_and_no_update():
+    torch.manual_seed(0)
+    x, w = torch.randn(6, 2, 3), torch.randn(2)
+    rm, rv = torch.randn(2), torch.rand(2) + 0.5
+    want = torch.ops.aten._batch_norm_with_update_functional(x, w, None, rm, rv, 0.2, 1e-3)
+    with native_only():
+        got = torch.ops.aten._batch_norm_with_update_functional(T(x), T(w), None, T(rm), T(rv),
+                                                                0.2, 1e-3)
+    assert len(got) == len(want) == 6
+    for g, e in zip(got, want):
+        close(g, e)
+    # .out writes all four results; running stats updated in place
+    rm2, rv2 = rm.clone(), rv.clone()
+    outs_t = [torch.empty(0, device="tpu") for _ in range(3)] + [
+        torch.empty(0, dtype=torch.uint8, device="tpu")]
+    rmt, rvt = T(rm), T(rv)
+    with native_only():
+        torch.ops.aten._batch_norm_with_update.out(T(x), T(w), None, rmt, rvt, 0.2, 1e-3,
+                                                   out=outs_t[0], save_mean=outs_t[1],
+                                                   save_invstd=outs_t[2], reserve=outs_t[3])
+    want = torch.ops.aten._batch_norm_with_update(x, w, None, rm2, rv2, 0.2, 1e-3)
+    for g, e in zip(outs_t, want):
+        close(g, e)
+    close(rmt, rm2)
+    close(rvt, rv2)
+    # the evaluation twin: running stats used, not updated, saves empty
+    # (PyTorch's own composite calls the CPU kernel directly)
+    rmt, rvt = T(rm), T(rv)
+    want = torch.ops.aten._batch_norm_no_update(x, w, None, rm, rv, 0.2, 1e-3)
+    with native_only():
+        got = torch.ops.aten._batch_norm_no_update(T(x), T(w), None, rmt, rvt, 0.2, 1e-3)
+    for g, e in zip(got, want):
+        assert g.dtype == e.dtype and g.shape == e.shape
+        close(g, e)
+    close(rmt, rm)
+    with pytest.raises(RuntimeError, match="running_mean and running_var must be defined"):
+        torch.ops.aten._batch_norm_no_update(T(x), None, None, None, None, 0.1, 1e-5)
+
+
+def test_batch_norm_with_update_opinfo_native():
+    from torchtpu.testing import opinfo
+    for dtype in (torch.float32, torch.bfloat16):
+        op, = opinfo.entries_by_key(["_batch_norm_with_update"])
+        opinfo.assert_native_pass("_batch_norm_with_update", op, dtype=dtype, limit=3)
+
+
 def test_pools_and_group_norm():
     torch.manual_seed(0)
     x = torch.randn(2, 4, 7, 9, requires_grad=True)

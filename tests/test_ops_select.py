@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from torchtpu.testing import opinfo
+from torchtpu.testing import native_only, opinfo
 
 ENTRIES = [
     "index_reduce.prod", "index_reduce.mean", "index_reduce.amax", "index_reduce.amin",
@@ -18,7 +18,7 @@ ENTRIES = [
     "masked.median", "mode", "cummax", "cummin", "cross", "linalg.cross", "cdist",
     "_segment_reduce.lengths", "_segment_reduce.offsets", "nn.functional.embedding",
     "histc", "cauchy", "exponential", "geometric", "log_normal", "normal",
-    "normal.number_mean", "multinomial",
+    "normal.number_mean", "multinomial", "nonzero_static",
 ]
 SAMPLES_PER_ENTRY = 3
 
@@ -27,6 +27,47 @@ SAMPLES_PER_ENTRY = 3
                          ids=ENTRIES)
 def test_entry_native_float32(key, op):
     opinfo.assert_native_pass(key, op, limit=SAMPLES_PER_ENTRY)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
+def test_nonzero_static_matches_cpu(dtype):
+    torch.manual_seed(0)
+    inputs = [(torch.rand(3, 4, 2) > 0.5).to(dtype), (torch.rand(7) > 0.3).to(dtype),
+              torch.tensor(1, dtype=dtype), torch.tensor(0, dtype=dtype),
+              torch.zeros(0, 3, dtype=dtype), torch.zeros(2, 5, dtype=dtype)]
+    if dtype.is_floating_point:
+        inputs.append(torch.tensor([[float("nan"), 0.0], [-0.0, 2.5]], dtype=dtype))
+    for x in inputs:
+        count = int(torch.count_nonzero(x))
+        # sizes below, at and above the count; both fill values across them
+        for i, size in enumerate(sorted({0, max(count - 1, 0), count, count + 3})):
+            for fill in ((-1, 9) if i == 0 else ((-1, 9)[i % 2],)):
+                want = torch.nonzero_static(x, size=size, fill_value=fill)
+                with native_only():
+                    got = torch.nonzero_static(x.to("tpu"), size=size, fill_value=fill).cpu()
+                assert got.dtype == want.dtype and torch.equal(got, want), (x, size, fill)
+
+
+def test_nonzero_static_out_and_bad_size():
+    x = torch.tensor([[0.0, 1.0], [2.0, 0.0]])
+    out = torch.empty(0, 2, dtype=torch.long, device="tpu")
+    with native_only():
+        torch.nonzero_static(x.to("tpu"), size=3, fill_value=-5, out=out)
+    assert torch.equal(out.cpu(), torch.nonzero_static(x, size=3, fill_value=-5))
+    with pytest.raises(RuntimeError, match="nonzero_static: 'size' must be an non-negative"):
+        torch.nonzero_static(x.to("tpu"), size=-1)
+
+
+def test_nonzero_static_under_compile():
+    def f(x):
+        return torch.nonzero_static(x > 0.5, size=5, fill_value=-2) + 1
+    cf = torch.compile(f, backend="tpu")
+    torch.manual_seed(0)
+    for shape in [(4, 3), (6,)]:
+        x = torch.rand(shape)
+        with native_only():
+            got = cf(x.to("tpu")).cpu()
+        assert torch.equal(got, f(x)), shape
 
 
 def test_order_statistics_with_nan():

@@ -12,8 +12,9 @@
 //
 // Leaves out: boolean/uint8 index tensors and nonzero / masked_select /
 // unique (their result sizes depend on the data: they run on the CPU, which
-// syncs), bounds checks of indices (an out-of-range index is clamped by XLA
-// where PyTorch raises), integer scatter_reduce "mean", repeat_interleave.
+// syncs; nonzero_static, whose size is given, is in select.c), integer
+// scatter_reduce "mean", repeat_interleave. Index values are checked on the
+// device (tt_lower_check_index), raising at the next synchronisation.
 #include <stdio.h>
 #include <inttypes.h>
 #include <string.h>

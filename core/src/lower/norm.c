@@ -9,9 +9,14 @@
 // doesn't mark running_mean/var as written, yet PyTorch updates them: the
 // rule writes them with tt_lower_write_arg.
 //
-// Leaves out: batch_norm_backward / _batch_norm_with_update (the functional
-// forms export uses), cudnn/miopen variants, channels-last layouts (views
-// are materialised in logical order anyway).
+// _batch_norm_with_update (the training form export and torch.compile
+// trace) is native_batch_norm in training with the stats updated, plus an
+// empty reserve; _batch_norm_no_update is its evaluation twin. Their
+// backward, batch_norm_backward, is native_batch_norm_backward with a
+// trailing (unused) reserve.
+//
+// Leaves out: cudnn/miopen variants, channels-last layouts (views are
+// materialised in logical order anyway).
 #include <inttypes.h>
 #include <math.h>
 
@@ -152,8 +157,36 @@ static tt_status lower_bn_legit_no_training(tt_lower_ctx *c) {
   return batch_norm(c, &a);
 }
 
+// _batch_norm_with_update(input, weight?, bias?, running_mean!, running_var!,
+//                         momentum, eps) -> (out, save_mean, save_invstd, reserve)
+// reserve is an empty uint8 tensor, as PyTorch's CPU kernel returns (only
+// cuDNN fills it).
+static tt_status bn_with_reserve(tt_lower_ctx *c, const bn_args *a) {
+  TT_RETURN_IF_ERROR(batch_norm(c, a));
+  int64_t zero = 0;
+  tt_hlo_type rt = tt_hlo_make_type(TT_U8, 1, &zero);
+  tt_lower_result(c, tt_hlo_splat(tt_lower_hlo(c), &rt, 0));
+  return NULL;
+}
+
+static tt_status lower_bn_with_update(tt_lower_ctx *c) {
+  bn_args a = {0, 1, 2, 3, 4, true, 5, 6};
+  return bn_with_reserve(c, &a);
+}
+
+// _batch_norm_no_update(input, weight?, bias?, running_mean?, running_var?,
+//                       momentum, eps): evaluation with the running stats,
+// empty saves and reserve. PyTorch's composite kernel calls the CPU kernel
+// directly (it fails for any other device), so the rule replaces it.
+static tt_status lower_bn_no_update(tt_lower_ctx *c) {
+  bn_args a = {0, 1, 2, 3, 4, false, 5, 6};
+  return bn_with_reserve(c, &a);
+}
+
 // native_batch_norm_backward(grad_out, input, weight?, running_mean?,
 //   running_var?, save_mean?, save_invstd?, train, eps, output_mask)
+// also batch_norm_backward(..., update, eps, output_mask, reserve): the same
+// arguments with `update` for `train` and a trailing reserve it ignores.
 static tt_status lower_native_batch_norm_backward(tt_lower_ctx *c) {
   tt_hlo_type xt = tt_lower_tensor_type(c, 1, -1);
   if (xt.rank < 2 || !tt_dtype_is_float(xt.dtype))
@@ -381,6 +414,11 @@ static tt_status lower_native_group_norm_backward(tt_lower_ctx *c) {
 static const tt_rule kRules[] = {
     R("native_batch_norm", lower_native_batch_norm),
     R("native_batch_norm_backward", lower_native_batch_norm_backward),
+    R("_batch_norm_with_update", lower_bn_with_update),
+    R("_batch_norm_with_update.out", lower_bn_with_update),
+    R("batch_norm_backward", lower_native_batch_norm_backward),
+    RC("_batch_norm_no_update", lower_bn_no_update),
+    R("_batch_norm_no_update.out", lower_bn_no_update),
     R("_native_batch_norm_legit", lower_bn_legit),
     R("_native_batch_norm_legit.no_stats", lower_bn_legit_no_stats),
     R("_native_batch_norm_legit_no_training", lower_bn_legit_no_training),

@@ -1,6 +1,6 @@
 // select.c — selection, indexing and sampling ops that index.c and random.c
 // leave out: index_reduce (prod, mean, amax, amin, include_self),
-// index_copy, take, put_ (accumulate), masked_scatter_, order statistics
+// index_copy, take, put_ (accumulate), masked_scatter_, nonzero_static, order statistics
 // from a stable sort (kthvalue, median, nanmedian), cummax / cummin,
 // linalg_cross, _cdist_forward, and the samplers cauchy_, exponential_,
 // geometric_, log_normal_ and normal with tensor mean / std.
@@ -241,6 +241,58 @@ static tt_status lower_masked_scatter(tt_lower_ctx *c) {
   tt_hv g = tt_hlo_gather(b, src, tt_hlo_reshape(b, pos, 2, two), &gd, kOnes, NULL);
   tt_hv out = tt_hlo_select(b, m, g, flat(c, x));
   tt_lower_result(c, tt_hlo_reshape(b, out, xt.rank, xt.dims));
+  return NULL;
+}
+
+// --- nonzero_static ---------------------------------------------------------------------------
+
+// nonzero_static(self, *, size, fill_value=-1): the coordinates of self's
+// first `size` nonzero elements in row-major order as int64 [size, ndim],
+// rows past the count filled with fill_value. Sort-based compaction: each
+// element's key is its flat index if nonzero, else numel, so one ascending
+// sort puts the nonzero positions first, in order (n log n on XLA's CPU; a
+// prefix-sum window would be n^2).
+static tt_status lower_nonzero_static(tt_lower_ctx *c) {
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hlo_type xt = tt_lower_tensor_type(c, 0, -1);
+  int64_t size = tt_lower_int(c, 1), n = tt_hlo_numel(&xt);
+  if (size < 0)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "nonzero_static: 'size' must be an "
+                         "non-negative integer");
+  int r = xt.rank;
+  int64_t od[2] = {size, r};
+  tt_hlo_type ot = tt_hlo_make_type(TT_I64, 2, od);
+  tt_hv fill = tt_lower_is_none(c, 2) ? tt_hlo_const_i(b, TT_I64, -1)
+                                      : tt_lower_scalar(c, 2, TT_I64);
+  tt_hv fills = tt_lower_broadcast_to(c, fill, 2, od);
+  if (size == 0 || r == 0 || n == 0) {  // no coordinates to compute
+    tt_lower_result(c, r == 0 || size == 0 ? tt_hlo_splat_i(b, &ot, 0) : fills);
+    return NULL;
+  }
+  tt_hv x = flat(c, tt_lower_tensor(c, 0));
+  tt_hv nz = tt_hlo_compare(b, TT_HLO_NE, x, tt_lower_splat_like(c, x, 0));
+  tt_hlo_type it = tt_hlo_make_type(TT_I64, 1, &n);
+  tt_hv pos = tt_hlo_iota(b, &it, 0), sorted;
+  tt_hv key = tt_hlo_select(b, nz, pos, tt_hlo_splat_i(b, &it, n));
+  tt_hlo_sort(b, key, TT_HV_INVALID, 0, false, &sorted, NULL);
+  int64_t zero = 0, one = 1, keep = size < n ? size : n, hi = size - keep;
+  if (keep < n) sorted = tt_hlo_slice(b, sorted, &zero, &keep, &one);
+  if (hi > 0) sorted = tt_hlo_pad(b, sorted, tt_hlo_const_i(b, TT_I64, n), &zero, &hi, &zero);
+  // Unravel the flat indices, last dim fastest.
+  int64_t col[2] = {size, 1};
+  tt_hv parts[TT_MAX_RANK];
+  int64_t stride = 1;
+  for (int d = r - 1; d >= 0; d--) {
+    tt_hv q = tt_lower_bin(c, TT_HLO_DIV, sorted, tt_lower_splat_like(c, sorted, (double)stride));
+    tt_hv v = tt_lower_bin(c, TT_HLO_REM, q, tt_lower_splat_like(c, q, (double)xt.dims[d]));
+    parts[d] = tt_hlo_reshape(b, v, 2, col);
+    stride *= xt.dims[d];
+  }
+  tt_hv crd = r == 1 ? parts[0] : tt_hlo_concatenate(b, parts, r, 1);
+  tt_hv valid = tt_hlo_compare(b, TT_HLO_LT, sorted, tt_lower_splat_like(c, sorted, (double)n));
+  int64_t d0 = 0;
+  valid = tt_hlo_broadcast_in_dim(b, valid, 2, od, &d0);
+  tt_lower_result(c, tt_hlo_select(b, valid, crd, fills));
   return NULL;
 }
 
@@ -911,6 +963,7 @@ static const tt_rule kRules[] = {
     R("take", lower_take), R("take.out", lower_take),
     R("put_", lower_put), R("put", lower_put),
     R("masked_scatter_", lower_masked_scatter), R("masked_scatter", lower_masked_scatter),
+    R("nonzero_static", lower_nonzero_static), R("nonzero_static.out", lower_nonzero_static),
     R("kthvalue", lower_kthvalue), R("kthvalue.values", lower_kthvalue),
     R("median", lower_median), R("median.dim", lower_median_dim),
     R("median.dim_values", lower_median_dim),
