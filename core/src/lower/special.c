@@ -963,9 +963,9 @@ static tt_status lower_j1(tt_lower_ctx *c) { return j_rule(c, f_j1); }
 
 // --- Bessel functions of the second kind ---------------------------------------------------
 //
-// Y0, Y1 for 0 < x < 25 from Neumann's expansions (DLMF 10.23.E? / A&S 9.1.88):
+// Y0, Y1 for 0 < x < 25 from Neumann's expansion (A&S 9.1.88)
 //   Y0 = (2/pi)(ln(x/2) + gamma) J0 - (4/pi) sum_k (-1)^k J_2k / k
-// and its derivative (Y1 = -Y0', J_n' = (J_{n-1} - J_{n+1}) / 2)
+// and its derivative (Y1 = -Y0', J_n' = (J_{n-1} - J_{n+1}) / 2):
 //   Y1 = -(2/(pi x)) J0 + (2/pi)(ln(x/2) + gamma) J1
 //        + (2/pi) sum_k (-1)^k (J_{2k-1} - J_{2k+1}) / k.
 // Every J_n comes from Bessel's integral by the trapezoid rule on the same
@@ -976,7 +976,8 @@ static tt_status lower_j1(tt_lower_ctx *c) { return j_rule(c, f_j1); }
 // cancellation (the J_n are bounded, the weights ~1/k); J_n(25) < 1e-17 beyond
 // n = 2 kYTerms + 1 and the trapezoid's aliases J_{N-n} are smaller still, so
 // it holds float64 accuracy. At 25 and above, Hankel's expansion (as for J).
-// Float32 computes in float32 (measured: within 5e-7 absolute of float64).
+// Float32 computes in float32: within 3e-6 absolute of SciPy's on [0, 60]
+// (x sin t rounds to float32; the OpInfo tolerance is 1e-5); float64 within 1e-13.
 
 enum { kYPoints = 144, kYTerms = 36, kYSums = kYPoints / 4 + 1 };
 
