@@ -976,71 +976,78 @@ static tt_status lower_j1(tt_lower_ctx *c) { return j_rule(c, f_j1); }
 // cancellation (the J_n are bounded, the weights ~1/k); J_n(25) < 1e-17 beyond
 // n = 2 kYTerms + 1 and the trapezoid's aliases J_{N-n} are smaller still, so
 // it holds float64 accuracy. At 25 and above, Hankel's expansion (as for J).
-// Float32 computes in float32: within 3e-6 absolute of SciPy's on [0, 60]
-// (x sin t rounds to float32; the OpInfo tolerance is 1e-5); float64 within 1e-13.
+// Float32 computes in float32 with 64 points, 15 terms and Hankel from 12
+// (J_n(12) < 1e-9 beyond n = 31; Hankel's 16 terms reach 4e-11 there): half
+// the cos / sin of float64's, within 3e-6 absolute of SciPy's on [0, 60] (x
+// sin t rounds to float32; the OpInfo tolerance is 1e-5). Float64: 1e-13.
 
 enum { kYPoints = 144, kYTerms = 36, kYSums = kYPoints / 4 + 1 };
+enum { kYPoints32 = 64, kYTerms32 = 15 };
 
 typedef struct {
   double a[kYSums], b[kYSums];  // weights of cos(x s_r), sin(x s_r)
 } y_weights;
 
-// Adds w J_n's trapezoid weights into *y.
-static void add_jn(y_weights *y, int n, double w) {
-  for (int i = 0; i < kYPoints; i++) {
-    double t = 2 * M_PI * i / kYPoints;
-    int r = i % (kYPoints / 2);
-    if (r > kYPoints / 4) r = kYPoints / 2 - r;  // sin(pi - t) = sin t
-    double sign = i < kYPoints / 2 ? 1 : -1;      // sin(t + pi) = -sin t
-    y->a[r] += w * cos(n * t) / kYPoints;
-    y->b[r] += w * sign * sin(n * t) / kYPoints;
+// Adds w J_n's trapezoid weights on `pts` points (a multiple of 4) into *y.
+static void add_jn(y_weights *y, int pts, int n, double w) {
+  for (int i = 0; i < pts; i++) {
+    double t = 2 * M_PI * i / pts;
+    int r = i % (pts / 2);
+    if (r > pts / 4) r = pts / 2 - r;  // sin(pi - t) = sin t
+    double sign = i < pts / 2 ? 1 : -1;  // sin(t + pi) = -sin t
+    y->a[r] += w * cos(n * t) / pts;
+    y->b[r] += w * sign * sin(n * t) / pts;
   }
 }
 
-static tt_hv y_sum(tt_lower_ctx *c, const y_weights *y, const tt_hv *cs, const tt_hv *sn) {
+static tt_hv y_sum(tt_lower_ctx *c, const y_weights *y, int sums, const tt_hv *cs,
+                   const tt_hv *sn) {
   tt_hv r = k(c, cs[0], 0);
-  for (int i = 0; i < kYSums; i++) {
+  for (int i = 0; i < sums; i++) {
     if (y->a[i] != 0) r = add_(c, r, mul_(c, cs[i], k(c, cs[i], y->a[i])));
     if (fabs(y->b[i]) > 1e-300) r = add_(c, r, mul_(c, sn[i], k(c, sn[i], y->b[i])));
   }
   return r;
 }
 
-// Y_nu by Neumann's expansion, for 0 < x <= 25.
-static tt_hv y_neumann(tt_lower_ctx *c, int nu, tt_hv x) {
+// Y_nu by Neumann's expansion (`terms` of its sum, on `pts` points).
+static tt_hv y_neumann(tt_lower_ctx *c, int nu, int pts, int terms, tt_hv x) {
   const double kEuler = 0.57721566490153286;
+  int sums = pts / 4 + 1;
   y_weights j0 = {0}, jn = {0}, rest = {0};
-  add_jn(&j0, 0, 1);
-  add_jn(&jn, nu, 1);
-  for (int kk = 1; kk <= kYTerms; kk++) {
+  add_jn(&j0, pts, 0, 1);
+  add_jn(&jn, pts, nu, 1);
+  for (int kk = 1; kk <= terms; kk++) {
     double s = kk % 2 ? -1.0 : 1.0;
     if (nu == 0) {
-      add_jn(&rest, 2 * kk, -4 / M_PI * s / kk);
+      add_jn(&rest, pts, 2 * kk, -4 / M_PI * s / kk);
     } else {
-      add_jn(&rest, 2 * kk - 1, 2 / M_PI * s / kk);
-      add_jn(&rest, 2 * kk + 1, -2 / M_PI * s / kk);
+      add_jn(&rest, pts, 2 * kk - 1, 2 / M_PI * s / kk);
+      add_jn(&rest, pts, 2 * kk + 1, -2 / M_PI * s / kk);
     }
   }
   tt_hv cs[kYSums], sn[kYSums];
-  for (int i = 0; i < kYSums; i++) {
-    tt_hv a = mul_(c, x, k(c, x, sin(2 * M_PI * i / kYPoints)));
+  for (int i = 0; i < sums; i++) {
+    tt_hv a = mul_(c, x, k(c, x, sin(2 * M_PI * i / pts)));
     cs[i] = un(c, TT_HLO_COS, a);
     sn[i] = un(c, TT_HLO_SIN, a);
   }
   tt_hv lg = mul_(c, add_(c, un(c, TT_HLO_LOG, mul_(c, x, k(c, x, 0.5))), k(c, x, kEuler)),
                   k(c, x, 2 / M_PI));
-  tt_hv r = add_(c, mul_(c, lg, y_sum(c, &jn, cs, sn)), y_sum(c, &rest, cs, sn));
-  if (nu) r = sub_(c, r, div_(c, mul_(c, y_sum(c, &j0, cs, sn), k(c, x, 2 / M_PI)), x));
+  tt_hv r = add_(c, mul_(c, lg, y_sum(c, &jn, sums, cs, sn)), y_sum(c, &rest, sums, cs, sn));
+  if (nu) r = sub_(c, r, div_(c, mul_(c, y_sum(c, &j0, sums, cs, sn), k(c, x, 2 / M_PI)), x));
   return r;
 }
 
 // Y0 / Y1: -inf at +-0, NaN below 0 and at +inf (as PyTorch's).
 static tt_hv f_y(tt_lower_ctx *c, int nu, tt_hv x) {
-  const double kSplit = 25;
+  bool f64 = tt_lower_type(c, x).dtype == TT_F64;
+  double kSplit = f64 ? 25 : 12;
   tt_hv small = cmp(c, TT_HLO_LT, x, k(c, x, kSplit));
   tt_hv xs = sel(c, small, x, k(c, x, 1));
   tt_hv xl = sel(c, small, k(c, x, kSplit), x);
-  tt_hv r = sel(c, small, y_neumann(c, nu, xs), hankel_asym(c, nu, true, xl));
+  tt_hv ys = y_neumann(c, nu, f64 ? kYPoints : kYPoints32, f64 ? kYTerms : kYTerms32, xs);
+  tt_hv r = sel(c, small, ys, hankel_asym(c, nu, true, xl));
   r = sel(c, cmp(c, TT_HLO_EQ, x, k(c, x, 0)), k(c, x, -INFINITY), r);
   return sel(c, cmp(c, TT_HLO_LT, x, k(c, x, 0)), k(c, x, NAN), r);
 }
