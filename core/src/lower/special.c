@@ -917,17 +917,19 @@ static tt_hv j_integral(tt_lower_ctx *c, int nu, tt_hv x) {
   return mul_(c, sum, k(c, x, 2.0 / kJPoints));
 }
 
-// For a = |x| >= 25: J_nu(a), or Y_nu(a) when `second`.
-static tt_hv hankel_asym(tt_lower_ctx *c, int nu, bool second, tt_hv a) {
-  double mu = 4.0 * nu * nu, pc[kJAsym], qc[kJAsym];
+// For large a = |x|: J_nu(a), or Y_nu(a) when `second`, from `terms` (at
+// most kHankelMax) terms each of P and Q.
+enum { kHankelMax = 16 };
+static tt_hv hankel_asym(tt_lower_ctx *c, int nu, bool second, int terms, tt_hv a) {
+  double mu = 4.0 * nu * nu, pc[kHankelMax], qc[kHankelMax];
   double t = 1;  // prod_{j<=m} (mu - (2j-1)^2) / (j 8), alternately into Q and P
-  for (int m = 0; m < 2 * kJAsym; m++) {
+  for (int m = 0; m < 2 * terms; m++) {
     if (m) t *= (mu - (2.0 * m - 1) * (2.0 * m - 1)) / (8.0 * m);
     double s = (m / 2) % 2 ? -1 : 1;
     if (m % 2) qc[m / 2] = s * t; else pc[m / 2] = s * t;
   }
   tt_hv u = div_(c, k(c, a, 1), a), u2 = mul_(c, u, u);
-  tt_hv p = poly(c, u2, pc, kJAsym), q = mul_(c, poly(c, u2, qc, kJAsym), u);
+  tt_hv p = poly(c, u2, pc, terms), q = mul_(c, poly(c, u2, qc, terms), u);
   tt_hv cs = un(c, TT_HLO_COS, a), sn = un(c, TT_HLO_SIN, a);
   // chi = a - pi/4 (nu = 0) or a - 3pi/4 (nu = 1), times sqrt(2).
   tt_hv cchi = nu ? sub_(c, sn, cs) : add_(c, cs, sn);
@@ -944,7 +946,7 @@ static tt_hv f_j(tt_lower_ctx *c, int nu, tt_hv x) {
   tt_hv small = cmp(c, TT_HLO_LT, a, k(c, a, kSplit));
   tt_hv xs = sel(c, small, x, k(c, x, 0));
   tt_hv al = sel(c, small, k(c, a, kSplit), a);
-  tt_hv l = hankel_asym(c, nu, false, al);
+  tt_hv l = hankel_asym(c, nu, false, kJAsym, al);
   if (nu) l = sel(c, cmp(c, TT_HLO_LT, x, k(c, x, 0)), un(c, TT_HLO_NEG, l), l);
   tt_hv r = sel(c, small, j_integral(c, nu, xs), l);
   return sel(c, cmp(c, TT_HLO_NE, x, x), x, r);  // +-inf: NaN, as PyTorch's
@@ -973,15 +975,16 @@ static tt_status lower_j1(tt_lower_ctx *c) { return j_rule(c, f_j1); }
 // + sin(n t_i) sin(x sin t_i)], so each whole sum is one weighted sum of
 // cos(x s_r), sin(x s_r) over the kYPoints/4 + 1 distinct |sin t_i| = s_r, with
 // weights folded here in double. Unlike the power series this has no
-// cancellation (the J_n are bounded, the weights ~1/k); J_n(25) < 1e-17 beyond
+// cancellation (the J_n are bounded, the weights ~1/k); J_n(18) < 1e-17 beyond
 // n = 2 kYTerms + 1 and the trapezoid's aliases J_{N-n} are smaller still, so
-// it holds float64 accuracy. At 25 and above, Hankel's expansion (as for J).
+// it holds float64 accuracy. From 18, Hankel's expansion (as for J) to 14
+// terms each (its terms fall to 1e-16 there); kYPoints and kYTerms fit 18.
 // Float32 computes in float32 with 64 points, 15 terms and Hankel from 12
 // (J_n(12) < 1e-9 beyond n = 31; Hankel's 16 terms reach 4e-11 there): half
 // the cos / sin of float64's, within 3e-6 absolute of SciPy's on [0, 60] (x
 // sin t rounds to float32; the OpInfo tolerance is 1e-5). Float64: 1e-13.
 
-enum { kYPoints = 144, kYTerms = 36, kYSums = kYPoints / 4 + 1 };
+enum { kYPoints = 96, kYTerms = 25, kYSums = kYPoints / 4 + 1, kYAsym = 14 };
 enum { kYPoints32 = 64, kYTerms32 = 15 };
 
 typedef struct {
@@ -1042,12 +1045,12 @@ static tt_hv y_neumann(tt_lower_ctx *c, int nu, int pts, int terms, tt_hv x) {
 // Y0 / Y1: -inf at +-0, NaN below 0 and at +inf (as PyTorch's).
 static tt_hv f_y(tt_lower_ctx *c, int nu, tt_hv x) {
   bool f64 = tt_lower_type(c, x).dtype == TT_F64;
-  double kSplit = f64 ? 25 : 12;
+  double kSplit = f64 ? 18 : 12;
   tt_hv small = cmp(c, TT_HLO_LT, x, k(c, x, kSplit));
   tt_hv xs = sel(c, small, x, k(c, x, 1));
   tt_hv xl = sel(c, small, k(c, x, kSplit), x);
   tt_hv ys = y_neumann(c, nu, f64 ? kYPoints : kYPoints32, f64 ? kYTerms : kYTerms32, xs);
-  tt_hv r = sel(c, small, ys, hankel_asym(c, nu, true, xl));
+  tt_hv r = sel(c, small, ys, hankel_asym(c, nu, true, f64 ? kYAsym : kJAsym, xl));
   r = sel(c, cmp(c, TT_HLO_EQ, x, k(c, x, 0)), k(c, x, -INFINITY), r);
   return sel(c, cmp(c, TT_HLO_LT, x, k(c, x, 0)), k(c, x, NAN), r);
 }
