@@ -85,6 +85,23 @@ def test_harness_judges_16_bit_results_against_float64():
                                            cpu.float(), exact.float())
 
 
+def test_harness_judges_unary_ufuncs_against_their_numpy_ref():
+    """A float64 result that differs from the CPU's passes when it is nearer the
+    OpInfo's SciPy reference (PyTorch's bessel_y1 is off by 9e-7 at 5.0008);
+    a farther one does not, nor a sample the reference cannot take."""
+    pytest.importorskip("scipy")
+    from torch.testing._internal.opinfo.core import SampleInput
+    op = next(o for _, o in opinfo.select(torch.float64, {"special.bessel_y1"}))
+    x = torch.tensor([5.0008333333333335, 1.0], dtype=torch.float64)
+    cpu = torch.special.bessel_y1(x)
+    exact = torch.from_numpy(op.ref(x.numpy()))
+    assert (cpu - exact).abs().max() > 5e-7
+    assert opinfo._as_accurate_as_cpu(op, torch.float64, SampleInput(x), cpu, exact)
+    assert not opinfo._as_accurate_as_cpu(op, torch.float64, SampleInput(x), cpu, exact + 2e-6)
+    assert not opinfo._as_accurate_as_cpu(op, torch.float64, SampleInput(x, args=(1,)), cpu,
+                                           exact)
+
+
 def _run(code):
     env = dict(os.environ, TORCHTPU_FALLBACK="silent")
     p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,

@@ -97,13 +97,21 @@ MORE_ENTRIES = ["special." + p for p in POLYNOMIALS] + [
     "special.modified_bessel_i1", "special.spherical_bessel_j0", "special.modified_bessel_k0",
     "special.modified_bessel_k1", "special.scaled_modified_bessel_k0",
     "special.scaled_modified_bessel_k1", "special.bessel_j0", "special.bessel_j1",
+    "special.bessel_y0", "special.bessel_y1", "special.airy_ai",
 ]
+FLOAT64_ENTRIES = ["special.bessel_y0", "special.bessel_y1", "special.airy_ai"]
 
 
 @pytest.mark.parametrize("key,op", list(zip(MORE_ENTRIES, opinfo.entries_by_key(MORE_ENTRIES))),
                          ids=MORE_ENTRIES)
 def test_more_entries_native_float32(key, op):
     opinfo.assert_native_pass(key, op, limit=SAMPLES_PER_ENTRY)
+
+
+@pytest.mark.parametrize("key,op", list(zip(FLOAT64_ENTRIES, opinfo.entries_by_key(
+    FLOAT64_ENTRIES, torch.float64))), ids=FLOAT64_ENTRIES)
+def test_entries_native_float64(key, op):
+    opinfo.assert_native_pass(key, op, dtype=torch.float64, limit=SAMPLES_PER_ENTRY)
 
 
 # x at the edges (|x| = 1, 0) and inside/outside [-1, 1]; n negative, fractional,
@@ -172,3 +180,46 @@ def test_bessel_j_against_float64(name):
     got = f(x.to("tpu")).cpu().double()
     torch.testing.assert_close(got, f(x.double()), rtol=0, atol=2e-6)
     _same(f, torch.tensor([float("inf"), -float("inf"), float("nan"), -3.0, 30.0]))
+
+
+# --- Bessel Y0 / Y1 and Airy Ai against SciPy (PyTorch's float64 kernels are
+# off by up to 9e-7 (y1 near 5) and 3e-6 (airy_ai near -2.1): not a reference
+# to 1e-12) and the CPU at the edges.
+
+def _against_scipy(f, ref, x, tol32, tol64):
+    x64 = x.double()
+    exp = torch.from_numpy(ref(x64.numpy()))
+    got = f(x64.to("tpu")).cpu()
+    torch.testing.assert_close(got, exp, rtol=tol64, atol=tol64, equal_nan=True)
+    got = f(x.float().to("tpu")).cpu().double()
+    exp = torch.from_numpy(ref(x.float().double().numpy()))
+    torch.testing.assert_close(got, exp, rtol=tol32[1], atol=tol32[0], equal_nan=True)
+
+
+@pytest.mark.parametrize("name", ["bessel_y0", "bessel_y1"])
+def test_bessel_y_against_scipy(name):
+    sp = pytest.importorskip("scipy.special")
+    # Both methods and their seams (12 in float32, 18 in float64); small x,
+    # where Y1 ~ -2 / (pi x).
+    x = torch.cat([torch.tensor([1e-6, 1e-3, 0.8936, 3.9577, 5.0008, 11.999, 12.0, 12.001,
+                                 17.999, 18.0, 18.001, 24.999, 25.0, 80.0,
+                                 1e3]), torch.linspace(0.01, 40, 1001)])
+    _against_scipy(getattr(torch.special, name), getattr(sp, name[-2:]), x,
+                   (3e-6, 2e-6), 1e-12)
+    _same(getattr(torch.special, name),
+          torch.tensor([-1.0, -1e-30, -0.0, 0.0, 1e-30, 2.0, 30.0, float("inf"),
+                        -float("inf"), float("nan")]))
+    _same(getattr(torch.special, name), torch.arange(-2, 6))  # ints: default float dtype
+
+
+def test_airy_ai_against_scipy():
+    sp = pytest.importorskip("scipy.special")
+    # Each range (series, K_1/3 integral, the two expansions) and the seams at
+    # -7, 1, 9.5; the decay to 1e-300 (relative) and the oscillating side.
+    x = torch.cat([torch.tensor([-200.0, -7.0001, -7.0, -2.1, 1.0, 1.0001, 9.4999, 9.5, 30.0,
+                                 100.0]), torch.linspace(-40, 12, 1001)])
+    _against_scipy(torch.special.airy_ai, lambda v: sp.airy(v)[0], x, (1e-7, 2e-6), 1e-11)
+    _same(torch.special.airy_ai, torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0,
+                                               -0.0, 103.8, 103.9, 1e4, -1.0, 2.0, 50.0]))
+    _same(torch.special.airy_ai, torch.tensor([103.8, 103.9, 1e4], dtype=torch.float64))
+    _same(torch.special.airy_ai, torch.arange(-3, 4))

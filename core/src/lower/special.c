@@ -5,7 +5,7 @@
 // aminmax, isin and bucketize / searchsorted (histc lives in select.c);
 // the orthogonal polynomials (Chebyshev, Hermite, Laguerre, Legendre: a
 // stablehlo.while runs the recurrence), zeta, entr, erfcx, Bessel K0 / K1
-// (and scaled), J0 / J1 and spherical j0.
+// (and scaled), J0 / J1, Y0 / Y1, spherical j0 and Airy Ai.
 //
 // Also igamma / igammac. Functions CHLO provides (lgamma, digamma,
 // polygamma, zeta, erf_inv, erfc, bessel_i1e, next_after) are emitted as CHLO
@@ -16,7 +16,7 @@
 // Leaves out: complex numbers; igamma / igammac's asymptotic series for
 // large a (see there); checking that searchsorted's sorter is a permutation
 // (it is trusted); polygamma(n >= 2) below x = -32 (see hurwitz_zeta);
-// Bessel Y0 / Y1.
+// float64 J0 / J1 (they fall back to the CPU).
 #include <inttypes.h>
 #include <math.h>
 #include <stdint.h>
@@ -917,22 +917,26 @@ static tt_hv j_integral(tt_lower_ctx *c, int nu, tt_hv x) {
   return mul_(c, sum, k(c, x, 2.0 / kJPoints));
 }
 
-// For a = |x| >= 25.
-static tt_hv j_asym(tt_lower_ctx *c, int nu, tt_hv a) {
-  double mu = 4.0 * nu * nu, pc[kJAsym], qc[kJAsym];
+// For large a = |x|: J_nu(a), or Y_nu(a) when `second`, from `terms` (at
+// most kHankelMax) terms each of P and Q.
+enum { kHankelMax = 16 };
+static tt_hv hankel_asym(tt_lower_ctx *c, int nu, bool second, int terms, tt_hv a) {
+  double mu = 4.0 * nu * nu, pc[kHankelMax], qc[kHankelMax];
   double t = 1;  // prod_{j<=m} (mu - (2j-1)^2) / (j 8), alternately into Q and P
-  for (int m = 0; m < 2 * kJAsym; m++) {
+  for (int m = 0; m < 2 * terms; m++) {
     if (m) t *= (mu - (2.0 * m - 1) * (2.0 * m - 1)) / (8.0 * m);
     double s = (m / 2) % 2 ? -1 : 1;
     if (m % 2) qc[m / 2] = s * t; else pc[m / 2] = s * t;
   }
   tt_hv u = div_(c, k(c, a, 1), a), u2 = mul_(c, u, u);
-  tt_hv p = poly(c, u2, pc, kJAsym), q = mul_(c, poly(c, u2, qc, kJAsym), u);
+  tt_hv p = poly(c, u2, pc, terms), q = mul_(c, poly(c, u2, qc, terms), u);
   tt_hv cs = un(c, TT_HLO_COS, a), sn = un(c, TT_HLO_SIN, a);
   // chi = a - pi/4 (nu = 0) or a - 3pi/4 (nu = 1), times sqrt(2).
   tt_hv cchi = nu ? sub_(c, sn, cs) : add_(c, cs, sn);
   tt_hv schi = nu ? un(c, TT_HLO_NEG, add_(c, sn, cs)) : sub_(c, sn, cs);
-  tt_hv r = sub_(c, mul_(c, p, cchi), mul_(c, q, schi));
+  // J = P cos chi - Q sin chi, Y = P sin chi + Q cos chi (DLMF 10.17.3-4).
+  tt_hv r = second ? add_(c, mul_(c, p, schi), mul_(c, q, cchi))
+                   : sub_(c, mul_(c, p, cchi), mul_(c, q, schi));
   return mul_(c, r, un(c, TT_HLO_SQRT, mul_(c, u, k(c, u, 1 / M_PI))));  // sqrt(2/(pi a)) / sqrt(2)
 }
 
@@ -942,7 +946,7 @@ static tt_hv f_j(tt_lower_ctx *c, int nu, tt_hv x) {
   tt_hv small = cmp(c, TT_HLO_LT, a, k(c, a, kSplit));
   tt_hv xs = sel(c, small, x, k(c, x, 0));
   tt_hv al = sel(c, small, k(c, a, kSplit), a);
-  tt_hv l = j_asym(c, nu, al);
+  tt_hv l = hankel_asym(c, nu, false, kJAsym, al);
   if (nu) l = sel(c, cmp(c, TT_HLO_LT, x, k(c, x, 0)), un(c, TT_HLO_NEG, l), l);
   tt_hv r = sel(c, small, j_integral(c, nu, xs), l);
   return sel(c, cmp(c, TT_HLO_NE, x, x), x, r);  // +-inf: NaN, as PyTorch's
@@ -958,6 +962,204 @@ static tt_status j_rule(tt_lower_ctx *c, math_fn f) {
 }
 static tt_status lower_j0(tt_lower_ctx *c) { return j_rule(c, f_j0); }
 static tt_status lower_j1(tt_lower_ctx *c) { return j_rule(c, f_j1); }
+
+// --- Bessel functions of the second kind ---------------------------------------------------
+//
+// Y0, Y1 for 0 < x < 25 from Neumann's expansion (A&S 9.1.88)
+//   Y0 = (2/pi)(ln(x/2) + gamma) J0 - (4/pi) sum_k (-1)^k J_2k / k
+// and its derivative (Y1 = -Y0', J_n' = (J_{n-1} - J_{n+1}) / 2):
+//   Y1 = -(2/(pi x)) J0 + (2/pi)(ln(x/2) + gamma) J1
+//        + (2/pi) sum_k (-1)^k (J_{2k-1} - J_{2k+1}) / k.
+// Every J_n comes from Bessel's integral by the trapezoid rule on the same
+// kYPoints points t_i of the period, J_n = 1/N sum_i [cos(n t_i) cos(x sin t_i)
+// + sin(n t_i) sin(x sin t_i)], so each whole sum is one weighted sum of
+// cos(x s_r), sin(x s_r) over the kYPoints/4 + 1 distinct |sin t_i| = s_r, with
+// weights folded here in double. Unlike the power series this has no
+// cancellation (the J_n are bounded, the weights ~1/k); J_n(18) < 1e-17 beyond
+// n = 2 kYTerms + 1 and the trapezoid's aliases J_{N-n} are smaller still, so
+// it holds float64 accuracy. From 18, Hankel's expansion (as for J) to 14
+// terms each (its terms fall to 1e-16 there); kYPoints and kYTerms fit 18.
+// Float32 computes in float32 with 64 points, 15 terms and Hankel from 12
+// (J_n(12) < 1e-9 beyond n = 31; Hankel's 16 terms reach 4e-11 there): half
+// the cos / sin of float64's, within 3e-6 absolute of SciPy's on [0, 60] (x
+// sin t rounds to float32; the OpInfo tolerance is 1e-5). Float64: 1e-13.
+
+enum { kYPoints = 96, kYTerms = 25, kYSums = kYPoints / 4 + 1, kYAsym = 14 };
+enum { kYPoints32 = 64, kYTerms32 = 15 };
+
+typedef struct {
+  double a[kYSums], b[kYSums];  // weights of cos(x s_r), sin(x s_r)
+} y_weights;
+
+// Adds w J_n's trapezoid weights on `pts` points (a multiple of 4) into *y.
+static void add_jn(y_weights *y, int pts, int n, double w) {
+  for (int i = 0; i < pts; i++) {
+    double t = 2 * M_PI * i / pts;
+    int r = i % (pts / 2);
+    if (r > pts / 4) r = pts / 2 - r;  // sin(pi - t) = sin t
+    double sign = i < pts / 2 ? 1 : -1;  // sin(t + pi) = -sin t
+    y->a[r] += w * cos(n * t) / pts;
+    y->b[r] += w * sign * sin(n * t) / pts;
+  }
+}
+
+static tt_hv y_sum(tt_lower_ctx *c, const y_weights *y, int sums, const tt_hv *cs,
+                   const tt_hv *sn) {
+  tt_hv r = k(c, cs[0], 0);
+  for (int i = 0; i < sums; i++) {
+    if (y->a[i] != 0) r = add_(c, r, mul_(c, cs[i], k(c, cs[i], y->a[i])));
+    if (fabs(y->b[i]) > 1e-300) r = add_(c, r, mul_(c, sn[i], k(c, sn[i], y->b[i])));
+  }
+  return r;
+}
+
+// Y_nu by Neumann's expansion (`terms` of its sum, on `pts` points).
+static tt_hv y_neumann(tt_lower_ctx *c, int nu, int pts, int terms, tt_hv x) {
+  const double kEuler = 0.57721566490153286;
+  int sums = pts / 4 + 1;
+  y_weights j0 = {0}, jn = {0}, rest = {0};
+  add_jn(&j0, pts, 0, 1);
+  add_jn(&jn, pts, nu, 1);
+  for (int kk = 1; kk <= terms; kk++) {
+    double s = kk % 2 ? -1.0 : 1.0;
+    if (nu == 0) {
+      add_jn(&rest, pts, 2 * kk, -4 / M_PI * s / kk);
+    } else {
+      add_jn(&rest, pts, 2 * kk - 1, 2 / M_PI * s / kk);
+      add_jn(&rest, pts, 2 * kk + 1, -2 / M_PI * s / kk);
+    }
+  }
+  tt_hv cs[kYSums], sn[kYSums];
+  for (int i = 0; i < sums; i++) {
+    tt_hv a = mul_(c, x, k(c, x, sin(2 * M_PI * i / pts)));
+    cs[i] = un(c, TT_HLO_COS, a);
+    sn[i] = un(c, TT_HLO_SIN, a);
+  }
+  tt_hv lg = mul_(c, add_(c, un(c, TT_HLO_LOG, mul_(c, x, k(c, x, 0.5))), k(c, x, kEuler)),
+                  k(c, x, 2 / M_PI));
+  tt_hv r = add_(c, mul_(c, lg, y_sum(c, &jn, sums, cs, sn)), y_sum(c, &rest, sums, cs, sn));
+  if (nu) r = sub_(c, r, div_(c, mul_(c, y_sum(c, &j0, sums, cs, sn), k(c, x, 2 / M_PI)), x));
+  return r;
+}
+
+// Y0 / Y1: -inf at +-0, NaN below 0 and at +inf (as PyTorch's).
+static tt_hv f_y(tt_lower_ctx *c, int nu, tt_hv x) {
+  bool f64 = tt_lower_type(c, x).dtype == TT_F64;
+  double kSplit = f64 ? 18 : 12;
+  tt_hv small = cmp(c, TT_HLO_LT, x, k(c, x, kSplit));
+  tt_hv xs = sel(c, small, x, k(c, x, 1));
+  tt_hv xl = sel(c, small, k(c, x, kSplit), x);
+  tt_hv ys = y_neumann(c, nu, f64 ? kYPoints : kYPoints32, f64 ? kYTerms : kYTerms32, xs);
+  tt_hv r = sel(c, small, ys, hankel_asym(c, nu, true, f64 ? kYAsym : kJAsym, xl));
+  r = sel(c, cmp(c, TT_HLO_EQ, x, k(c, x, 0)), k(c, x, -INFINITY), r);
+  return sel(c, cmp(c, TT_HLO_LT, x, k(c, x, 0)), k(c, x, NAN), r);
+}
+
+static tt_hv f_y0(tt_lower_ctx *c, tt_hv x) { return f_y(c, 0, x); }
+static tt_hv f_y1(tt_lower_ctx *c, tt_hv x) { return f_y(c, 1, x); }
+static tt_status lower_y0(tt_lower_ctx *c) { return float_math(c, f_y0); }
+static tt_status lower_y1(tt_lower_ctx *c) { return float_math(c, f_y1); }
+
+// --- Airy function Ai ------------------------------------------------------------------------
+//
+// Four ranges (DLMF 9.4, 9.6, 9.7), errors measured against mpmath:
+//   -7 <= x <= 1: Maclaurin series c1 f(x) - c2 g(x) (9.4.1-3); its terms
+//     grow like e^zeta, zeta = (2/3)|x|^(3/2), so at -7 it keeps ~1e-12;
+//   1 < x < 9.5: Ai = (1/pi) sqrt(x/3) K_1/3(zeta) (9.6.1) with e^zeta K_nu
+//     by the trapezoid rule as for K0 / K1 (step 1/8 to 6.5: all terms
+//     positive, ~5e-15 relative);
+//   x >= 9.5: e^-zeta / (2 sqrt(pi) x^(1/4)) sum (-1)^k u_k zeta^-k (9.7.5);
+//   x < -7: the oscillating expansion (9.7.9), ~5e-14 at -7.
+// Always in float64: in float32 the series would lose e^zeta ~ 2e5 at -7
+// (and the seams move inward where no expansion reaches 1e-6). Like the
+// CPU: NaN at +-inf, exactly 0 above 103.892.
+
+enum { kAiSeries = 32, kAiSteps = 52, kAiPos = 20, kAiNeg = 12 };
+
+static const double kAi0 = 0.355028053887817239, kAip0 = 0.258819403792806798;
+
+// u_0 .. u_{n-1} of DLMF 9.7.2.
+static void airy_u(double *u, int n) {
+  u[0] = 1;
+  for (int i = 1; i < n; i++)
+    u[i] = u[i - 1] * (6.0 * i - 5) * (6.0 * i - 3) * (6.0 * i - 1) / ((2.0 * i - 1) * 216 * i);
+}
+
+static tt_hv airy_series(tt_lower_ctx *c, tt_hv x) {
+  double fc[kAiSeries], gc[kAiSeries];
+  fc[0] = gc[0] = 1;
+  for (int i = 1; i < kAiSeries; i++) {
+    fc[i] = fc[i - 1] / ((3.0 * i - 1) * (3.0 * i));
+    gc[i] = gc[i - 1] / ((3.0 * i) * (3.0 * i + 1));
+  }
+  tt_hv z = mul_(c, mul_(c, x, x), x);
+  tt_hv f = poly(c, z, fc, kAiSeries), g = mul_(c, poly(c, z, gc, kAiSeries), x);
+  return sub_(c, mul_(c, f, k(c, f, kAi0)), mul_(c, g, k(c, g, kAip0)));
+}
+
+static tt_hv zeta_of(tt_lower_ctx *c, tt_hv a) {  // (2/3) a^(3/2)
+  return mul_(c, mul_(c, a, un(c, TT_HLO_SQRT, a)), k(c, a, 2.0 / 3));
+}
+
+static tt_hv airy_kint(tt_lower_ctx *c, tt_hv x) {
+  const double step = 0.125;
+  tt_hv zeta = zeta_of(c, x);
+  tt_hv sum = k(c, x, 0.5);  // t = 0, weight 1/2
+  for (int j = 1; j <= kAiSteps; j++) {
+    double t = j * step;
+    tt_hv e = un(c, TT_HLO_EXP, mul_(c, zeta, k(c, zeta, 1 - cosh(t))));
+    sum = add_(c, sum, mul_(c, e, k(c, e, cosh(t / 3))));
+  }
+  tt_hv pre = mul_(c, un(c, TT_HLO_SQRT, mul_(c, x, k(c, x, 1.0 / 3))), k(c, x, step / M_PI));
+  return mul_(c, mul_(c, sum, pre), un(c, TT_HLO_EXP, un(c, TT_HLO_NEG, zeta)));
+}
+
+static tt_hv airy_pos(tt_lower_ctx *c, tt_hv x) {
+  double u[kAiPos];
+  airy_u(u, kAiPos);
+  for (int i = 1; i < kAiPos; i += 2) u[i] = -u[i];
+  tt_hv zeta = zeta_of(c, x);
+  tt_hv s = poly(c, div_(c, k(c, zeta, 1), zeta), u, kAiPos);
+  tt_hv d = mul_(c, un(c, TT_HLO_SQRT, un(c, TT_HLO_SQRT, x)), k(c, x, 2 * sqrt(M_PI)));
+  return div_(c, mul_(c, s, un(c, TT_HLO_EXP, un(c, TT_HLO_NEG, zeta))), d);
+}
+
+// For x < 0 (a = -x).
+static tt_hv airy_neg(tt_lower_ctx *c, tt_hv a) {
+  double u[2 * kAiNeg], pc[kAiNeg], qc[kAiNeg];
+  airy_u(u, 2 * kAiNeg);
+  for (int i = 0; i < kAiNeg; i++) {
+    pc[i] = (i % 2 ? -1 : 1) * u[2 * i];
+    qc[i] = (i % 2 ? -1 : 1) * u[2 * i + 1];
+  }
+  tt_hv zeta = zeta_of(c, a), w = div_(c, k(c, zeta, 1), zeta), w2 = mul_(c, w, w);
+  tt_hv p = poly(c, w2, pc, kAiNeg), q = mul_(c, poly(c, w2, qc, kAiNeg), w);
+  // cos(zeta - pi/4), sin(zeta - pi/4) times sqrt(2), from cos / sin of zeta.
+  tt_hv cz = un(c, TT_HLO_COS, zeta), sz = un(c, TT_HLO_SIN, zeta);
+  tt_hv r = add_(c, mul_(c, p, add_(c, cz, sz)), mul_(c, q, sub_(c, sz, cz)));
+  tt_hv d = mul_(c, un(c, TT_HLO_SQRT, un(c, TT_HLO_SQRT, a)), k(c, a, sqrt(2 * M_PI)));
+  return div_(c, r, d);
+}
+
+static tt_hv f_airy_ai(tt_lower_ctx *c, tt_hv x) {
+  const double kNeg = -7, kInt = 1, kPos = 9.5, kZero = 103.892;
+  tt_hv lt = cmp(c, TT_HLO_LT, x, k(c, x, kNeg));
+  tt_hv le1 = cmp(c, TT_HLO_LE, x, k(c, x, kInt)), ltp = cmp(c, TT_HLO_LT, x, k(c, x, kPos));
+  tt_hv r = sel(c, lt, airy_neg(c, un(c, TT_HLO_NEG, clamp_(c, x, -INFINITY, kNeg))),
+                sel(c, le1, airy_series(c, clamp_(c, x, kNeg, kInt)),
+                    sel(c, ltp, airy_kint(c, clamp_(c, x, kInt, kPos)),
+                        airy_pos(c, clamp_(c, x, kPos, kZero)))));
+  r = sel(c, cmp(c, TT_HLO_GT, x, k(c, x, kZero)), k(c, x, 0), r);
+  r = sel(c, cmp(c, TT_HLO_EQ, un(c, TT_HLO_ABS, x), k(c, x, INFINITY)), k(c, x, NAN), r);
+  return sel(c, cmp(c, TT_HLO_NE, x, x), x, r);
+}
+
+static tt_status lower_airy_ai(tt_lower_ctx *c) {
+  tt_dtype rt;
+  tt_hv x = tt_lower_convert(c, float_arg(c, 0, &rt), TT_F64);
+  tt_lower_result(c, tt_lower_convert(c, f_airy_ai(c, x), rt));
+  return NULL;
+}
 
 // --- table ------------------------------------------------------------------------------------------
 
@@ -1006,6 +1208,9 @@ static const tt_rule kRules[] = {
     R("special_scaled_modified_bessel_k1.out", lower_k1e),
     R("special_bessel_j0", lower_j0), R("special_bessel_j0.out", lower_j0),
     R("special_bessel_j1", lower_j1), R("special_bessel_j1.out", lower_j1),
+    R("special_bessel_y0", lower_y0), R("special_bessel_y0.out", lower_y0),
+    R("special_bessel_y1", lower_y1), R("special_bessel_y1.out", lower_y1),
+    R("special_airy_ai", lower_airy_ai), R("special_airy_ai.out", lower_airy_ai),
     R("special_zeta", lower_zeta), R("special_zeta.out", lower_zeta),
     R("special_zeta.self_scalar", lower_zeta), R("special_zeta.self_scalar_out", lower_zeta),
     R("special_zeta.other_scalar", lower_zeta), R("special_zeta.other_scalar_out", lower_zeta),
