@@ -128,23 +128,29 @@ def tolerance(op, sweep_dtype, out_dtype):
 
 # --- moving samples and outputs -----------------------------------------------------------
 
+def _map_leaves(x, fn):
+    """x with fn applied to every leaf of its (named tuples excepted) tuples,
+    lists and dicts."""
+    if isinstance(x, tuple) and not hasattr(x, "_fields"):
+        return tuple(_map_leaves(v, fn) for v in x)
+    if isinstance(x, list):
+        return [_map_leaves(v, fn) for v in x]
+    if isinstance(x, dict):
+        return {k: _map_leaves(v, fn) for k, v in x.items()}
+    return fn(x)
+
+
 def _to_tpu(x, keep_cpu=False):
     """x with its tensors (and "cpu" devices) moved to tpu; with keep_cpu,
     tensors stay on the CPU (for arguments an op requires there, such as
     tensor_split's indices)."""
-    if isinstance(x, torch.Tensor):
-        return x.detach().clone() if keep_cpu else x.detach().to("tpu")
-    if isinstance(x, torch.device) and x.type == "cpu":
-        return torch.device("tpu")
-    if isinstance(x, str) and x == "cpu":
-        return "tpu"
-    if isinstance(x, tuple) and not hasattr(x, "_fields"):
-        return tuple(_to_tpu(v, keep_cpu) for v in x)
-    if isinstance(x, list):
-        return [_to_tpu(v, keep_cpu) for v in x]
-    if isinstance(x, dict):
-        return {k: _to_tpu(v, keep_cpu) for k, v in x.items()}
-    return x
+    def leaf(v):
+        if isinstance(v, torch.Tensor):
+            return v.detach().clone() if keep_cpu else v.detach().to("tpu")
+        if (isinstance(v, torch.device) and v.type == "cpu") or (isinstance(v, str) and v == "cpu"):
+            return torch.device("tpu") if isinstance(v, torch.device) else "tpu"
+        return v
+    return _map_leaves(x, leaf)
 
 
 def _on_tpu(x):
@@ -161,15 +167,7 @@ def _on_tpu(x):
 
 
 def _clone(x):
-    if isinstance(x, torch.Tensor):
-        return x.detach().clone()
-    if isinstance(x, tuple) and not hasattr(x, "_fields"):
-        return tuple(_clone(v) for v in x)
-    if isinstance(x, list):
-        return [_clone(v) for v in x]
-    if isinstance(x, dict):
-        return {k: _clone(v) for k, v in x.items()}
-    return x
+    return _map_leaves(x, lambda v: v.detach().clone() if isinstance(v, torch.Tensor) else v)
 
 
 def _leaves(x, out):
@@ -376,15 +374,11 @@ def _run_sample(op, dtype, s, random):
 
 def _double(x):
     """x with its 16-bit float tensors in float64."""
-    if isinstance(x, torch.Tensor):
-        return x.detach().double() if x.dtype in (torch.bfloat16, torch.float16) else x
-    if isinstance(x, tuple) and not hasattr(x, "_fields"):
-        return tuple(_double(v) for v in x)
-    if isinstance(x, list):
-        return [_double(v) for v in x]
-    if isinstance(x, dict):
-        return {k: _double(v) for k, v in x.items()}
-    return x
+    def leaf(v):
+        if isinstance(v, torch.Tensor) and v.dtype in (torch.bfloat16, torch.float16):
+            return v.detach().double()
+        return v
+    return _map_leaves(x, leaf)
 
 
 def _numpy_ref(op, s):
