@@ -32,11 +32,12 @@ import importlib.util
 import json
 import os
 import sys
-import time
 import warnings
 
 import torch
 import torch.nn.functional as F
+
+from step_timing import loss_of, time_steps  # bench/ is on sys.path (the script's folder)
 
 _LLAMA_PY = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
                          "torchtpu", "models", "llama.py")
@@ -76,25 +77,6 @@ def load_llama():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
-
-
-def loss_of(model, tokens):
-    logits = model(tokens[:, :-1])
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
-
-
-def time_steps(step, warmup, steps):
-    """Seconds per step (median of `steps` after `warmup`) and the last loss,
-    as bench/train_step.py times its paths."""
-    for _ in range(warmup):
-        loss = step()
-    times = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        loss = step()
-        times.append(time.perf_counter() - t0)
-    times.sort()
-    return times[len(times) // 2], loss
 
 
 def build(llama, args, state_dict):

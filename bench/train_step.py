@@ -62,13 +62,12 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 import traceback
 
 import torch
-import torch.nn.functional as F
 
 import torchtpu
+from step_timing import loss_of, time_steps  # noqa: F401 (bench/ is the script's folder; train_step_ranks uses loss_of)
 from torchtpu.compile import compile_training
 from torchtpu.models import build_model, flops_per_token
 from torchtpu.trainer.graph_step import programs_during
@@ -78,24 +77,6 @@ from torchtpu.trainer.metrics import measure_peak_flops
 TPU_PATHS = ("strict", "fused", "compile", "step")
 TORCHAX_PATHS = (("torchax_eager", "torchax eager", "eager"),
                  ("torchax_jit", "torchax jit", "jit"))
-
-
-def loss_of(model, tokens):
-    logits = model(tokens[:, :-1])
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
-
-
-def time_steps(step, warmup, steps):
-    """Seconds per step (median of `steps` after `warmup`) and the last loss."""
-    for _ in range(warmup):
-        loss = step()
-    times = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        loss = step()
-        times.append(time.perf_counter() - t0)
-    times.sort()
-    return times[len(times) // 2], loss
 
 
 def torch_path(model, device, tokens, lr, compile_backend=None, fused=False):
