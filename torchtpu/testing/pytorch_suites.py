@@ -206,6 +206,34 @@ def pytest_runtest_logreport(report):
                "duration": round(report.duration, 3)})
 
 
+def _tpu_run():
+    return ("TORCHTPU_SUITES_EVENTS" in os.environ and "torchtpu" in sys.modules and
+            "tpu" in os.environ.get("PYTORCH_TESTING_DEVICE_ONLY_FOR", ""))
+
+
+# trylast: after the test body has run (and passed).
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_call(item):
+    """Raises a device error the test left pending (an index out of bounds
+    is checked on the device and raised at the next synchronisation) in the
+    test that caused it, not in whichever test synchronises next."""
+    if _tpu_run():
+        import torch
+        torch.tpu.synchronize()
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """A test that failed before pytest_runtest_call's synchronisation may
+    still leave a device error pending: drop it, so that the next test starts
+    clean (the test that caused it has failed already)."""
+    if _tpu_run():
+        import torch
+        try:
+            torch.tpu.synchronize()
+        except Exception:  # noqa: BLE001 - the pending error of a failed test
+            pass
+
+
 def pytest_runtest_logfinish(nodeid, location):
     if "TORCHTPU_SUITES_EVENTS" in os.environ:
         _emit({"event": "finish", "id": nodeid})
