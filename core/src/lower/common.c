@@ -184,41 +184,49 @@ tt_hv tt_lower_broadcast_to(tt_lower_ctx *c, tt_hv v, int rank,
   return tt_hlo_broadcast_in_dim(b, v, rank, dims, bdims);
 }
 
-bool tt_lower_broadcastable(tt_lower_ctx *c, const tt_hv *vals, int n) {
-  tt_hlo *b = tt_lower_hlo(c);
-  tt_hlo_type shape = tt_hlo_make_type(TT_F32, 0, NULL);
+// Folds the n values' shapes into their common shape *shape. Returns -1 when
+// they broadcast, -2 when a value is invalid (the builder holds the error),
+// else the index of the first value that doesn't fit: *shape is then the
+// common shape before it, *rank the joint rank and *bad the offending dim.
+static int fold_shapes(tt_hlo *b, const tt_hv *vals, int n, tt_hlo_type *shape,
+                       int *rank, int *bad) {
+  *shape = tt_hlo_make_type(TT_F32, 0, NULL);
   for (int i = 0; i < n; i++) {
     const tt_hlo_type *t = tt_hlo_type_of(b, vals[i]);
-    int bad = 0;
-    tt_hlo_type next = shape;
-    if (!t) return true;  // the builder holds the error; the caller meets it next
-    if (!broadcast_shape(&shape, t, &next, &bad)) return false;
-    shape = next;
+    if (!t) return -2;
+    tt_hlo_type next = *shape;
+    if (!broadcast_shape(shape, t, &next, bad)) {
+      *rank = next.rank;
+      return i;
+    }
+    *shape = next;
   }
-  return true;
+  return -1;
+}
+
+bool tt_lower_broadcastable(tt_lower_ctx *c, const tt_hv *vals, int n) {
+  tt_hlo_type shape;
+  int rank, bad;
+  return fold_shapes(tt_lower_hlo(c), vals, n, &shape, &rank, &bad) < 0;
 }
 
 tt_status tt_lower_broadcast(tt_lower_ctx *c, tt_hv *vals, int n) {
   tt_hlo *b = tt_lower_hlo(c);
-  tt_hlo_type shape = tt_hlo_make_type(TT_F32, 0, NULL);
-  for (int i = 0; i < n; i++) {
+  tt_hlo_type shape;
+  int r = 0, bad = 0, i = fold_shapes(b, vals, n, &shape, &r, &bad);
+  if (i == -2) return NULL;  // the builder holds the error
+  if (i >= 0) {
     const tt_hlo_type *t = tt_hlo_type_of(b, vals[i]);
-    if (!t) return NULL;  // the builder holds the error
-    int bad = 0;
-    tt_hlo_type next = shape;
-    if (!broadcast_shape(&shape, t, &next, &bad)) {
-      char s1[96], s2[96];
-      int r = next.rank;  // dims of a and b at output dimension `bad`
-      int64_t da = shape.dims[bad - (r - shape.rank)], db = t->dims[bad - (r - t->rank)];
-      return tt_lower_fail(c, TT_INVALID_ARGUMENT,
-                           "The size of tensor a (%lld) must match the size of "
-                           "tensor b (%lld) at non-singleton dimension %d "
-                           "(shapes %s and %s don't broadcast)",
-                           (long long)da, (long long)db, bad,
-                           tt_shape_str(&shape, s1, sizeof s1),
-                           tt_shape_str(t, s2, sizeof s2));
-    }
-    shape = next;
+    char s1[96], s2[96];
+    // dims of a and b at output dimension `bad`
+    int64_t da = shape.dims[bad - (r - shape.rank)], db = t->dims[bad - (r - t->rank)];
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT,
+                         "The size of tensor a (%lld) must match the size of "
+                         "tensor b (%lld) at non-singleton dimension %d "
+                         "(shapes %s and %s don't broadcast)",
+                         (long long)da, (long long)db, bad,
+                         tt_shape_str(&shape, s1, sizeof s1),
+                         tt_shape_str(t, s2, sizeof s2));
   }
   for (int i = 0; i < n; i++)
     vals[i] = tt_lower_broadcast_to(c, vals[i], shape.rank, shape.dims);
