@@ -147,8 +147,10 @@ def _to_tpu(x, keep_cpu=False):
     def leaf(v):
         if isinstance(v, torch.Tensor):
             return v.detach().clone() if keep_cpu else v.detach().to("tpu")
-        if (isinstance(v, torch.device) and v.type == "cpu") or (isinstance(v, str) and v == "cpu"):
-            return torch.device("tpu") if isinstance(v, torch.device) else "tpu"
+        if isinstance(v, torch.device) and v.type == "cpu":
+            return torch.device("tpu")
+        if isinstance(v, str) and v == "cpu":
+            return "tpu"
         return v
     return _map_leaves(x, leaf)
 
