@@ -69,6 +69,8 @@ TT_API int64_t tt_dtype_size(tt_dtype d);      // bytes per element
 TT_API bool tt_dtype_is_complex(tt_dtype d);   // TT_C64, TT_C128
 // A complex dtype's component (TT_C64 -> TT_F32); other dtypes unchanged.
 TT_API tt_dtype tt_dtype_to_real(tt_dtype d);
+// Lowest and highest finite values of d as doubles (complex: the component's).
+TT_API void tt_dtype_bounds(tt_dtype d, double *lo, double *hi);
 
 // --- tensors and op calls ------------------------------------------------------
 //

@@ -1,6 +1,8 @@
 // Names and sizes of the core's dtypes.
 #include "torchtpu_types.h"
 
+#include <float.h>
+
 typedef struct dtype_info {
   const char *name;
   int64_t size;  // bytes
@@ -61,4 +63,24 @@ bool tt_dtype_is_complex(tt_dtype d) { return d == TT_C64 || d == TT_C128; }
 
 tt_dtype tt_dtype_to_real(tt_dtype d) {
   return d == TT_C64 ? TT_F32 : d == TT_C128 ? TT_F64 : d;
+}
+
+// Lowest and highest finite values, as doubles (a complex dtype: its
+// component's). int64's and uint64's round to the nearest double.
+void tt_dtype_bounds(tt_dtype d, double *lo, double *hi) {
+  switch (tt_dtype_to_real(d)) {
+    case TT_BOOL: *lo = 0, *hi = 1; return;
+    case TT_U8: *lo = 0, *hi = 255; return;
+    case TT_I8: *lo = -128, *hi = 127; return;
+    case TT_I16: *lo = -32768, *hi = 32767; return;
+    case TT_U16: *lo = 0, *hi = 65535; return;
+    case TT_I32: *lo = -2147483648.0, *hi = 2147483647.0; return;
+    case TT_U32: *lo = 0, *hi = 4294967295.0; return;
+    case TT_I64: *lo = -9223372036854775808.0, *hi = 9223372036854775807.0; return;
+    case TT_U64: *lo = 0, *hi = 18446744073709551615.0; return;
+    case TT_F16: *lo = -65504.0, *hi = 65504.0; return;
+    case TT_BF16: *lo = -3.38953138925153547590e38, *hi = 3.38953138925153547590e38; return;
+    case TT_F32: *lo = -FLT_MAX, *hi = FLT_MAX; return;
+    default: *lo = -DBL_MAX, *hi = DBL_MAX; return;  // float64
+  }
 }

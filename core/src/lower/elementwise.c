@@ -18,7 +18,6 @@
 // -1 where PyTorch's CPU kernel raises); ops that PyTorch decomposes before
 // they reach a backend (square, ...); erfc, the gamma family and special
 // functions.
-#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -930,11 +929,11 @@ static tt_status lower_nan_to_num(tt_lower_ctx *c) {
     tt_lower_result(c, x);
     return NULL;
   }
-  double big = d == TT_F64 ? DBL_MAX : d == TT_F32 ? FLT_MAX : d == TT_F16 ? 65504.0
-                                                                          : 3.3895313892515355e38;
+  double lowest, big;
+  tt_dtype_bounds(d, &lowest, &big);
   tt_hv nan = tt_lower_is_none(c, 1) ? k(c, x, 0) : scalar_like(c, 1, x);
   tt_hv pos = tt_lower_is_none(c, 2) ? k(c, x, big) : scalar_like(c, 2, x);
-  tt_hv neg = tt_lower_is_none(c, 3) ? k(c, x, -big) : scalar_like(c, 3, x);
+  tt_hv neg = tt_lower_is_none(c, 3) ? k(c, x, lowest) : scalar_like(c, 3, x);
   tt_hv r = sel(c, cmp(c, TT_HLO_NE, x, x), nan, x);
   r = sel(c, cmp(c, TT_HLO_EQ, x, k(c, x, INFINITY)), pos, r);
   r = sel(c, cmp(c, TT_HLO_EQ, x, k(c, x, -INFINITY)), neg, r);

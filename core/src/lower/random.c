@@ -134,28 +134,13 @@ static tt_status random_range(tt_lower_ctx *c, int gen_arg, int64_t from, uint64
   return NULL;
 }
 
-// The lowest and highest values of dtype d as doubles (floats) or integers,
-// for PyTorch's bounds checks of random_'s from and to - 1.
-static void dtype_bounds(tt_dtype d, double *lo, double *hi) {
-  switch (d) {
-    case TT_F16: *lo = -65504.0, *hi = 65504.0; return;
-    case TT_BF16: *lo = -3.38953138925153547590e38, *hi = 3.38953138925153547590e38; return;
-    case TT_F32: *lo = -3.40282346638528859812e38, *hi = 3.40282346638528859812e38; return;
-    case TT_F64: *lo = -1.79769313486231570815e308, *hi = 1.79769313486231570815e308; return;
-    case TT_I8: *lo = -128, *hi = 127; return;
-    case TT_I16: *lo = -32768, *hi = 32767; return;
-    case TT_I32: *lo = -2147483648.0, *hi = 2147483647.0; return;
-    default: *lo = 0, *hi = (double)random_max(d); return;  // bool, unsigned
-  }
-}
-
 // PyTorch's check_from_to_in_range: from and to_inc must fit the dtype
 // (int64 takes every int64, so it is not checked).
 static tt_status check_random_bounds(tt_lower_ctx *c, int64_t from, int64_t to_inc) {
   tt_dtype d = target_type(c).dtype;
   if (d == TT_I64 || d == TT_U64) return NULL;
   double lo, hi;
-  dtype_bounds(d, &lo, &hi);
+  tt_dtype_bounds(d, &lo, &hi);
   if ((double)from < lo || (double)from > hi)
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "from is out of bounds for %s",
                          tt_dtype_cpp_name(d));

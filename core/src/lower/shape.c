@@ -374,7 +374,9 @@ static tt_status lower_slice_scatter(tt_lower_ctx *c) {
   if (end < 0) end += size;
   start = start < 0 ? 0 : (start > size ? size : start);
   end = end < start ? start : (end > size ? size : end);
-  int64_t n = (end - start + step - 1) / step;
+  // ceil((end - start) / step) without forming end - start + step, which
+  // overflows for a huge step.
+  int64_t n = end > start ? (end - start - 1) / step + 1 : 0;
   tt_hv src = tt_lower_convert(c, tt_lower_tensor(c, 1), t.dtype);
   tt_hlo_type st = tt_lower_type(c, src);
   tt_hlo_type want = t;
