@@ -5,7 +5,7 @@
 #   make core     core only (no PyTorch needed)
 #   make ctest    build and run every core/tests/test_*.c, plain and sanitized
 #   make pytest-asan  a subset of the Python tests over the ASan+UBSan core
-#   make fuzz-run the libFuzzer target over op calls, FUZZ_SECONDS (default 60);
+#   make fuzz-run the libFuzzer target over op calls, FUZZ_RUNS inputs (default 50000);
 #                 needs clang (skipped with a message when there is none)
 #   make clean
 #
@@ -163,9 +163,14 @@ ctest-asan: $(ASAN_TESTS)
 
 # clang 15 or later (the core uses _Float16); the newest one installed.
 FUZZ_CC ?= $(or $(firstword $(foreach v,19 18 17 16 15,$(shell command -v clang-$(v) 2>/dev/null))),clang)
-FUZZ_SECONDS ?= 60
-# A fixed seed: CI explores the same inputs a developer's run with the same
-# seed and time explored (FUZZ_SEED=0 asks libFuzzer for a random one).
+# A fixed seed and a fixed number of inputs: CI explores the inputs a
+# developer's `make fuzz-run` explored on the same tree, whatever the
+# machine's speed (a time bound alone let a slower or faster CI machine
+# reach inputs the developer's run never tried). FUZZ_SECONDS only caps a
+# very slow machine (it then runs a prefix of the same sequence).
+# Exploration: FUZZ_SEED=0 (random) FUZZ_RUNS=-1 (unbounded) FUZZ_SECONDS=1800.
+FUZZ_SECONDS ?= 240
+FUZZ_RUNS ?= 50000
 FUZZ_SEED ?= 1
 FUZZ_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_OBJS := $(CORE_SRCS:%.c=build/fuzz/obj/%.o)
@@ -194,7 +199,7 @@ fuzz-run: fuzz
 	  export TF_CPP_MIN_LOG_LEVEL=2 ASAN_OPTIONS="$${ASAN_OPTIONS:-detect_leaks=0:allocator_may_return_null=1}" UBSAN_OPTIONS="$${UBSAN_OPTIONS:-print_stacktrace=1}"; \
 	  mkdir -p build/fuzz/corpus; \
 	  $(FUZZ_BIN) -runs=1 core/tests/fuzz_regress/* || exit 1; \
-	  $(FUZZ_BIN) -seed=$(FUZZ_SEED) -max_total_time=$(FUZZ_SECONDS) -timeout=180 -rss_limit_mb=4096 \
+	  $(FUZZ_BIN) -seed=$(FUZZ_SEED) -runs=$(FUZZ_RUNS) -max_total_time=$(FUZZ_SECONDS) -timeout=180 -rss_limit_mb=4096 \
 	    -max_len=512 -len_control=0 -print_final_stats=1 -artifact_prefix=build/fuzz/ build/fuzz/corpus; \
 	fi
 

@@ -468,3 +468,98 @@ def test_mode_out_like_cpu():
                                                        torch.empty(0, dtype=torch.long, device=d))))
     assert_like_cpu(lambda d: torch.mode(x(d), 1, out=(torch.empty(0, device=d),
                                                        torch.empty(0, device=d))))
+
+
+# --- 9. pooling, from PyTorch's nn/test_pooling --------------------------------------------
+
+def _adaptive_zero_backward(fn):
+    def run(d):
+        x = torch.randn(1, 4, 10, 9, device=d, requires_grad=True)
+        fn(x, 0).sum().backward()
+        return x.grad
+    return run
+
+
+POOLING_CASES = [
+    ("max_pool2d empty channels", lambda d: F.max_pool2d(torch.randn(1, 0, 6, 5, device=d), 3, 2)),
+    ("max_pool2d empty batch", lambda d: F.max_pool2d(torch.randn(0, 4, 6, 5, device=d), 3, 2)),
+    ("avg_pool2d empty channels", lambda d: F.avg_pool2d(torch.randn(2, 0, 6, 5, device=d), 3, 2)),
+    ("avg_pool1d empty channels", lambda d: F.avg_pool1d(torch.randn(1, 0, 5, device=d), 3, 2)),
+    ("avg_pool3d empty channels", lambda d: F.avg_pool3d(torch.randn(1, 0, 5, 5, 5, device=d), 3)),
+    ("avg_pool3d unbatched empty", lambda d: F.avg_pool3d(torch.randn(0, 5, 5, 5, device=d), 3)),
+    ("adaptive_max_pool2d empty channels", lambda d: F.adaptive_max_pool2d(
+        torch.randn(1, 0, 6, 5, device=d), 3)),
+    ("adaptive_max_pool3d empty channels", lambda d: F.adaptive_max_pool3d(
+        torch.randn(1, 0, 6, 5, 4, device=d), 3)),
+    ("adaptive_avg_pool3d empty channels", lambda d: F.adaptive_avg_pool3d(
+        torch.randn(1, 0, 6, 5, 4, device=d), 3)),
+    ("adaptive_avg_pool2d empty channels", lambda d: F.adaptive_avg_pool2d(
+        torch.randn(1, 0, 6, 5, device=d), 3)),
+    ("adaptive_avg_pool2d empty height", lambda d: F.adaptive_avg_pool2d(
+        torch.randn(1, 2, 0, 5, device=d), 3)),
+] + [
+    (f"{op}_pool{n}d stride 0", (lambda op, n: lambda d: getattr(F, f"{op}_pool{n}d")(
+        torch.ones([1, 2] + n * [4], device=d), kernel_size=2, stride=0))(op, n))
+    for op in ("max", "avg") for n in (2, 3)
+] + [
+    ("max_pool2d negative stride", lambda d: F.max_pool2d(torch.ones(1, 2, 4, 4, device=d), 2, -1)),
+    ("max_pool2d pad > half kernel", lambda d: F.max_pool2d(torch.ones(1, 2, 4, 4, device=d), 2, 1, 2)),
+    ("max_pool2d kernel 0", lambda d: F.max_pool2d(torch.ones(1, 2, 4, 4, device=d), 0, 1)),
+    ("max_pool2d dilation 0", lambda d: F.max_pool2d(torch.ones(1, 2, 4, 4, device=d), 2, 1, 0, 0)),
+    ("avg_pool3d negative pad", lambda d: F.avg_pool3d(torch.ones(1, 2, 4, 4, 4, device=d), 2, 1, -1)),
+] + [
+    (f"adaptive_{p}_pool{n}d of {dt}", (lambda p, n, dt: lambda d: getattr(F, f"adaptive_{p}_pool{n}d")(
+        torch.randn((4,) * (n + 1), device=d).to(dt), 2))(p, n, dt))
+    for p in ("max", "avg") for n in (2, 3) for dt in (torch.int64, torch.uint8)
+] + [
+    (f"{fn.__name__} to size 0", (lambda fn: lambda d: fn(torch.randn(1, 4, 10, 9, device=d), 0))(fn))
+    for fn in (F.adaptive_avg_pool2d, F.adaptive_avg_pool3d, F.adaptive_max_pool2d,
+               F.adaptive_max_pool3d)
+] + [
+    (f"{fn.__name__} to size 0 backward", _adaptive_zero_backward(fn))
+    for fn in (F.adaptive_avg_pool2d, F.adaptive_avg_pool3d, F.adaptive_max_pool2d,
+               F.adaptive_max_pool3d)
+]
+
+
+@pytest.mark.parametrize("name,fn", POOLING_CASES, ids=[c[0] for c in POOLING_CASES])
+def test_pooling_like_cpu(name, fn):
+    r = assert_like_cpu(fn)
+    if isinstance(r, torch.Tensor):  # empty results: the shapes must agree too
+        assert tuple(fn("tpu").shape) == tuple(r.shape)
+
+
+def test_max_pool3d_empty_channels_refused():
+    # PyTorch's text names its CPU template; ours names the op.
+    with pytest.raises(RuntimeError, match="Expected input's non-batch dimensions to have "
+                                           "positive length"):
+        F.max_pool3d(torch.ones(1, 0, 5, 4, 3, device="tpu"), 3)
+
+
+LAYOUT_CASES = [
+    ("max_pool2d", lambda t: F.max_pool2d(t, 2)),
+    ("max_pool2d indices", lambda t: F.max_pool2d(t, 2, return_indices=True)[1]),
+    ("avg_pool2d", lambda t: F.avg_pool2d(t, 2)),
+    ("adaptive_max_pool2d", lambda t: F.adaptive_max_pool2d(t, 3)),
+    ("adaptive_avg_pool2d", lambda t: F.adaptive_avg_pool2d(t, 3)),
+    ("conv2d", lambda t: F.conv2d(t, torch.ones(4, 3, 3, 3, device=t.device))),
+    ("batch_norm", lambda t: F.batch_norm(t, None, None, training=True)),
+    ("interpolate", lambda t: F.interpolate(t, scale_factor=2)),
+    ("max_pool2d backward", lambda t: torch.autograd.grad(
+        F.max_pool2d(t.requires_grad_(), 2).sum(), t)[0]),
+] + [
+    (f"{fn.__name__}", (lambda fn: lambda t: fn(t.unsqueeze(2).expand(-1, -1, 2, -1, -1)
+                                                .contiguous(memory_format=torch.channels_last_3d), 1))(fn))
+    for fn in (F.max_pool3d, F.avg_pool3d, F.adaptive_avg_pool3d, F.adaptive_max_pool3d)
+]
+
+
+@pytest.mark.parametrize("name,fn", LAYOUT_CASES, ids=[c[0] for c in LAYOUT_CASES])
+def test_channels_last_results_like_cpu(name, fn):
+    """Convolution, pooling, upsampling and batch norm give channels_last
+    results for channels_last inputs, as PyTorch's kernels do; values equal."""
+    x = torch.randn(2, 3, 8, 8).contiguous(memory_format=torch.channels_last)
+    want = fn(x.clone())
+    got = fn(x.to("tpu"))
+    assert got.stride() == want.stride(), (got.stride(), want.stride())
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)

@@ -314,6 +314,81 @@ tt_status tt_lower_check_window(tt_lower_ctx *c, const char *what, const int64_t
   return NULL;
 }
 
+// "<p>T: v <p>H: v <p>W: v" (the T only for 3 dims), PyTorch's spelling of
+// a pooling parameter's values in its messages.
+static const char *pool_values(char *buf, size_t cap, const char *p, int ns, const int64_t *v) {
+  static const char *const kAxes[] = {"T", "H", "W"};
+  size_t n = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < ns && n < cap; i++)
+    n += (size_t)snprintf(buf + n, cap - n, "%s%s%s: %" PRId64, i ? " " : "", p,
+                          kAxes[3 - ns + i], v[i]);
+  return buf;
+}
+
+tt_status tt_lower_check_pool(tt_lower_ctx *c, int ns, const int64_t *k, const int64_t *s,
+                              const int64_t *p, const int64_t *d) {
+  char m[160];
+  for (int i = 0; i < ns; i++) {
+    if (s[i] == 0) return tt_lower_fail(c, TT_INVALID_ARGUMENT, "stride should not be zero");
+    if (p[i] < 0)
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "pad must be non-negative, but got pad: %" PRId64,
+                           p[i]);
+    if (p[i] > ((k[i] - 1) * d[i] + 1) / 2)
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "pad should be at most half of effective "
+                           "kernel size, but got pad=%" PRId64 ", kernel_size=%" PRId64
+                           " and dilation=%" PRId64, p[i], k[i], d[i]);
+  }
+  for (int i = 0; i < ns; i++) {
+    if (k[i] < 1)
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "kernel size should be greater than zero, "
+                           "but got %s", pool_values(m, sizeof m, "k", ns, k));
+    if (s[i] < 1)
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "stride should be greater than zero, but "
+                           "got %s", pool_values(m, sizeof m, "d", ns, s));
+    if (d[i] < 1)
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "dilation should be greater than zero, but "
+                           "got %s", pool_values(m, sizeof m, "dilation", ns, d));
+    if (2 * p[i] > k[i]) {
+      char kv[80];
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "pad should be smaller than or equal to half "
+                           "of kernel size, but got %s, %s", pool_values(kv, sizeof kv, "k", ns, k),
+                           pool_values(m, sizeof m, "pad", ns, p));
+    }
+  }
+  return NULL;
+}
+
+tt_status tt_lower_check_pool_input(tt_lower_ctx *c, const tt_hlo_type *x, int ns, const char *fn) {
+  char sh[160];
+  bool batched = x->rank == ns + 2;
+  for (int i = batched ? 1 : 0; i < x->rank; i++) {
+    if (x->dims[i] != 0) continue;
+    if (ns == 2)
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Expected 3D or 4D (batch mode) tensor with "
+                           "optional 0 dim batch size for input, but got:%s",
+                           tt_shape_str(x, sh, sizeof sh));
+    // PyTorch prints the empty dim's length (0), not its index.
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "%.*s(): Expected input's non-batch dimensions "
+                         "to have positive length, but input has a shape of %s and non-batch "
+                         "dimension 0 has length zero!", (int)strcspn(fn, "."), fn,
+                         tt_shape_str(x, sh, sizeof sh));
+  }
+  return NULL;
+}
+
+tt_status tt_lower_check_nonempty(tt_lower_ctx *c, const tt_hlo_type *t, int first,
+                                  const char *fn, const char *what) {
+  char sh[160];
+  for (int i = first; i < t->rank; i++)
+    if (t->dims[i] == 0)
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "%.*s(): Expected %s to have non-zero size "
+                           "for non-batch dimensions, but %s has sizes %s with dimension %d "
+                           "being empty", (int)strcspn(fn, "."), fn, what, what,
+                           tt_shape_str(t, sh, sizeof sh), i);
+  return NULL;
+}
+
 tt_hv tt_lower_reduce_init(tt_lower_ctx *c, tt_dtype d, tt_hlo_reduce_kind kind) {
   tt_hlo *b = tt_lower_hlo(c);
   bool fl = tt_dtype_is_float(d);

@@ -274,11 +274,9 @@ static tt_status read_pool(tt_lower_ctx *c, const tt_hlo_type *xt, int k, int di
   TT_RETURN_IF_ERROR(tt_lower_check_window(c, "stride", a->s, 2));
   TT_RETURN_IF_ERROR(tt_lower_check_window(c, "padding", a->p, 2));
   TT_RETURN_IF_ERROR(tt_lower_check_window(c, "dilation", a->d, 2));
+  TT_RETURN_IF_ERROR(tt_lower_check_pool(c, 2, a->k, a->s, a->p, a->d));
+  TT_RETURN_IF_ERROR(tt_lower_check_pool_input(c, xt, 2, NULL));
   for (int i = 0; i < 2; i++) {
-    if (a->k[i] < 1 || a->s[i] < 1 || a->d[i] < 1 || a->p[i] < 0 || 2 * a->p[i] > a->k[i])
-      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "bad pooling window: kernel %" PRId64
-                           ", stride %" PRId64 ", padding %" PRId64 " (pad should be at "
-                           "most half of the kernel size)", a->k[i], a->s[i], a->p[i]);
     a->in[i] = xt->dims[xt->rank - 2 + i];
     a->out[i] = pool_out(a->in[i], a->k[i], a->s[i], a->p[i], a->d[i], a->ceil);
     if (a->out[i] < 1) {
@@ -474,14 +472,24 @@ static tt_status adaptive(tt_lower_ctx *c, bool backward) {
       if (gt.dims[r] != xt.dims[r])
         return tt_lower_fail(c, TT_INVALID_ARGUMENT, "grad_output dim %d is %" PRId64
                              " but self's is %" PRId64, r, gt.dims[r], xt.dims[r]);
-    if (gt.dims[gt.rank - 2] < 1 || gt.dims[gt.rank - 1] < 1)
-      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "grad_output must have positive sizes");
+    TT_RETURN_IF_ERROR(tt_lower_check_nonempty(c, &gt, 1, "adaptive_avg_pool2d_backward",
+                                               "grad_output"));
     out[0] = gt.dims[gt.rank - 2];
     out[1] = gt.dims[gt.rank - 1];
-  } else if (!ints_arg(c, 1, 2, NULL, out) || out[0] < 1 || out[1] < 1) {
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "output_size must be two positive sizes");
+  } else {
+    TT_RETURN_IF_ERROR(tt_lower_check_nonempty(c, &xt, xt.rank - 2, "adaptive_avg_pool2d", "input"));
+    if (!ints_arg(c, 1, 2, NULL, out) || out[0] < 0 || out[1] < 0)
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "adaptive_avg_pool2d: output_size must be 2 "
+                           "sizes greater than or equal to 0");
   }
   tt_hlo *b = tt_lower_hlo(c);
+  if (out[0] == 0 || out[1] == 0) {  // an empty output, as PyTorch gives
+    tt_hlo_type rt = xt;
+    rt.dims[rt.rank - 2] = out[0];
+    rt.dims[rt.rank - 1] = out[1];
+    tt_lower_result(c, tt_hlo_splat(b, &rt, 0));
+    return NULL;
+  }
   tt_dtype acc = tt_opmath(xt.dtype);
   int64_t in[2] = {xt.dims[xt.rank - 2], xt.dims[xt.rank - 1]}, planes = 1;
   for (int i = 0; i < xt.rank - 2; i++) planes *= xt.dims[i];

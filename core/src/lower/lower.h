@@ -240,6 +240,24 @@ tt_hv tt_lower_reduce_init(tt_lower_ctx *c, tt_dtype d, tt_hlo_reduce_kind kind)
 // and convolution would overflow int64 with them. NULL when all fit.
 tt_status tt_lower_check_window(tt_lower_ctx *c, const char *what, const int64_t *v, int n);
 
+// PyTorch's checks of a pooling window over ns (2 or 3) spatial dims, with
+// its texts (pooling_output_shape, pool{2,3}d_shape_check): stride not
+// zero, padding non-negative and at most half the (effective) kernel,
+// kernel, stride and dilation positive. NULL when all hold.
+tt_status tt_lower_check_pool(tt_lower_ctx *c, int ns, const int64_t *k, const int64_t *s,
+                              const int64_t *p, const int64_t *d);
+
+// PyTorch's refusal of empty non-batch dims of a pooling input x (rank
+// ns + 1 or ns + 2; the batch dim may be empty): pool2d_shape_check's and
+// pool3d_shape_check's texts, `fn` naming the op in the latter.
+tt_status tt_lower_check_pool_input(tt_lower_ctx *c, const tt_hlo_type *x, int ns, const char *fn);
+
+// The adaptive pooling ops' refusal of an empty dim of t from dim `first`
+// on: "fn(): Expected <what> to have non-zero size for non-batch dimensions,
+// but <what> has sizes [..] with dimension d being empty".
+tt_status tt_lower_check_nonempty(tt_lower_ctx *c, const tt_hlo_type *t, int first,
+                                  const char *fn, const char *what);
+
 // --- family tables (one per lower/<family>.c; joined by lower/table.c) -------
 
 extern const tt_rule_table tt_rules_elementwise;

@@ -67,6 +67,21 @@ typedef struct bn_args {
 
 // Normalises over every dim but 1; returns (out, save_mean, save_invstd)
 // and, in training with running stats, updates them.
+// Per-channel arguments args[0..n) (-1 or None: absent) hold C elements:
+// the first `flat` of them in any shape (read flat), the rest as [C] (the
+// statistics, written back or read per channel). PyTorch's text.
+static tt_status check_vecs(tt_lower_ctx *c, int64_t ch, const int *args,
+                            const char *const *names, int flat, int n) {
+  for (int k = 0; k < n; k++) {
+    if (args[k] < 0 || tt_lower_is_none(c, args[k])) continue;
+    tt_hlo_type vt = tt_lower_tensor_type(c, args[k], -1);
+    if (k < flat ? tt_hlo_numel(&vt) != ch : (vt.rank != 1 || vt.dims[0] != ch))
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "%s should contain %" PRId64 " elements not %" PRId64,
+                           names[k], ch, tt_hlo_numel(&vt));
+  }
+  return NULL;
+}
+
 static tt_status batch_norm(tt_lower_ctx *c, const bn_args *a) {
   tt_hlo *b = tt_lower_hlo(c);
   tt_hlo_type xt = tt_lower_tensor_type(c, a->x, -1);
@@ -81,15 +96,7 @@ static tt_status batch_norm(tt_lower_ctx *c, const bn_args *a) {
   // should contain C elements not N").
   const int vecs[4] = {a->w, a->b, a->rm, a->rv};
   static const char *const kVecNames[4] = {"weight", "bias", "running_mean", "running_var"};
-  for (int k = 0; k < 4; k++) {
-    if (vecs[k] < 0 || tt_lower_is_none(c, vecs[k])) continue;
-    tt_hlo_type vt = tt_lower_tensor_type(c, vecs[k], -1);
-    // weight and bias may be any shape of C elements (read flat); the
-    // statistics are written back, so they are [C].
-    if (k < 2 ? tt_hlo_numel(&vt) != ch : (vt.rank != 1 || vt.dims[0] != ch))
-      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "%s should contain %" PRId64 " elements not %" PRId64,
-                           kVecNames[k], ch, tt_hlo_numel(&vt));
-  }
+  TT_RETURN_IF_ERROR(check_vecs(c, ch, vecs, kVecNames, 2, 4));
   bool has_stats = a->rm >= 0 && !tt_lower_is_none(c, a->rm) && !tt_lower_is_none(c, a->rv);
   if (!a->training && !has_stats)
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "running_mean and running_var must be "
@@ -198,6 +205,10 @@ static tt_status lower_native_batch_norm_backward(tt_lower_ctx *c) {
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "%s statistics are missing",
                          train ? "saved" : "running");
   int64_t ch = xt.dims[1], n = tt_hlo_numel(&xt) / (ch ? ch : 1);
+  const int vecs[3] = {2, mi, vi};
+  const char *const names[3] = {"weight", train ? "save_mean" : "running_mean",
+                                train ? "save_invstd" : "running_var"};
+  TT_RETURN_IF_ERROR(check_vecs(c, ch, vecs, names, 1, 3));
   tt_dtype acc = tt_opmath(xt.dtype);
   bool mask[TT_MAX_RANK] = {false};
   for (int d = 0; d < xt.rank; d++) mask[d] = d != 1;

@@ -504,16 +504,27 @@ static tt_status adaptive3d(tt_lower_ctx *c, bool backward) {
     if (gt.dims[r] != xt.dims[r])
       return tt_lower_fail(c, TT_INVALID_ARGUMENT, "grad_output dim %d is %" PRId64 " but self's is %" PRId64,
                            r, gt.dims[r], xt.dims[r]);
+  if (backward)
+    TT_RETURN_IF_ERROR(tt_lower_check_nonempty(c, &gt, 1, "adaptive_avg_pool3d_backward",
+                                               "grad_output"));
+  else
+    TT_RETURN_IF_ERROR(tt_lower_check_nonempty(c, &xt, 1, "adaptive_avg_pool3d", "input"));
+  tt_hlo_type rt = xt;
   for (int i = 0; i < 3; i++) {
     in[i] = xt.dims[xt.rank - 3 + i];
     if (backward) out[i] = gt.dims[gt.rank - 3 + i];
     else if (o->kind == TT_VALUE_INTS && o->u.ints.n == 3) out[i] = o->u.ints.data[i];
     else return tt_lower_fail(c, TT_INVALID_ARGUMENT, "output_size must have 3 sizes");
-    if (out[i] < 1 || in[i] < 1)
-      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "sizes must be positive (input %" PRId64
-                           ", output %" PRId64 ")", in[i], out[i]);
+    if (out[i] < 0)
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "adaptive_avg_pool3d: elements of output_size "
+                           "must be greater than or equal to 0 but received %" PRId64, out[i]);
+    if (!backward) rt.dims[rt.rank - 3 + i] = out[i];
   }
   tt_hlo *b = tt_lower_hlo(c);
+  if (!backward && (out[0] == 0 || out[1] == 0 || out[2] == 0)) {  // empty, as in PyTorch
+    tt_lower_result(c, tt_hlo_splat(b, &rt, 0));
+    return NULL;
+  }
   tt_dtype acc = tt_opmath(xt.dtype);
   tt_hv v = tt_hlo_convert(b, tt_lower_tensor(c, 0), acc);
   int64_t first = tt_lower_type(c, v).rank - 3, mdim = backward ? 0 : 1;
@@ -579,10 +590,33 @@ static tt_status adaptive_max(tt_lower_ctx *c, int ns) {
   if ((xt.rank != ns + 1 && xt.rank != ns + 2) || o->kind != TT_VALUE_INTS || o->u.ints.n != ns)
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "expected a %dD or %dD input and %d output "
                          "sizes", ns + 1, ns + 2, ns);
+  // PyTorch has no integer kernel: the CPU fallback raises its "not implemented".
+  if (!tt_dtype_is_float(xt.dtype))
+    return tt_lower_fail(c, TT_UNIMPLEMENTED, "adaptive max pooling of %s", tt_dtype_name(xt.dtype));
+  TT_RETURN_IF_ERROR(tt_lower_check_nonempty(c, &xt, 1, ns == 2 ? "adaptive_max_pool2d"
+                                                                 : "adaptive_max_pool3d", "input"));
   tt_hlo *b = tt_lower_hlo(c);
-  tt_hv v = tt_lower_tensor(c, 0);
   tt_hlo_type it = xt;
   it.dtype = TT_I64;
+  bool empty = false;
+  for (int i = 0; i < ns; i++) {
+    if (o->u.ints.data[i] < 0)
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "adaptive_max_pool%dd: elements of output_size "
+                           "must be greater than or equal to 0 but received %" PRId64, ns,
+                           o->u.ints.data[i]);
+    it.dims[xt.rank - ns + i] = o->u.ints.data[i];
+    empty = empty || o->u.ints.data[i] == 0;
+  }
+  if (empty) {  // empty values and indices, as in PyTorch
+    tt_hlo_type vt = it;
+    vt.dtype = xt.dtype;
+    tt_lower_result(c, tt_hlo_splat(b, &vt, 0));
+    tt_lower_result(c, tt_hlo_splat_i(b, &it, 0));
+    return NULL;
+  }
+  it = xt;
+  it.dtype = TT_I64;
+  tt_hv v = tt_lower_tensor(c, 0);
   tt_hv f = tt_hlo_splat_i(b, &it, 0);
   int64_t stride = 1;
   for (int i = ns - 1; i >= 0; i--) {
@@ -644,6 +678,8 @@ static tt_status adaptive_max_backward(tt_lower_ctx *c, int ns) {
   if (gt.rank != xt.rank || xt.rank < ns + 1 || !tt_dtype_is_float(xt.dtype))
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "grad_output and self must be float tensors "
                          "of the same rank");
+  TT_RETURN_IF_ERROR(tt_lower_check_nonempty(c, &gt, 1, ns == 2 ? "adaptive_max_pool2d_backward"
+                                             : "adaptive_max_pool3d_backward", "grad_output"));
   tt_hlo *b = tt_lower_hlo(c);
   tt_hlo_type at = xt;
   at.dtype = tt_opmath(xt.dtype);
@@ -699,13 +735,12 @@ static tt_status pool3d_window(tt_lower_ctx *c, const tt_hlo_type *xt, int k, in
   TT_RETURN_IF_ERROR(tt_lower_check_window(c, "stride", st, 3));
   TT_RETURN_IF_ERROR(tt_lower_check_window(c, "padding", pd, 3));
   TT_RETURN_IF_ERROR(tt_lower_check_window(c, "dilation", dl, 3));
+  TT_RETURN_IF_ERROR(tt_lower_check_pool(c, 3, ks, st, pd, dl));
+  TT_RETURN_IF_ERROR(tt_lower_check_pool_input(c, xt, 3, tt_lower_op_name(c)));
   *w = tt_hlo_window_identity(xt->rank);
   for (int i = 0; i < 3; i++) {
     int r = xt->rank - 3 + i;
     int64_t in = xt->dims[r];
-    if (ks[i] < 1 || st[i] < 1 || dl[i] < 1 || pd[i] < 0 || 2 * pd[i] > ks[i])
-      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "bad pooling window: kernel %" PRId64
-                           ", stride %" PRId64 ", padding %" PRId64, ks[i], st[i], pd[i]);
     int64_t num = in + 2 * pd[i] - dl[i] * (ks[i] - 1) - 1 + (ceil ? st[i] - 1 : 0);
     int64_t out = num / st[i] + 1;
     if (ceil && (out - 1) * st[i] >= in + pd[i]) out--;
