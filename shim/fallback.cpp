@@ -86,13 +86,12 @@ struct OpInfo {
   // Read off the schema once, so that a call builds no text and allocates
   // only for the arguments it has.
   bool checks_overlap = false;  // some argument is written and the op is not lenient
-  bool follows_layout = false;  // fresh results take a channels_last input's layout
+  ResultLayout layout = ResultLayout::kContiguous;  // how fresh results are laid out
   int32_t nlists = 0;           // arguments described as a list of values
   int32_t nints = 0;            // int[] arguments
 };
 
 bool skips_overlap_check(const std::string &name);
-bool follows_input_layout(const std::string &name);
 
 c10::TypePtr unwrap_optional(const c10::TypePtr &t) {
   if (t->kind() == c10::TypeKind::OptionalType) {
@@ -207,7 +206,6 @@ std::unique_ptr<OpInfo> read_schema(const c10::FunctionSchema &schema) {
     }
   }
   info->checks_overlap = written && !skips_overlap_check(info->name);
-  info->follows_layout = follows_input_layout(info->name);
   return info;
 }
 
@@ -219,6 +217,7 @@ const OpInfo &op_info(const c10::OperatorHandle &op) {
   auto it = cache.find(key);
   if (it != cache.end()) return *it->second;
   auto info = read_schema(*key);
+  info->layout = result_layout(op, info->name);
   const OpInfo &ref = *info;
   cache.emplace(key, std::move(info));
   return ref;
@@ -560,50 +559,6 @@ void push_returns(const Call &c, Fresh fresh, torch::jit::Stack *stack) {
   }
 }
 
-// --- memory format of results ------------------------------------------------------
-//
-// The core's results are contiguous. PyTorch's convolution, pooling,
-// upsampling and batch-norm kernels give results in their input's suggested
-// memory format (channels_last in, channels_last out), and channels_last
-// models check it; for those ops a fresh 4-d/5-d result is laid out like the
-// first such argument that is channels_last (one copy on the device, none
-// when the layouts already agree). Elementwise ops keep contiguous results
-// (said in the README).
-
-bool follows_input_layout(const std::string &name) {
-  static const char *const kPrefixes[] = {
-      // not avg_pool3d or the adaptive 3-d pools: PyTorch's CPU kernels give
-      // contiguous results there
-      "aten::convolution", "aten::max_pool", "aten::avg_pool2d", "aten::_adaptive_avg_pool2d",
-      "aten::adaptive_max_pool2d", "aten::upsample_", "aten::_upsample_", "aten::native_batch_norm",
-      "aten::_native_batch_norm_legit", "aten::_batch_norm_with_update",
-      "aten::_batch_norm_no_update", "aten::batch_norm_backward",
-  };
-  for (const char *p : kPrefixes) {
-    if (name.rfind(p, 0) == 0) return true;
-  }
-  return false;
-}
-
-void follow_layout(const Call &c, Fresh &fresh) {
-  c10::optional<c10::MemoryFormat> mf;
-  for (const c10::IValue &a : c.args) {
-    if (!a.isTensor() || !is_tpu(a.toTensor())) continue;
-    const at::Tensor &t = a.toTensor();
-    if (t.dim() != 4 && t.dim() != 5) continue;
-    const c10::MemoryFormat m = t.suggest_memory_format();
-    if (m == c10::MemoryFormat::ChannelsLast || m == c10::MemoryFormat::ChannelsLast3d) {
-      mf = m;
-      break;
-    }
-  }
-  if (!mf) return;
-  const int64_t rank = *mf == c10::MemoryFormat::ChannelsLast ? 4 : 5;
-  for (at::Tensor &r : fresh) {
-    if (r.dim() == rank) r = r.contiguous(*mf);
-  }
-}
-
 // Takes ownership of every fresh result; a result that cannot be wrapped
 // (and all after it) is destroyed rather than leaked.
 Fresh wrap_results(tt_op_result *results, int32_t n) {
@@ -798,7 +753,7 @@ void boxed_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
                             static_cast<int32_t>(results.size()), &n);
     if (s == nullptr) {
       Fresh fresh = wrap_results(results.data(), n);
-      if (info.follows_layout) follow_layout(c, fresh);
+      if (info.layout != ResultLayout::kContiguous) lay_out_results(info.layout, c.args, fresh);
       torch::jit::drop(*stack, nargs);
       push_returns(c, std::move(fresh), stack);
       return;

@@ -10,6 +10,7 @@
 #include <ATen/core/stack.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/StorageImpl.h>
+#include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
 #include <string>
@@ -101,6 +102,19 @@ void boxed_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack);
 // the user called). Ops whose out= variant alone is lowered keep PyTorch's
 // route to it.
 void register_structured_ops(torch::Library &m);
+
+// The core's results are dense row-major; PyTorch's kernels lay some results
+// out like their inputs (shim/layout.cpp).
+enum class ResultLayout {
+  kContiguous,   // as the core made them
+  kInputFormat,  // a channels_last input's memory format (convolution, pooling, ...)
+  kPointwise,    // TensorIterator's rule: the inputs' dim order, dense
+};
+ResultLayout result_layout(const c10::OperatorHandle &op, const std::string &name);
+// Re-lays fresh results out as `how` says for inputs `args` (one device copy
+// per result whose layout changes, none otherwise).
+void lay_out_results(ResultLayout how, c10::ArrayRef<c10::IValue> args,
+                     c10::SmallVectorImpl<at::Tensor> &results);
 
 // How ops without a lowering are treated.
 enum class FallbackMode { kWarn = 0, kError = 1, kSilent = 2 };

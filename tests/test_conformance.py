@@ -563,3 +563,40 @@ def test_channels_last_results_like_cpu(name, fn):
     got = fn(x.to("tpu"))
     assert got.stride() == want.stride(), (got.stride(), want.stride())
     torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
+
+
+def _permuted(perm):
+    inv = [perm.index(i) for i in range(len(perm))]
+    return lambda d: torch.arange(120.0, device=d).view(2, 3, 4, 5).permute(perm).contiguous() \
+        .permute(inv)
+
+
+POINTWISE_LAYOUT_CASES = [
+    (f"relu of dims {''.join(map(str, p))}", (lambda p: lambda d: torch.relu(_permuted(p)(d)))(p))
+    for p in ((0, 2, 3, 1), (3, 2, 1, 0), (1, 0, 2, 3), (2, 0, 3, 1))
+] + [
+    ("sliced permuted exp", lambda d: torch.exp(_permuted((1, 0, 2, 3))(d)[1:, :, 1:] / 100)),
+    ("permuted + contiguous", lambda d: _permuted((0, 2, 3, 1))(d) + torch.ones(2, 3, 4, 5, device=d)),
+    ("contiguous + permuted", lambda d: torch.ones(2, 3, 4, 5, device=d) + _permuted((0, 2, 3, 1))(d)),
+    ("permuted * broadcast row", lambda d: _permuted((3, 1, 0, 2))(d) * torch.arange(5.0, device=d)),
+    ("transposed add", lambda d: torch.arange(12.0, device=d).view(3, 4).t() + 1),
+    ("expanded mul", lambda d: torch.arange(4.0, device=d).view(1, 4).expand(3, 4) * 2),
+    ("channels_last where", lambda d: torch.where(_permuted((0, 2, 3, 1))(d) > 50,
+                                                  _permuted((0, 2, 3, 1))(d), 0.0)),
+    ("channels_last 3d sigmoid", lambda d: torch.sigmoid(torch.arange(240.0, device=d)
+                                                         .view(2, 3, 2, 4, 5) / 100)
+     .contiguous(memory_format=torch.channels_last_3d).sigmoid()),
+    ("channels_last, one channel", lambda d: torch.arange(40.0, device=d).view(2, 1, 4, 5)
+     .contiguous(memory_format=torch.channels_last).neg()),
+    ("dropout keeps the dim order", lambda d: F.dropout(_permuted((2, 0, 3, 1))(d), 1e-10)),
+]
+
+
+@pytest.mark.parametrize("name,fn", POINTWISE_LAYOUT_CASES, ids=[c[0] for c in POINTWISE_LAYOUT_CASES])
+def test_pointwise_results_keep_the_inputs_dim_order(name, fn):
+    """TensorIterator's rule: a pointwise result is dense, its dims ordered as
+    the inputs' strides order them; the same strides and values as the CPU's."""
+    want = fn("cpu")
+    got = fn("tpu")
+    assert got.stride() == want.stride(), (got.stride(), want.stride())
+    torch.testing.assert_close(got.cpu(), want)

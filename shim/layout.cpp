@@ -1,0 +1,167 @@
+// layout.cpp — the memory layout of the core's fresh results.
+//
+// The core's results are dense row-major. PyTorch's kernels give some
+// results their inputs' layout, and users' code sees it (`is_contiguous`,
+// `stride()`, channels_last models):
+// - convolution, 2-d pooling, max_pool3d, upsampling and batch norm: the
+//   first channels_last argument's memory format (suggest_memory_format);
+// - pointwise ops (PyTorch's `pointwise` tag, and dropout): TensorIterator's
+//   rule — the output is dense, its dims ordered as the inputs' strides order
+//   them (TensorIteratorBase::reorder_dimensions), with its fast paths (all
+//   inputs contiguous, all channels_last, all dense with equal strides).
+// A result whose layout differs is copied once on the device into the
+// layout; when every input is contiguous nothing is done.
+#include "shim.h"
+
+#include <ATen/ops/empty_strided.h>
+#include <c10/util/SmallVector.h>
+
+#include <numeric>
+
+namespace torchtpu {
+
+namespace {
+
+bool is_tpu_tensor(const c10::IValue &v) {
+  return v.isTensor() && v.toTensor().defined() &&
+         v.toTensor().device().type() == c10::DeviceType::PrivateUse1;
+}
+
+bool follows_input_format(const std::string &name) {
+  static const char *const kPrefixes[] = {
+      // not avg_pool3d or the adaptive 3-d pools: PyTorch's CPU kernels give
+      // contiguous results there
+      "aten::convolution", "aten::max_pool", "aten::avg_pool2d", "aten::_adaptive_avg_pool2d",
+      "aten::adaptive_max_pool2d", "aten::upsample_", "aten::_upsample_", "aten::native_batch_norm",
+      "aten::_native_batch_norm_legit", "aten::_batch_norm_with_update",
+      "aten::_batch_norm_no_update", "aten::batch_norm_backward",
+  };
+  for (const char *p : kPrefixes) {
+    if (name.rfind(p, 0) == 0) return true;
+  }
+  return false;
+}
+
+void lay_out_like_format(c10::ArrayRef<c10::IValue> args, c10::SmallVectorImpl<at::Tensor> &results) {
+  for (const c10::IValue &a : args) {
+    if (!is_tpu_tensor(a)) continue;
+    const at::Tensor &t = a.toTensor();
+    if (t.dim() != 4 && t.dim() != 5) continue;
+    const c10::MemoryFormat m = t.suggest_memory_format();
+    if (m != c10::MemoryFormat::ChannelsLast && m != c10::MemoryFormat::ChannelsLast3d) continue;
+    for (at::Tensor &r : results) {
+      if (r.dim() == t.dim()) r = r.contiguous(m);
+    }
+    return;
+  }
+}
+
+using Dims = c10::SmallVector<int64_t, 8>;
+
+// Strides of input t aligned to the result's shape: 0 where t broadcasts.
+Dims broadcast_strides(const at::Tensor &t, c10::IntArrayRef shape) {
+  Dims st(shape.size(), 0);
+  const int64_t off = static_cast<int64_t>(shape.size()) - t.dim();
+  for (int64_t i = 0; i < t.dim(); i++) {
+    const bool broadcast = t.size(i) == 1 && shape[off + i] != 1;
+    st[off + i] = broadcast ? 0 : t.stride(i);
+  }
+  return st;
+}
+
+// TensorIterator's permutation: perm[0] the fastest-moving dim.
+Dims iteration_order(const c10::SmallVector<Dims, 4> &strides, c10::IntArrayRef shape) {
+  const int64_t n = static_cast<int64_t>(shape.size());
+  Dims perm(n);
+  for (int64_t i = 0; i < n; i++) perm[i] = n - 1 - i;
+  auto should_swap = [&](int64_t d0, int64_t d1) {
+    for (const Dims &st : strides) {
+      if (st[d0] == 0 || st[d1] == 0) continue;  // broadcast: no opinion
+      if (st[d0] < st[d1]) return -1;
+      if (st[d0] > st[d1]) return 1;
+      if (shape[d0] > shape[d1]) return 1;  // equal strides: the smaller dim first
+    }
+    return 0;
+  };
+  for (int64_t i = 1; i < n; i++) {  // insertion sort with ambiguous comparisons
+    int64_t d1 = i;
+    for (int64_t d0 = i - 1; d0 >= 0; d0--) {
+      const int cmp = should_swap(perm[d0], perm[d1]);
+      if (cmp > 0) {
+        std::swap(perm[d0], perm[d1]);
+        d1 = d0;
+      } else if (cmp < 0) {
+        break;
+      }
+    }
+  }
+  return perm;
+}
+
+// The strides TensorIterator gives an output of `shape`, or empty for
+// row-major (no re-layout).
+Dims pointwise_strides(c10::ArrayRef<c10::IValue> args, c10::IntArrayRef shape) {
+  c10::SmallVector<const at::Tensor *, 4> ins;
+  bool all_contiguous = true, all_cl = true, same_shape = true;
+  for (const c10::IValue &a : args) {
+    if (!is_tpu_tensor(a)) continue;
+    const at::Tensor &t = a.toTensor();
+    ins.push_back(&t);
+    all_contiguous = all_contiguous && t.is_contiguous();
+    all_cl = all_cl && t.is_contiguous(c10::MemoryFormat::ChannelsLast);
+    same_shape = same_shape && t.sizes() == shape;
+  }
+  if (ins.empty() || all_contiguous) return {};
+  if (same_shape && all_cl) {
+    const auto cl = c10::get_channels_last_strides_2d(shape);
+    return Dims(cl.begin(), cl.end());
+  }
+  if (same_shape && ins[0]->is_non_overlapping_and_dense()) {
+    bool equal = true;
+    for (const at::Tensor *t : ins) {
+      equal = equal && t->is_non_overlapping_and_dense() && t->strides() == ins[0]->strides();
+    }
+    if (equal) return Dims(ins[0]->strides().begin(), ins[0]->strides().end());
+  }
+  c10::SmallVector<Dims, 4> strides;
+  for (const at::Tensor *t : ins) {
+    if (t->dim() <= static_cast<int64_t>(shape.size())) strides.push_back(broadcast_strides(*t, shape));
+  }
+  const Dims perm = iteration_order(strides, shape);
+  Dims out(shape.size());
+  int64_t step = 1;
+  for (const int64_t d : perm) {
+    out[d] = step;
+    step *= std::max<int64_t>(shape[d], 1);
+  }
+  return out;
+}
+
+void lay_out_pointwise(c10::ArrayRef<c10::IValue> args, c10::SmallVectorImpl<at::Tensor> &results) {
+  for (at::Tensor &r : results) {
+    if (r.dim() < 2) continue;
+    const Dims st = pointwise_strides(args, r.sizes());
+    if (st.empty() || r.strides() == c10::IntArrayRef(st)) continue;
+    at::Tensor laid = at::empty_strided(r.sizes(), st, r.options());
+    laid.copy_(r);
+    r = std::move(laid);
+  }
+}
+
+}  // namespace
+
+ResultLayout result_layout(const c10::OperatorHandle &op, const std::string &name) {
+  if (follows_input_format(name)) return ResultLayout::kInputFormat;
+  if (op.hasTag(at::Tag::pointwise) || name.rfind("aten::native_dropout", 0) == 0 ||
+      name.rfind("aten::bernoulli", 0) == 0)
+    return ResultLayout::kPointwise;
+  return ResultLayout::kContiguous;
+}
+
+void lay_out_results(ResultLayout how, c10::ArrayRef<c10::IValue> args,
+                     c10::SmallVectorImpl<at::Tensor> &results) {
+  if (how == ResultLayout::kInputFormat) lay_out_like_format(args, results);
+  if (how == ResultLayout::kPointwise) lay_out_pointwise(args, results);
+}
+
+}  // namespace torchtpu
