@@ -674,12 +674,21 @@ void resize_outs(Call &c) {
   check(tt_op_infer(runtime(), &call, shapes.data(),
                     static_cast<int32_t>(shapes.size()), &n),
         c.info.name.c_str());
+  // A resized out= takes the layout a fresh result would have, as PyTorch's
+  // structured kernels restride it (the inputs decide, not the outs).
+  c10::SmallVector<c10::IValue, 8> inputs;
+  for (size_t i = 0; i < c.args.size(); i++) {
+    if (!c.info.args[i].written) inputs.push_back(c.args[i]);
+  }
   for (int32_t k = 0; k < n && k < static_cast<int32_t>(c.dests.size()); k++) {
     const tt_dest d = c.dests[k];
     if (d.arg < 0) continue;
     const c10::IValue &iv = c.args[d.arg];
-    const at::Tensor t = d.item < 0 ? iv.toTensor() : iv.toTensorList().get(d.item);
-    at::native::resize_output(t, c10::IntArrayRef(shapes[k].sizes, shapes[k].ndim));
+    at::Tensor t = d.item < 0 ? iv.toTensor() : iv.toTensorList().get(d.item);
+    const c10::IntArrayRef sizes(shapes[k].sizes, shapes[k].ndim);
+    if (!at::native::resize_output(t, sizes)) continue;
+    const auto strides = result_strides(c.info.layout, inputs, sizes);
+    if (!strides.empty()) t.as_strided_(sizes, strides);
   }
 }
 

@@ -42,21 +42,25 @@ bool follows_input_format(const std::string &name) {
   return false;
 }
 
-void lay_out_like_format(c10::ArrayRef<c10::IValue> args, c10::SmallVectorImpl<at::Tensor> &results) {
+// Row-major strides are "no strides" (empty) throughout.
+using Dims = c10::SmallVector<int64_t, 8>;
+
+// The channels_last strides of `shape` when the first 4-d/5-d input that
+// suggests a channels_last memory format has its rank.
+Dims format_strides(c10::ArrayRef<c10::IValue> args, c10::IntArrayRef shape) {
   for (const c10::IValue &a : args) {
     if (!is_tpu_tensor(a)) continue;
     const at::Tensor &t = a.toTensor();
     if (t.dim() != 4 && t.dim() != 5) continue;
     const c10::MemoryFormat m = t.suggest_memory_format();
     if (m != c10::MemoryFormat::ChannelsLast && m != c10::MemoryFormat::ChannelsLast3d) continue;
-    for (at::Tensor &r : results) {
-      if (r.dim() == t.dim()) r = r.contiguous(m);
-    }
-    return;
+    if (t.dim() != static_cast<int64_t>(shape.size())) return {};
+    const auto st = t.dim() == 4 ? c10::get_channels_last_strides_2d(shape)
+                                 : c10::get_channels_last_strides_3d(shape);
+    return Dims(st.begin(), st.end());
   }
+  return {};
 }
-
-using Dims = c10::SmallVector<int64_t, 8>;
 
 // Strides of input t aligned to the result's shape: 0 where t broadcasts.
 Dims broadcast_strides(const at::Tensor &t, c10::IntArrayRef shape) {
@@ -98,20 +102,42 @@ Dims iteration_order(const c10::SmallVector<Dims, 4> &strides, c10::IntArrayRef 
   return perm;
 }
 
+// Exactly row-major strides, size-1 dims included (is_contiguous() ignores
+// those: a [N, C, 1, 1] channels_last tensor is "contiguous" too).
+bool row_major(const at::Tensor &t) {
+  int64_t step = 1;
+  for (int64_t d = t.dim() - 1; d >= 0; d--) {
+    if (t.stride(d) != step) return false;
+    step *= std::max<int64_t>(t.size(d), 1);
+  }
+  return true;
+}
+
 // The strides TensorIterator gives an output of `shape`, or empty for
 // row-major (no re-layout).
 Dims pointwise_strides(c10::ArrayRef<c10::IValue> args, c10::IntArrayRef shape) {
+  // Inputs all row-major give a row-major result (the common case: no work).
+  bool any_strided = false;
+  for (const c10::IValue &a : args) {
+    any_strided = any_strided || (is_tpu_tensor(a) && !row_major(a.toTensor()));
+  }
+  if (!any_strided) return {};
   c10::SmallVector<const at::Tensor *, 4> ins;
   bool all_contiguous = true, all_cl = true, same_shape = true;
   for (const c10::IValue &a : args) {
-    if (!is_tpu_tensor(a)) continue;
+    if (!is_tpu_tensor(a)) {
+      // A host scalar tensor (Python's `x * 5`) is one of TensorIterator's
+      // operands: of another shape, it turns the fast paths off.
+      if (a.isTensor() && a.toTensor().defined()) same_shape = false;
+      continue;
+    }
     const at::Tensor &t = a.toTensor();
     ins.push_back(&t);
     all_contiguous = all_contiguous && t.is_contiguous();
     all_cl = all_cl && t.is_contiguous(c10::MemoryFormat::ChannelsLast);
     same_shape = same_shape && t.sizes() == shape;
   }
-  if (ins.empty() || all_contiguous) return {};
+  if (ins.empty() || (all_contiguous && same_shape)) return {};
   if (same_shape && all_cl) {
     const auto cl = c10::get_channels_last_strides_2d(shape);
     return Dims(cl.begin(), cl.end());
@@ -137,17 +163,6 @@ Dims pointwise_strides(c10::ArrayRef<c10::IValue> args, c10::IntArrayRef shape) 
   return out;
 }
 
-void lay_out_pointwise(c10::ArrayRef<c10::IValue> args, c10::SmallVectorImpl<at::Tensor> &results) {
-  for (at::Tensor &r : results) {
-    if (r.dim() < 2) continue;
-    const Dims st = pointwise_strides(args, r.sizes());
-    if (st.empty() || r.strides() == c10::IntArrayRef(st)) continue;
-    at::Tensor laid = at::empty_strided(r.sizes(), st, r.options());
-    laid.copy_(r);
-    r = std::move(laid);
-  }
-}
-
 }  // namespace
 
 ResultLayout result_layout(const c10::OperatorHandle &op, const std::string &name) {
@@ -158,10 +173,21 @@ ResultLayout result_layout(const c10::OperatorHandle &op, const std::string &nam
   return ResultLayout::kContiguous;
 }
 
-void lay_out_results(ResultLayout how, c10::ArrayRef<c10::IValue> args,
+Dims result_strides(ResultLayout how, c10::ArrayRef<c10::IValue> inputs, c10::IntArrayRef shape) {
+  if (how == ResultLayout::kInputFormat) return format_strides(inputs, shape);
+  if (how == ResultLayout::kPointwise && shape.size() >= 2) return pointwise_strides(inputs, shape);
+  return {};
+}
+
+void lay_out_results(ResultLayout how, c10::ArrayRef<c10::IValue> inputs,
                      c10::SmallVectorImpl<at::Tensor> &results) {
-  if (how == ResultLayout::kInputFormat) lay_out_like_format(args, results);
-  if (how == ResultLayout::kPointwise) lay_out_pointwise(args, results);
+  for (at::Tensor &r : results) {
+    const Dims st = result_strides(how, inputs, r.sizes());
+    if (st.empty() || r.strides() == c10::IntArrayRef(st)) continue;
+    at::Tensor laid = at::empty_strided(r.sizes(), st, r.options());
+    laid.copy_(r);
+    r = std::move(laid);
+  }
 }
 
 }  // namespace torchtpu

@@ -111,9 +111,13 @@ enum class ResultLayout {
   kPointwise,    // TensorIterator's rule: the inputs' dim order, dense
 };
 ResultLayout result_layout(const c10::OperatorHandle &op, const std::string &name);
-// Re-lays fresh results out as `how` says for inputs `args` (one device copy
-// per result whose layout changes, none otherwise).
-void lay_out_results(ResultLayout how, c10::ArrayRef<c10::IValue> args,
+// The strides `how` gives a result of `shape` for the op's `inputs` (its
+// arguments, written ones left out); empty for row-major.
+c10::SmallVector<int64_t, 8> result_strides(ResultLayout how, c10::ArrayRef<c10::IValue> inputs,
+                                            c10::IntArrayRef shape);
+// Re-lays fresh results out as `how` says (one device copy per result whose
+// layout changes, none otherwise).
+void lay_out_results(ResultLayout how, c10::ArrayRef<c10::IValue> inputs,
                      c10::SmallVectorImpl<at::Tensor> &results);
 
 // How ops without a lowering are treated.

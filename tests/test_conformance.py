@@ -589,6 +589,15 @@ POINTWISE_LAYOUT_CASES = [
     ("channels_last, one channel", lambda d: torch.arange(40.0, device=d).view(2, 1, 4, 5)
      .contiguous(memory_format=torch.channels_last).neg()),
     ("dropout keeps the dim order", lambda d: F.dropout(_permuted((2, 0, 3, 1))(d), 1e-10)),
+    ("ambiguous channels_last * 5", lambda d: torch.arange(3.0, device=d).view(1, 3, 1, 1)
+     .expand(10, 3, 1, 1).contiguous(memory_format=torch.channels_last) * 5),
+    ("abs (through abs.out)", lambda d: torch.abs(_permuted((0, 2, 3, 1))(d))),
+    ("add into an empty out=", lambda d: torch.add(_permuted((1, 3, 0, 2))(d), 1,
+                                                   out=torch.empty(0, device=d))),
+    ("unsqueezed + 3", lambda d: _permuted((0, 2, 3, 1))(d)[0].unsqueeze(0) + 3),
+    ("max_pool2d into an empty out=", lambda d: torch.ops.aten.max_pool2d_with_indices.out(
+        _permuted((0, 2, 3, 1))(d), [2, 2], [2, 2], [0, 0], [1, 1], False,
+        out=torch.empty(0, device=d), indices=torch.empty(0, dtype=torch.long, device=d))[0]),
 ]
 
 
