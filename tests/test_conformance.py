@@ -609,3 +609,44 @@ def test_pointwise_results_keep_the_inputs_dim_order(name, fn):
     got = fn("tpu")
     assert got.stride() == want.stride(), (got.stride(), want.stride())
     torch.testing.assert_close(got.cpu(), want)
+
+
+# --- 10. samplers' parameter checks (values are runtime arguments: checked each call) ------
+
+SAMPLER_CASES = [
+    ("uniform_ from > to", lambda d: torch.empty(3, device=d).uniform_(2, 1)),
+    ("uniform_ span too wide", lambda d: torch.empty(3, device=d).uniform_(-3e38, 3e38)),
+    ("uniform_ float64 span too wide", lambda d: torch.empty(3, dtype=torch.float64, device=d)
+     .uniform_(-1.7e308, 1.7e308)),
+    ("uniform_ from out of half", lambda d: torch.empty(3, dtype=torch.half, device=d)
+     .uniform_(-7e4, 1)),
+    ("uniform_ nan from", lambda d: torch.empty(3, device=d).uniform_(float("nan"), 1)),
+    ("uniform_ from == to", lambda d: torch.empty(3, device=d).uniform_(1, 1)),
+    ("normal_ negative std", lambda d: torch.empty(3, device=d).normal_(0, -1)),
+    ("normal_ zero std", lambda d: torch.empty(3, device=d).normal_(0.5, 0)),
+    ("normal tensor mean, negative float std", lambda d: torch.normal(torch.zeros(3, device=d), -1.0)),
+    ("normal negative tensor std", lambda d: torch.normal(torch.zeros(3, device=d),
+                                                          -torch.ones(3, device=d)).cpu()),
+    ("exponential_ negative", lambda d: torch.empty(3, device=d).exponential_(-1)),
+    ("exponential_ zero", lambda d: torch.empty(3, device=d).exponential_(0)),
+    ("geometric_ p = 1", lambda d: torch.empty(3, device=d).geometric_(1)),
+    ("geometric_ p = 2", lambda d: torch.empty(3, device=d).geometric_(2)),
+    ("cauchy_ sigma 0", lambda d: torch.empty(3, device=d).cauchy_(0, 0)),
+    ("log_normal_ std -1", lambda d: torch.empty(3, device=d).log_normal_(0, -1)),
+    ("bernoulli_ p = 2", lambda d: torch.empty(3, device=d).bernoulli_(2.0)),
+    ("bernoulli p = 1.5", lambda d: torch.bernoulli(torch.empty(3, device=d), 1.5)),
+]
+
+
+@pytest.mark.parametrize("name,fn", SAMPLER_CASES, ids=[c[0] for c in SAMPLER_CASES])
+def test_sampler_parameters_like_cpu(name, fn):
+    """PyTorch refuses bad sampler parameters with its texts; before, tpu
+    returned NaNs or values outside the range. Values are compared only for
+    the deterministic cases (from == to, std 0)."""
+    kc, rc = outcome(fn, "cpu")
+    kt, rt = outcome(fn, "tpu")
+    assert kc == kt, f"cpu {kc}: {rc!r}; tpu {kt}: {rt!r}"
+    if kc == "raise":
+        assert re.match("^" + re.escape(first_line(rc)), first_line(rt)), (first_line(rc), first_line(rt))
+    elif name in ("uniform_ from == to", "normal_ zero std"):
+        torch.testing.assert_close(rt, rc)

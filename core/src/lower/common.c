@@ -389,6 +389,19 @@ tt_status tt_lower_check_nonempty(tt_lower_ctx *c, const tt_hlo_type *t, int fir
   return NULL;
 }
 
+bool tt_call_number(const tt_op_call *call, int i, double *out) {
+  if (i < 0 || i >= call->nargs) return false;
+  const tt_value *v = &call->args[i];
+  switch (v->kind) {
+    case TT_VALUE_SCALAR:
+      *out = tt_dtype_is_float(v->u.scalar.dtype) || tt_dtype_is_complex(v->u.scalar.dtype)
+                 ? v->u.scalar.f : (double)v->u.scalar.i;
+      return true;
+    case TT_VALUE_INT: *out = (double)v->u.i; return true;
+    default: return false;
+  }
+}
+
 tt_hv tt_lower_reduce_init(tt_lower_ctx *c, tt_dtype d, tt_hlo_reduce_kind kind) {
   tt_hlo *b = tt_lower_hlo(c);
   bool fl = tt_dtype_is_float(d);

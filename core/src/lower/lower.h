@@ -45,11 +45,32 @@ enum {
   TT_RULE_COMPLEX = 1u << 2,
 };
 
+// Checks of an op's argument values that PyTorch makes on every call (a
+// sampler's parameters: uniform_'s from <= to, normal_'s std >= 0). Scalars
+// are runtime arguments — one program serves every value — so the runtime
+// runs these on each call, before it looks the program up. NULL: the call
+// is fine.
+typedef tt_status (*tt_check_fn)(const tt_op_call *call);
+
 typedef struct tt_rule {
   const char *name;  // full ATen name: "aten::add.Tensor"
   tt_lower_fn fn;
   uint32_t flags;
 } tt_rule;
+
+// A family's argument checks, by rule name (lower/table.c attaches them).
+typedef struct tt_rule_check {
+  const char *name;
+  tt_check_fn check;
+} tt_rule_check;
+typedef struct tt_rule_checks {
+  const tt_rule_check *items;
+  int n;
+} tt_rule_checks;
+
+// The value of a call's Scalar, float or int argument i as a double; false
+// when it is absent or None (for tt_check_fn).
+bool tt_call_number(const tt_op_call *call, int i, double *out);
 
 // --- the rule table (lower/table.c) ------------------------------------------
 
@@ -60,6 +81,7 @@ typedef struct tt_rule_table {
 } tt_rule_table;
 
 const tt_rule *tt_rule_get(int32_t op);  // NULL when out of range
+tt_check_fn tt_rule_check_get(int32_t op);   // NULL when the op has none
 
 // Registers an extra rule at run time (tests, custom kernels). Returns its id;
 // a name that already exists is replaced (its id kept).
@@ -261,6 +283,9 @@ tt_status tt_lower_check_nonempty(tt_lower_ctx *c, const tt_hlo_type *t, int fir
 // --- family tables (one per lower/<family>.c; joined by lower/table.c) -------
 
 extern const tt_rule_table tt_rules_elementwise;
+// Families with argument checks export them too.
+extern const tt_rule_checks tt_checks_random;
+extern const tt_rule_checks tt_checks_select;
 extern const tt_rule_table tt_rules_reduction;
 extern const tt_rule_table tt_rules_linalg;
 extern const tt_rule_table tt_rules_shape;

@@ -203,6 +203,48 @@ static tt_status lower_bernoulli(tt_lower_ctx *c) {
   return NULL;
 }
 
+// --- argument checks (each call: the values are runtime arguments) -------------------------------
+
+// uniform_(self, from, to): PyTorch's uniform_impl_ checks, in its order.
+static tt_status check_uniform(const tt_op_call *call) {
+  double from = 0, to = 1, lo, hi;
+  if (call->nargs < 1 || call->args[0].kind != TT_VALUE_TENSOR) return NULL;  // the rule refuses
+  tt_dtype d = call->args[0].u.tensor.dtype;
+  if (!tt_dtype_is_float(d)) return NULL;
+  tt_call_number(call, 1, &from);
+  tt_call_number(call, 2, &to);
+  tt_dtype_bounds(d, &lo, &hi);
+  if (!(from >= lo && from <= hi))
+    return tt_make_status(TT_INVALID_ARGUMENT, "from is out of bounds for %s", tt_dtype_cpp_name(d));
+  if (!(to >= lo && to <= hi))
+    return tt_make_status(TT_INVALID_ARGUMENT, "to is out of bounds for %s", tt_dtype_cpp_name(d));
+  if (!(from <= to))
+    return tt_make_status(TT_INVALID_ARGUMENT, "uniform_ expects to return a [from, to) range, "
+                          "but found from=%g > to=%g", from, to);
+  if (!(to - from <= hi))
+    return tt_make_status(TT_INVALID_ARGUMENT, "uniform_ expects to-from <= std::numeric_limits"
+                          "<%s>::max(), but found to=%g and from=%g which result in to-from to "
+                          "exceed the limit", tt_dtype_torch_name(d), to, from);
+  return NULL;
+}
+
+// normal_(self, mean, std)
+static tt_status check_normal(const tt_op_call *call) {
+  double std = 1;
+  if (tt_call_number(call, 2, &std) && !(std >= 0))
+    return tt_make_status(TT_INVALID_ARGUMENT, "normal expects std >= 0.0, but found std %g", std);
+  return NULL;
+}
+
+// bernoulli_.float / bernoulli.p(self, p)
+static tt_status check_bernoulli(const tt_op_call *call) {
+  double p = 0.5;
+  if (tt_call_number(call, 1, &p) && !(p >= 0 && p <= 1))
+    return tt_make_status(TT_INVALID_ARGUMENT, "bernoulli_ expects p to be in [0, 1], but got "
+                          "p=%g", p);
+  return NULL;
+}
+
 // --- the table ------------------------------------------------------------------------------------
 
 #define R(name, fn) {"aten::" name, fn, 0}
@@ -218,3 +260,12 @@ static const tt_rule kRules[] = {
 #undef R
 
 const tt_rule_table tt_rules_random = {kRules, (int)(sizeof kRules / sizeof kRules[0])};
+
+static const tt_rule_check kChecks[] = {
+    {"aten::uniform_", check_uniform},
+    {"aten::uniform", check_uniform},
+    {"aten::normal_", check_normal},
+    {"aten::bernoulli_.float", check_bernoulli},
+    {"aten::bernoulli.p", check_bernoulli},
+};
+const tt_rule_checks tt_checks_random = {kChecks, (int)(sizeof kChecks / sizeof kChecks[0])};

@@ -835,10 +835,46 @@ static tt_status lower_normal_tensor(tt_lower_ctx *c) {
   tt_dtype sd = sample_dtype(d);
   tt_hv v[2];
   TT_RETURN_IF_ERROR(tt_lower_operands(c, kArgs, 2, sd, v));
+  if (tt_lower_arg(c, 1)->kind == TT_VALUE_TENSOR)  // float std: check_normal_std
+    tt_lower_check(c, tt_hlo_compare(tt_lower_hlo(c), TT_HLO_LT, v[1], tt_lower_splat_like(c, v[1], 0)),
+                   TT_HV_INVALID, TT_INVALID_ARGUMENT,
+                   "normal expects all elements of std >= 0.0", 0, 0);
   tt_hlo_type t = tt_lower_type(c, v[0]);
   tt_hv z = normal01(c, 2, sd, t.rank, t.dims);
   z = tt_lower_bin(c, TT_HLO_ADD, v[0], tt_lower_bin(c, TT_HLO_MUL, v[1], z));
   tt_lower_result(c, tt_hlo_convert(tt_lower_hlo(c), z, d));
+  return NULL;
+}
+
+// The samplers' parameter checks, PyTorch's texts (each call: the values are
+// runtime arguments). `what` > 0 (or in (0, 1) for geometric_).
+static tt_status check_positive(const tt_op_call *call, int i, const char *fmt) {
+  double v;
+  if (tt_call_number(call, i, &v) && !(v > 0)) return tt_make_status(TT_INVALID_ARGUMENT, fmt, v);
+  return NULL;
+}
+static tt_status check_cauchy(const tt_op_call *call) {
+  return check_positive(call, 2, "cauchy_ expects sigma > 0.0, but found sigma=%g");
+}
+static tt_status check_exponential(const tt_op_call *call) {
+  return check_positive(call, 1, "exponential_ expects lambda > 0.0, but found lambda=%g");
+}
+static tt_status check_log_normal(const tt_op_call *call) {
+  return check_positive(call, 2, "log_normal_ expects std > 0.0, but found std=%g");
+}
+static tt_status check_geometric(const tt_op_call *call) {
+  double p;
+  if (tt_call_number(call, 1, &p) && !(p > 0 && p < 1))
+    return tt_make_status(TT_INVALID_ARGUMENT, "geometric_ expects p to be in (0, 1), but got "
+                          "p=%g", p);
+  return NULL;
+}
+// normal.Tensor_float(mean, std): a float std (a tensor std is checked on
+// the device, in the lowering).
+static tt_status check_normal_std(const tt_op_call *call) {
+  double std;
+  if (tt_call_number(call, 1, &std) && !(std >= 0))
+    return tt_make_status(TT_INVALID_ARGUMENT, "normal expects std >= 0.0, but found std %g", std);
   return NULL;
 }
 
@@ -980,10 +1016,13 @@ static const tt_rule kRules[] = {
     R("linalg_cross", lower_linalg_cross), R("linalg_cross.out", lower_linalg_cross),
     {"aten::_cdist_forward", lower_cdist, TT_RULE_SCALARS_IN_SIGNATURE},
     R("cauchy_", lower_cauchy), R("cauchy", lower_cauchy),
-    R("exponential_", lower_exponential), R("exponential", lower_exponential),
+    R("exponential_", lower_exponential),
+    R("exponential", lower_exponential),
     R("geometric_", lower_geometric), R("geometric", lower_geometric),
-    R("log_normal_", lower_log_normal), R("log_normal", lower_log_normal),
-    R("normal.Tensor_float", lower_normal_tensor), R("normal.float_Tensor", lower_normal_tensor),
+    R("log_normal_", lower_log_normal),
+    R("log_normal", lower_log_normal),
+    R("normal.Tensor_float", lower_normal_tensor),
+    R("normal.float_Tensor", lower_normal_tensor),
     R("normal.Tensor_Tensor", lower_normal_tensor),
     R("normal.Tensor_float_out", lower_normal_tensor),
     R("normal.float_Tensor_out", lower_normal_tensor),
@@ -992,3 +1031,17 @@ static const tt_rule kRules[] = {
 #undef R
 
 const tt_rule_table tt_rules_select = {kRules, (int)(sizeof kRules / sizeof kRules[0])};
+
+static const tt_rule_check kChecks[] = {
+    {"aten::cauchy_", check_cauchy},
+    {"aten::cauchy", check_cauchy},
+    {"aten::exponential_", check_exponential},
+    {"aten::exponential", check_exponential},
+    {"aten::geometric_", check_geometric},
+    {"aten::geometric", check_geometric},
+    {"aten::log_normal_", check_log_normal},
+    {"aten::log_normal", check_log_normal},
+    {"aten::normal.Tensor_float", check_normal_std},
+    {"aten::normal.Tensor_float_out", check_normal_std},
+};
+const tt_rule_checks tt_checks_select = {kChecks, (int)(sizeof kChecks / sizeof kChecks[0])};

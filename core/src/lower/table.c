@@ -33,6 +33,9 @@ static const tt_rule_table *const kFamilies[] = {
 };
 enum { kNumFamilies = (int)(sizeof kFamilies / sizeof kFamilies[0]) };
 
+static const tt_rule_checks *const kChecks[] = {&tt_checks_random, &tt_checks_select};
+enum { kNumChecks = (int)(sizeof kChecks / sizeof kChecks[0]) };
+
 #define MAX_RULES 4096
 
 // Process-wide registry. `slots` are published with release stores so that
@@ -41,10 +44,13 @@ static struct {
   pthread_once_t once;
   pthread_mutex_t mu;
   const tt_rule *slots[MAX_RULES];
+  tt_check_fn checks[MAX_RULES];  // per id; set with its slot
   int32_t count;
   int32_t sorted[MAX_RULES];  // ids ordered by name (first id wins on ties)
   int32_t nsorted;
-} g = {PTHREAD_ONCE_INIT, PTHREAD_MUTEX_INITIALIZER, {0}, 0, {0}, 0};
+} g = {PTHREAD_ONCE_INIT, PTHREAD_MUTEX_INITIALIZER, {0}, {0}, 0, {0}, 0};
+
+static int32_t find_locked(const char *name);
 
 static int cmp_ids(const void *a, const void *b) {
   int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
@@ -60,6 +66,11 @@ static void build(void) {
   for (int32_t i = 0; i < n; i++) g.sorted[i] = i;
   qsort(g.sorted, (size_t)n, sizeof g.sorted[0], cmp_ids);
   g.nsorted = n;
+  for (int f = 0; f < kNumChecks; f++)  // a check naming no rule is left out
+    for (int i = 0; i < kChecks[f]->n; i++) {
+      int32_t id = find_locked(kChecks[f]->items[i].name);
+      if (id >= 0) g.checks[id] = kChecks[f]->items[i].check;
+    }
   __atomic_store_n(&g.count, n, __ATOMIC_RELEASE);
 }
 
@@ -113,6 +124,12 @@ const tt_rule *tt_rule_get(int32_t op) {
   return __atomic_load_n(&g.slots[op], __ATOMIC_ACQUIRE);
 }
 
+tt_check_fn tt_rule_check_get(int32_t op) {
+  ensure_built();
+  if (op < 0 || op >= __atomic_load_n(&g.count, __ATOMIC_ACQUIRE)) return NULL;
+  return __atomic_load_n(&g.checks[op], __ATOMIC_ACQUIRE);
+}
+
 const char *tt_op_name(int32_t op) {
   const tt_rule *r = tt_rule_get(op);
   return r ? r->name : NULL;
@@ -160,7 +177,8 @@ int32_t tt_rule_register(const char *name, tt_lower_fn fn, uint32_t flags) {
   pthread_mutex_lock(&g.mu);
   int32_t id = find_locked(buf);
   tt_rule *r = (id >= 0 || g.count < MAX_RULES) ? copy_rule(buf, fn, flags) : NULL;
-  if (r && id >= 0) {  // replace in place: the id stays
+  if (r && id >= 0) {  // replace in place: the id stays, the old rule's check goes
+    __atomic_store_n(&g.checks[id], NULL, __ATOMIC_RELEASE);
     __atomic_store_n(&g.slots[id], r, __ATOMIC_RELEASE);
   } else if (r) {
     id = g.count;
@@ -218,5 +236,8 @@ tt_status tt_rule_table_check(void) {
 int32_t tt_op_register_alias(const char *name, const char *existing_name) {
   const tt_rule *r = tt_rule_get(tt_op_lookup(existing_name));
   if (!name || !r) return -1;
-  return tt_rule_register(name, r->fn, r->flags);
+  tt_check_fn check = tt_rule_check_get(tt_op_lookup(existing_name));
+  int32_t id = tt_rule_register(name, r->fn, r->flags);
+  if (id >= 0) __atomic_store_n(&g.checks[id], check, __ATOMIC_RELEASE);
+  return id;
 }

@@ -24,6 +24,8 @@ tt_status tt_op_run(tt_runtime *rt, const tt_op_call *call,
   *out_nresults = 0;
   const tt_rule *rule;
   TT_RETURN_IF_ERROR(check_call(rt, call, &rule));
+  tt_check_fn check = tt_rule_check_get(call->op);
+  if (check) TT_RETURN_IF_ERROR(check(call));
   TT_RETURN_IF_ERROR(tt_lower_kernel_prepare(call));  // before the lock
   pthread_mutex_lock(&rt->mu);
   tt_status st = tt_exec_run_op(rt->exec, call, rule, results, cap, out_nresults);
