@@ -650,3 +650,31 @@ def test_sampler_parameters_like_cpu(name, fn):
         assert re.match("^" + re.escape(first_line(rc)), first_line(rt)), (first_line(rc), first_line(rt))
     elif name in ("uniform_ from == to", "normal_ zero std"):
         torch.testing.assert_close(rt, rc)
+
+
+# --- 11. integer arithmetic edge cases, from PyTorch's test_binary_ufuncs ------------------
+
+INT_EDGE_CASES = [
+    (f"{fn.__name__} of empty {dt}", (lambda fn, dt: lambda d: fn(
+        torch.empty(0, dtype=dt, device=d), torch.empty(0, dtype=dt, device=d)))(fn, dt))
+    for fn in (torch.fmod, torch.remainder, torch.floor_divide, torch.lcm, torch.gcd)
+    for dt in (torch.int32, torch.int64, torch.uint8)
+] + [
+    ("trunc div of empty int32", lambda d: torch.div(torch.empty(0, dtype=torch.int32, device=d),
+                                                     torch.empty(0, dtype=torch.int32, device=d),
+                                                     rounding_mode="trunc")),
+    ("int ** -1", lambda d: torch.tensor([2, 3], device=d) ** -1),
+    ("uint8 ** -2", lambda d: torch.tensor([2, 3], dtype=torch.uint8, device=d) ** -2),
+    ("bool ** -1", lambda d: torch.tensor([True], device=d) ** -1),
+    ("int pow_ -1", lambda d: torch.tensor([2, 3], device=d).pow_(-1)),
+    ("int ** -1.0 (float)", lambda d: torch.tensor([2, 3], device=d) ** -1.0),
+    ("int ** tensor of negatives", lambda d: torch.tensor([2, 3], device=d) ** torch.tensor([-1, 2], device=d)),
+]
+
+
+@pytest.mark.parametrize("name,fn", INT_EDGE_CASES, ids=[c[0] for c in INT_EDGE_CASES])
+def test_integer_edge_cases_like_cpu(name, fn):
+    """Integer division and remainder of empty [0] tensors crashed the
+    process (XLA's CPU compiler, SIGFPE); an integer to a negative integer
+    power returned zeros where PyTorch raises."""
+    assert_like_cpu(fn)

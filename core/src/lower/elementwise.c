@@ -1483,3 +1483,26 @@ static const tt_rule kRules[] = {
 #undef UC
 
 const tt_rule_table tt_rules_elementwise = {kRules, (int)(sizeof kRules / sizeof kRules[0])};
+
+// pow.Tensor_Scalar / pow_.Scalar(self, exponent): PyTorch refuses an
+// integer tensor to a negative integer power (each call: the exponent is a
+// runtime argument). A tensor exponent is not checked, as in PyTorch.
+static tt_status check_pow_scalar(const tt_op_call *call) {
+  if (call->nargs < 2 || call->args[0].kind != TT_VALUE_TENSOR ||
+      call->args[1].kind != TT_VALUE_SCALAR)
+    return NULL;
+  tt_dtype self = call->args[0].u.tensor.dtype;
+  const tt_scalar *e = &call->args[1].u.scalar;
+  bool int_self = !tt_dtype_is_float(self) && !tt_dtype_is_complex(self);
+  bool int_exp = !tt_dtype_is_float(e->dtype) && !tt_dtype_is_complex(e->dtype);
+  if (int_self && int_exp && e->i < 0)
+    return tt_make_status(TT_INVALID_ARGUMENT, "Integers to negative integer powers are not allowed.");
+  return NULL;
+}
+
+static const tt_rule_check kChecks[] = {
+    {"aten::pow.Tensor_Scalar", check_pow_scalar},
+    {"aten::pow_.Scalar", check_pow_scalar},
+    {"aten::pow.Tensor_Scalar_out", check_pow_scalar},
+};
+const tt_rule_checks tt_checks_elementwise = {kChecks, (int)(sizeof kChecks / sizeof kChecks[0])};

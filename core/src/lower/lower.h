@@ -284,6 +284,7 @@ tt_status tt_lower_check_nonempty(tt_lower_ctx *c, const tt_hlo_type *t, int fir
 
 extern const tt_rule_table tt_rules_elementwise;
 // Families with argument checks export them too.
+extern const tt_rule_checks tt_checks_elementwise;
 extern const tt_rule_checks tt_checks_random;
 extern const tt_rule_checks tt_checks_select;
 extern const tt_rule_table tt_rules_reduction;

@@ -33,7 +33,8 @@ static const tt_rule_table *const kFamilies[] = {
 };
 enum { kNumFamilies = (int)(sizeof kFamilies / sizeof kFamilies[0]) };
 
-static const tt_rule_checks *const kChecks[] = {&tt_checks_random, &tt_checks_select};
+static const tt_rule_checks *const kChecks[] = {&tt_checks_elementwise, &tt_checks_random,
+                                                 &tt_checks_select};
 enum { kNumChecks = (int)(sizeof kChecks / sizeof kChecks[0]) };
 
 #define MAX_RULES 4096
