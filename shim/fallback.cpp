@@ -708,7 +708,34 @@ void run_on_cpu(const OpInfo &info, const c10::OperatorHandle &op,
                "hide this warning, =error to raise instead)",
                why.empty() ? "" : ". Reason: ", why);
   }
+  // PyTorch's fallback moves results back to its first tensor argument's
+  // device: a host scalar first (prims.mul(1e-5, x)) would leave them on the
+  // CPU. An op on tpu tensors gives tpu results.
+  const size_t nargs = op.schema().arguments().size();
+  c10::optional<c10::Device> device;
+  for (size_t i = stack->size() - nargs; i < stack->size() && !device; i++) {
+    const c10::IValue &iv = (*stack)[i];
+    if (iv.isTensor() && is_tpu(iv.toTensor())) device = iv.toTensor().device();
+    if (iv.isTensorList())
+      for (const at::Tensor &t : iv.toTensorVector())
+        if (!device && is_tpu(t)) device = t.device();
+  }
   at::native::cpu_fallback(op, stack);
+  if (!device) return;
+  const size_t nrets = op.schema().returns().size();
+  for (size_t i = stack->size() - nrets; i < stack->size(); i++) {
+    c10::IValue &iv = (*stack)[i];
+    if (iv.isTensor() && iv.toTensor().defined() && iv.toTensor().device().is_cpu()) {
+      iv = c10::IValue(iv.toTensor().to(*device));
+    } else if (iv.isTensorList()) {
+      std::vector<at::Tensor> list = iv.toTensorVector();
+      bool moved = false;
+      for (at::Tensor &t : list) {
+        if (t.defined() && t.device().is_cpu()) t = t.to(*device), moved = true;
+      }
+      if (moved) iv = c10::IValue(std::move(list));
+    }
+  }
 }
 
 // The largest rank among the call's tensor arguments (lists included).

@@ -678,3 +678,14 @@ def test_integer_edge_cases_like_cpu(name, fn):
     process (XLA's CPU compiler, SIGFPE); an integer to a negative integer
     power returned zeros where PyTorch raises."""
     assert_like_cpu(fn)
+
+
+def test_cpu_fallback_results_stay_on_tpu_with_a_host_scalar_first():
+    """PyTorch's CPU fallback returns results on its first tensor argument's
+    device; with a host scalar first (as torch._refs / prims call ops) they
+    stayed on the CPU. They come back to tpu."""
+    shape = (5,) + (1,) * 15  # more dims than the core's programs: the CPU fallback
+    x = torch.arange(5.0).view(shape)
+    got = torch.mul(torch.tensor(1e-5, dtype=torch.float64), x.to("tpu"))
+    assert got.device.type == "tpu"
+    torch.testing.assert_close(got.cpu(), torch.mul(torch.tensor(1e-5, dtype=torch.float64), x))
