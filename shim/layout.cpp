@@ -5,6 +5,7 @@
 // `stride()`, channels_last models):
 // - convolution, 2-d pooling, max_pool3d, upsampling and batch norm: the
 //   first channels_last argument's memory format (suggest_memory_format);
+// - cat: its inputs' common memory format;
 // - pointwise ops (PyTorch's `pointwise` tag, and dropout): TensorIterator's
 //   rule — the output is dense, its dims ordered as the inputs' strides order
 //   them (TensorIteratorBase::reorder_dimensions), with its fast paths (all
@@ -45,6 +46,33 @@ bool follows_input_format(const std::string &name) {
 // Row-major strides are "no strides" (empty) throughout.
 using Dims = c10::SmallVector<int64_t, 8>;
 
+Dims channels_last_strides(c10::MemoryFormat m, c10::IntArrayRef shape) {
+  if (m == c10::MemoryFormat::ChannelsLast && shape.size() == 4) {
+    const auto st = c10::get_channels_last_strides_2d(shape);
+    return Dims(st.begin(), st.end());
+  }
+  if (m == c10::MemoryFormat::ChannelsLast3d && shape.size() == 5) {
+    const auto st = c10::get_channels_last_strides_3d(shape);
+    return Dims(st.begin(), st.end());
+  }
+  return {};
+}
+
+// cat: the inputs' common suggested memory format, contiguous when any is
+// contiguous or they differ (PyTorch's compute_output_memory_format).
+Dims list_format_strides(c10::ArrayRef<c10::IValue> args, c10::IntArrayRef shape) {
+  c10::optional<c10::MemoryFormat> common;
+  for (const c10::IValue &a : args) {
+    if (!a.isTensorList()) continue;
+    for (const at::Tensor &t : a.toTensorVector()) {
+      const c10::MemoryFormat m = t.suggest_memory_format();
+      if (m == c10::MemoryFormat::Contiguous || (common && *common != m)) return {};
+      common = m;
+    }
+  }
+  return common ? channels_last_strides(*common, shape) : Dims{};
+}
+
 // The channels_last strides of `shape` when the first 4-d/5-d input that
 // suggests a channels_last memory format has its rank.
 Dims format_strides(c10::ArrayRef<c10::IValue> args, c10::IntArrayRef shape) {
@@ -54,10 +82,7 @@ Dims format_strides(c10::ArrayRef<c10::IValue> args, c10::IntArrayRef shape) {
     if (t.dim() != 4 && t.dim() != 5) continue;
     const c10::MemoryFormat m = t.suggest_memory_format();
     if (m != c10::MemoryFormat::ChannelsLast && m != c10::MemoryFormat::ChannelsLast3d) continue;
-    if (t.dim() != static_cast<int64_t>(shape.size())) return {};
-    const auto st = t.dim() == 4 ? c10::get_channels_last_strides_2d(shape)
-                                 : c10::get_channels_last_strides_3d(shape);
-    return Dims(st.begin(), st.end());
+    return channels_last_strides(m, shape);
   }
   return {};
 }
@@ -167,6 +192,7 @@ Dims pointwise_strides(c10::ArrayRef<c10::IValue> args, c10::IntArrayRef shape) 
 
 ResultLayout result_layout(const c10::OperatorHandle &op, const std::string &name) {
   if (follows_input_format(name)) return ResultLayout::kInputFormat;
+  if (name == "aten::cat" || name == "aten::cat.out") return ResultLayout::kListFormat;
   if (op.hasTag(at::Tag::pointwise) || name.rfind("aten::native_dropout", 0) == 0 ||
       name.rfind("aten::bernoulli", 0) == 0)
     return ResultLayout::kPointwise;
@@ -175,6 +201,7 @@ ResultLayout result_layout(const c10::OperatorHandle &op, const std::string &nam
 
 Dims result_strides(ResultLayout how, c10::ArrayRef<c10::IValue> inputs, c10::IntArrayRef shape) {
   if (how == ResultLayout::kInputFormat) return format_strides(inputs, shape);
+  if (how == ResultLayout::kListFormat) return list_format_strides(inputs, shape);
   if (how == ResultLayout::kPointwise && shape.size() >= 2) return pointwise_strides(inputs, shape);
   return {};
 }

@@ -108,6 +108,7 @@ void register_structured_ops(torch::Library &m);
 enum class ResultLayout {
   kContiguous,   // as the core made them
   kInputFormat,  // a channels_last input's memory format (convolution, pooling, ...)
+  kListFormat,   // the common memory format of a Tensor[] argument's tensors (cat)
   kPointwise,    // TensorIterator's rule: the inputs' dim order, dense
 };
 ResultLayout result_layout(const c10::OperatorHandle &op, const std::string &name);

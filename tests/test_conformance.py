@@ -595,6 +595,12 @@ POINTWISE_LAYOUT_CASES = [
     ("add into an empty out=", lambda d: torch.add(_permuted((1, 3, 0, 2))(d), 1,
                                                    out=torch.empty(0, device=d))),
     ("unsqueezed + 3", lambda d: _permuted((0, 2, 3, 1))(d)[0].unsqueeze(0) + 3),
+    ("cat of channels_last along dim 1", lambda d: torch.cat(
+        [_permuted((0, 2, 3, 1))(d), _permuted((0, 2, 3, 1))(d)], dim=1)),
+    ("cat of channels_last along dim 3", lambda d: torch.cat(
+        [_permuted((0, 2, 3, 1))(d), _permuted((0, 2, 3, 1))(d)], dim=3)),
+    ("cat of channels_last and contiguous", lambda d: torch.cat(
+        [_permuted((0, 2, 3, 1))(d), torch.ones(2, 3, 4, 5, device=d)])),
     ("max_pool2d into an empty out=", lambda d: torch.ops.aten.max_pool2d_with_indices.out(
         _permuted((0, 2, 3, 1))(d), [2, 2], [2, 2], [0, 0], [1, 1], False,
         out=torch.empty(0, device=d), indices=torch.empty(0, dtype=torch.long, device=d))[0]),
