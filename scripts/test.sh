@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Everything CI runs: the core's layering check, setup, the core's C tests
-# (plain and ASan+UBSan), a seeded, fixed-length fuzz run over the op-call boundary
-# (libFuzzer, clang >= 15), a subset of the Python suite over the sanitized
-# core, then the Python test suite on the real XLA CPU plugin.
+# (plain and ASan+UBSan), the fuzz target over its committed corpus and
+# earlier findings (libFuzzer, clang >= 15; a deterministic replay: `make
+# fuzz-explore` is the mutating run), a subset of the Python suite over the
+# sanitized core, then the Python test suite on the real XLA CPU plugin.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,8 +13,7 @@ make -j2 PYTHON=.venv/bin/python ctest
 
 # The fuzz target needs clang >= 15 and its libFuzzer runtime: installed here
 # when this runs as root with apt (a CI machine); otherwise the step says it
-# is skipped. FUZZ_RUNS inputs from a fixed seed (the Makefile's defaults),
-# FUZZ_SECONDS a cap for a slow machine.
+# is skipped.
 have_clang() { for v in 19 18 17 16 15; do command -v "clang-$v" >/dev/null && return 0; done; return 1; }
 if ! have_clang && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   apt-get install -y -q clang-16 libclang-rt-16-dev >/dev/null 2>&1 ||

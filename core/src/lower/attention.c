@@ -31,7 +31,9 @@
 
 static tt_hv reduce_last(tt_lower_ctx *c, tt_hv v, tt_hlo_reduce_kind kind) {
   bool mask[TT_MAX_RANK] = {false};
-  mask[tt_lower_type(c, v).rank - 1] = true;
+  int rank = tt_lower_type(c, v).rank;
+  if (rank < 1) return v;  // an invalid value: the builder holds its error
+  mask[rank - 1] = true;
   return tt_lower_reduce(c, v, mask, true, kind);
 }
 

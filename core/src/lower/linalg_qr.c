@@ -794,12 +794,14 @@ static tt_status lower_lstsq(tt_lower_ctx *c) {
                          "dtype %s", tt_dtype_torch_name(at.dtype), tt_dtype_torch_name(bt.dtype));
   TT_RETURN_IF_ERROR(check_matrix(c, 0, "torch.linalg.lstsq", false));
   bool vec = bt.rank == at.rank - 1;
+  if (!vec && bt.rank != at.rank)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "torch.linalg.lstsq: input.dim() must be "
+                         "greater or equal to other.dim() and (input.dim() - other.dim()) <= 1");
   int64_t m = at.dims[at.rank - 2], n = at.dims[at.rank - 1];
   if ((vec ? bt.dims[bt.rank - 1] : bt.dims[bt.rank - 2]) != m)
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "torch.linalg.lstsq: input.size(-2) should "
                          "match other.size(-2)");
-  if ((!vec && bt.rank != at.rank) ||
-      memcmp(bt.dims, at.dims, sizeof(int64_t) * (size_t)(at.rank - 2)))
+  if (memcmp(bt.dims, at.dims, sizeof(int64_t) * (size_t)(at.rank - 2)))
     return tt_lower_fail(c, TT_UNIMPLEMENTED, "lstsq with broadcast batch dims");
   la L = la_make(c, &at);
   int64_t p = vec ? 1 : bt.dims[bt.rank - 1];
