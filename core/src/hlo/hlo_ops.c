@@ -155,9 +155,7 @@ tt_hv tt_hlo_binary(tt_hlo *b, tt_hlo_binop op, tt_hv x, tt_hv y) {
   // XLA's CPU compiler dies of SIGFPE on an integer divide or remainder of
   // shape [0] (seen with the pinned plugin; [2, 0] compiles): nothing to
   // compute, so an empty constant.
-  bool int_div = (op == TT_HLO_DIV || op == TT_HLO_REM) && t.dtype != TT_F16 &&
-                 t.dtype != TT_BF16 && t.dtype != TT_F32 && t.dtype != TT_F64 &&
-                 !tt_dtype_is_complex(t.dtype);
+  bool int_div = (op == TT_HLO_DIV || op == TT_HLO_REM) && dtype_kind(t.dtype) == K_INT;
   if (int_div && tt_hlo_numel(&t) == 0) return tt_hlo_splat(b, &t, 0);
   return tt_hlo_emit(b, name, xs, 2, NULL, &t);
 }

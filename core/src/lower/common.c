@@ -402,6 +402,14 @@ bool tt_call_number(const tt_op_call *call, int i, double *out) {
   }
 }
 
+tt_status tt_call_check_range(const tt_op_call *call, int i, double lo, bool lo_open, double hi,
+                              bool hi_open, const char *fmt) {
+  double v;
+  if (!tt_call_number(call, i, &v)) return NULL;
+  bool inside = (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
+  return inside ? NULL : tt_make_status(TT_INVALID_ARGUMENT, fmt, v);
+}
+
 tt_hv tt_lower_reduce_init(tt_lower_ctx *c, tt_dtype d, tt_hlo_reduce_kind kind) {
   tt_hlo *b = tt_lower_hlo(c);
   bool fl = tt_dtype_is_float(d);

@@ -71,6 +71,12 @@ typedef struct tt_rule_checks {
 // The value of a call's Scalar, float or int argument i as a double; false
 // when it is absent or None (for tt_check_fn).
 bool tt_call_number(const tt_op_call *call, int i, double *out);
+// A sampler's parameter check (for tt_check_fn): the call's number argument
+// i must lie in [lo, hi], with the ends excluded where lo_open / hi_open
+// (NaN never lies in it); else TT_INVALID_ARGUMENT with `fmt` formatting the
+// value (one %g). NULL when it holds or the argument is absent.
+tt_status tt_call_check_range(const tt_op_call *call, int i, double lo, bool lo_open, double hi,
+                              bool hi_open, const char *fmt);
 
 // --- the rule table (lower/table.c) ------------------------------------------
 

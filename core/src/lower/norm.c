@@ -65,8 +65,6 @@ typedef struct bn_args {
   int momentum, eps;
 } bn_args;
 
-// Normalises over every dim but 1; returns (out, save_mean, save_invstd)
-// and, in training with running stats, updates them.
 // Per-channel arguments args[0..n) (-1 or None: absent) hold C elements:
 // the first `flat` of them in any shape (read flat), the rest as [C] (the
 // statistics, written back or read per channel). PyTorch's text.
@@ -82,6 +80,8 @@ static tt_status check_vecs(tt_lower_ctx *c, int64_t ch, const int *args,
   return NULL;
 }
 
+// Normalises over every dim but 1; returns (out, save_mean, save_invstd)
+// and, in training with running stats, updates them.
 static tt_status batch_norm(tt_lower_ctx *c, const bn_args *a) {
   tt_hlo *b = tt_lower_hlo(c);
   tt_hlo_type xt = tt_lower_tensor_type(c, a->x, -1);

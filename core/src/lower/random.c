@@ -230,19 +230,14 @@ static tt_status check_uniform(const tt_op_call *call) {
 
 // normal_(self, mean, std)
 static tt_status check_normal(const tt_op_call *call) {
-  double std = 1;
-  if (tt_call_number(call, 2, &std) && !(std >= 0))
-    return tt_make_status(TT_INVALID_ARGUMENT, "normal expects std >= 0.0, but found std %g", std);
-  return NULL;
+  return tt_call_check_range(call, 2, 0, false, INFINITY, false,
+                             "normal expects std >= 0.0, but found std %g");
 }
 
 // bernoulli_.float / bernoulli.p(self, p)
 static tt_status check_bernoulli(const tt_op_call *call) {
-  double p = 0.5;
-  if (tt_call_number(call, 1, &p) && !(p >= 0 && p <= 1))
-    return tt_make_status(TT_INVALID_ARGUMENT, "bernoulli_ expects p to be in [0, 1], but got "
-                          "p=%g", p);
-  return NULL;
+  return tt_call_check_range(call, 1, 0, false, 1, false,
+                             "bernoulli_ expects p to be in [0, 1], but got p=%g");
 }
 
 // --- the table ------------------------------------------------------------------------------------

@@ -847,35 +847,28 @@ static tt_status lower_normal_tensor(tt_lower_ctx *c) {
 }
 
 // The samplers' parameter checks, PyTorch's texts (each call: the values are
-// runtime arguments). `what` > 0 (or in (0, 1) for geometric_).
-static tt_status check_positive(const tt_op_call *call, int i, const char *fmt) {
-  double v;
-  if (tt_call_number(call, i, &v) && !(v > 0)) return tt_make_status(TT_INVALID_ARGUMENT, fmt, v);
-  return NULL;
-}
+// runtime arguments).
 static tt_status check_cauchy(const tt_op_call *call) {
-  return check_positive(call, 2, "cauchy_ expects sigma > 0.0, but found sigma=%g");
+  return tt_call_check_range(call, 2, 0, true, INFINITY, false,
+                             "cauchy_ expects sigma > 0.0, but found sigma=%g");
 }
 static tt_status check_exponential(const tt_op_call *call) {
-  return check_positive(call, 1, "exponential_ expects lambda > 0.0, but found lambda=%g");
+  return tt_call_check_range(call, 1, 0, true, INFINITY, false,
+                             "exponential_ expects lambda > 0.0, but found lambda=%g");
 }
 static tt_status check_log_normal(const tt_op_call *call) {
-  return check_positive(call, 2, "log_normal_ expects std > 0.0, but found std=%g");
+  return tt_call_check_range(call, 2, 0, true, INFINITY, false,
+                             "log_normal_ expects std > 0.0, but found std=%g");
 }
 static tt_status check_geometric(const tt_op_call *call) {
-  double p;
-  if (tt_call_number(call, 1, &p) && !(p > 0 && p < 1))
-    return tt_make_status(TT_INVALID_ARGUMENT, "geometric_ expects p to be in (0, 1), but got "
-                          "p=%g", p);
-  return NULL;
+  return tt_call_check_range(call, 1, 0, true, 1, true,
+                             "geometric_ expects p to be in (0, 1), but got p=%g");
 }
 // normal.Tensor_float(mean, std): a float std (a tensor std is checked on
 // the device, in the lowering).
 static tt_status check_normal_std(const tt_op_call *call) {
-  double std;
-  if (tt_call_number(call, 1, &std) && !(std >= 0))
-    return tt_make_status(TT_INVALID_ARGUMENT, "normal expects std >= 0.0, but found std %g", std);
-  return NULL;
+  return tt_call_check_range(call, 1, 0, false, INFINITY, false,
+                             "normal expects std >= 0.0, but found std %g");
 }
 
 // multinomial(self [C] or [R, C], num_samples, replacement, *, generator):
@@ -1016,13 +1009,10 @@ static const tt_rule kRules[] = {
     R("linalg_cross", lower_linalg_cross), R("linalg_cross.out", lower_linalg_cross),
     {"aten::_cdist_forward", lower_cdist, TT_RULE_SCALARS_IN_SIGNATURE},
     R("cauchy_", lower_cauchy), R("cauchy", lower_cauchy),
-    R("exponential_", lower_exponential),
-    R("exponential", lower_exponential),
+    R("exponential_", lower_exponential), R("exponential", lower_exponential),
     R("geometric_", lower_geometric), R("geometric", lower_geometric),
-    R("log_normal_", lower_log_normal),
-    R("log_normal", lower_log_normal),
-    R("normal.Tensor_float", lower_normal_tensor),
-    R("normal.float_Tensor", lower_normal_tensor),
+    R("log_normal_", lower_log_normal), R("log_normal", lower_log_normal),
+    R("normal.Tensor_float", lower_normal_tensor), R("normal.float_Tensor", lower_normal_tensor),
     R("normal.Tensor_Tensor", lower_normal_tensor),
     R("normal.Tensor_float_out", lower_normal_tensor),
     R("normal.float_Tensor_out", lower_normal_tensor),

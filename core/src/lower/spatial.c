@@ -596,25 +596,23 @@ static tt_status adaptive_max(tt_lower_ctx *c, int ns) {
   TT_RETURN_IF_ERROR(tt_lower_check_nonempty(c, &xt, 1, ns == 2 ? "adaptive_max_pool2d"
                                                                  : "adaptive_max_pool3d", "input"));
   tt_hlo *b = tt_lower_hlo(c);
-  tt_hlo_type it = xt;
-  it.dtype = TT_I64;
+  tt_hlo_type ot = xt;  // the results' shape
   bool empty = false;
   for (int i = 0; i < ns; i++) {
     if (o->u.ints.data[i] < 0)
       return tt_lower_fail(c, TT_INVALID_ARGUMENT, "adaptive_max_pool%dd: elements of output_size "
                            "must be greater than or equal to 0 but received %" PRId64, ns,
                            o->u.ints.data[i]);
-    it.dims[xt.rank - ns + i] = o->u.ints.data[i];
+    ot.dims[xt.rank - ns + i] = o->u.ints.data[i];
     empty = empty || o->u.ints.data[i] == 0;
   }
   if (empty) {  // empty values and indices, as in PyTorch
-    tt_hlo_type vt = it;
-    vt.dtype = xt.dtype;
-    tt_lower_result(c, tt_hlo_splat(b, &vt, 0));
-    tt_lower_result(c, tt_hlo_splat_i(b, &it, 0));
+    tt_lower_result(c, tt_hlo_splat(b, &ot, 0));
+    ot.dtype = TT_I64;
+    tt_lower_result(c, tt_hlo_splat_i(b, &ot, 0));
     return NULL;
   }
-  it = xt;
+  tt_hlo_type it = xt;
   it.dtype = TT_I64;
   tt_hv v = tt_lower_tensor(c, 0);
   tt_hv f = tt_hlo_splat_i(b, &it, 0);

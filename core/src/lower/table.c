@@ -235,9 +235,10 @@ tt_status tt_rule_table_check(void) {
 // --- aliases (public API) -------------------------------------------------------------------
 
 int32_t tt_op_register_alias(const char *name, const char *existing_name) {
-  const tt_rule *r = tt_rule_get(tt_op_lookup(existing_name));
+  int32_t existing = tt_op_lookup(existing_name);
+  const tt_rule *r = tt_rule_get(existing);
   if (!name || !r) return -1;
-  tt_check_fn check = tt_rule_check_get(tt_op_lookup(existing_name));
+  tt_check_fn check = tt_rule_check_get(existing);
   int32_t id = tt_rule_register(name, r->fn, r->flags);
   if (id >= 0) __atomic_store_n(&g.checks[id], check, __ATOMIC_RELEASE);
   return id;
