@@ -233,9 +233,6 @@ std::string shape_str(const at::Tensor &t) {
   return os.str();
 }
 
-bool is_tpu(const at::Tensor &t) {
-  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
-}
 
 tt_scalar scalar_from(const c10::Scalar &s, const std::string &what) {
   tt_scalar out{};
@@ -301,17 +298,23 @@ struct Call {
               shape_str(t), ")");
 }
 
-// The device the op runs on: its first tpu tensor, else a Device argument,
-// else the current device.
-int32_t call_device(const Call &c, const c10::FunctionSchema &schema) {
-  for (const auto &iv : c.args) {
-    if (iv.isTensor() && is_tpu(iv.toTensor())) return iv.toTensor().device().index();
+// The device of the first tpu tensor among args (lists included).
+c10::optional<c10::Device> first_tpu_device(c10::ArrayRef<c10::IValue> args) {
+  for (const auto &iv : args) {
+    if (iv.isTensor() && is_tpu(iv.toTensor())) return iv.toTensor().device();
     if (iv.isList()) {
       for (const c10::IValue &e : iv.toListRef()) {
-        if (e.isTensor() && is_tpu(e.toTensor())) return e.toTensor().device().index();
+        if (e.isTensor() && is_tpu(e.toTensor())) return e.toTensor().device();
       }
     }
   }
+  return c10::nullopt;
+}
+
+// The device the op runs on: its first tpu tensor, else a Device argument,
+// else the current device.
+int32_t call_device(const Call &c, const c10::FunctionSchema &schema) {
+  if (const auto d = first_tpu_device(c.args)) return d->index();
   for (size_t i = 0; i < c.args.size(); i++) {
     const c10::IValue &iv = c.args[i];
     if (!iv.isDevice()) continue;
@@ -712,14 +715,8 @@ void run_on_cpu(const OpInfo &info, const c10::OperatorHandle &op,
   // device: a host scalar first (prims.mul(1e-5, x)) would leave them on the
   // CPU. An op on tpu tensors gives tpu results.
   const size_t nargs = op.schema().arguments().size();
-  c10::optional<c10::Device> device;
-  for (size_t i = stack->size() - nargs; i < stack->size() && !device; i++) {
-    const c10::IValue &iv = (*stack)[i];
-    if (iv.isTensor() && is_tpu(iv.toTensor())) device = iv.toTensor().device();
-    if (iv.isTensorList())
-      for (const at::Tensor &t : iv.toTensorVector())
-        if (!device && is_tpu(t)) device = t.device();
-  }
+  const c10::optional<c10::Device> device =
+      first_tpu_device(c10::ArrayRef<c10::IValue>(*stack).slice(stack->size() - nargs));
   at::native::cpu_fallback(op, stack);
   if (!device) return;
   const size_t nrets = op.schema().returns().size();

@@ -23,10 +23,7 @@ namespace torchtpu {
 
 namespace {
 
-bool is_tpu_tensor(const c10::IValue &v) {
-  return v.isTensor() && v.toTensor().defined() &&
-         v.toTensor().device().type() == c10::DeviceType::PrivateUse1;
-}
+bool is_tpu_tensor(const c10::IValue &v) { return v.isTensor() && is_tpu(v.toTensor()); }
 
 bool follows_input_format(const std::string &name) {
   static const char *const kPrefixes[] = {

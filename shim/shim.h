@@ -69,6 +69,11 @@ void resize_impl(c10::TensorImpl *self, c10::IntArrayRef size,
 at::Tensor wrap_storage(tt_storage *storage, c10::ScalarType dtype,
                         c10::IntArrayRef sizes);
 
+// A defined tensor on a tpu device.
+inline bool is_tpu(const at::Tensor &t) {
+  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
+}
+
 // A view descriptor of a defined tpu tensor. It borrows sizes/strides from
 // the tensor: keep the tensor alive while the descriptor is used.
 tt_tensor describe(const at::Tensor &t, const std::string &what);
