@@ -689,3 +689,47 @@ def test_cpu_fallback_results_stay_on_tpu_with_a_host_scalar_first():
     got = torch.mul(torch.tensor(1e-5, dtype=torch.float64), x.to("tpu"))
     assert got.device.type == "tpu"
     torch.testing.assert_close(got.cpu(), torch.mul(torch.tensor(1e-5, dtype=torch.float64), x))
+
+
+# --- 12. element-by-element host reads and writes (test_tensor_creation_ops' linspace) ------
+
+def test_iterating_a_tensor_reads_its_storage_once():
+    """`all(t)` / `for x in t` read one element per step; each read copied the
+    whole storage to the host, so a million elements took minutes
+    (test_linspace timed out). The storage's bytes are kept for the next read
+    while its buffer is unchanged: one transfer for the whole iteration."""
+    n = 20000
+    cpu = torch.linspace(0, 1, n) * torch.linspace(1, 2, n)
+    t = cpu.to("tpu")
+    before = torch.tpu.memory_stats()["device_to_host_bytes"]
+    got = [float(x) for x in t]
+    moved = torch.tpu.memory_stats()["device_to_host_bytes"] - before
+    assert got == cpu.tolist()
+    assert moved <= 2 * t.nbytes, f"{moved} bytes read for a {t.nbytes}-byte tensor"
+    assert all(t[1:] >= t[:-1]) == all(cpu[1:] >= cpu[:-1])
+
+
+def test_element_reads_see_every_kind_of_write():
+    """The kept bytes must never be stale: element writes from the host, ops
+    writing in place, out=, views of another dtype and resizes each change
+    what the next element read returns."""
+    for dev in ("cpu", "tpu"):
+        x = torch.arange(12.0, device=dev).reshape(3, 4)
+        seen = [x[0, 1].item()]
+        x[0, 1] = 40.0
+        seen.append(x[0, 1].item())
+        x.add_(1)
+        seen += [x[0, 1].item(), x[2, 3].item()]
+        torch.mul(x, 2, out=x)
+        seen.append(x[1, 2].item())
+        x.view(torch.int32)[0, 0] = 0  # the float's bits
+        seen.append(x[0, 0].item())
+        x[:, 1].fill_(-1)
+        seen += [e.item() for e in x[:, 1]] + [x[2, 2].item()]
+        x.resize_(20)
+        x[15] = 5.0
+        seen += [x[15].item(), x[3].item()]
+        if dev == "cpu":
+            want = seen
+        else:
+            assert seen == want

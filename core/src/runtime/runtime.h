@@ -83,6 +83,15 @@ struct tt_runtime {
   tt_generator *generators[TT_MAX_DEVICES];
   tt_graph_stats graph_stats;  // graph capture and replay (graph.c)
   tt_scalar_cache scalars;
+
+  // The bytes of the one storage last read from the host in part
+  // (storage.c): `for x in t`, `t.tolist()` on a view, `all(t)` read a
+  // storage element by element, and reading the whole buffer for each made
+  // that quadratic. Valid while the storage keeps its buffer.
+  struct tt_host_mirror {
+    tt_storage *storage;
+    char *bytes;  // storage->nbytes of them
+  } mirror;
 };
 
 // The device's default generator, created on first use; rt->mu held.

@@ -13,6 +13,11 @@
 // patching part of a storage or resizing it syncs the storage, and replacing
 // its buffer or destroying it detaches it (a deferred read keeps the old
 // buffer, a deferred write to a dead storage is dropped).
+//
+// The bytes read for a partial copy are kept for the next one (rt->mirror,
+// one storage, up to TT_MIRROR_MAX_BYTES) until the storage's buffer changes:
+// element-by-element reads of one tensor then cost one transfer, not one per
+// element.
 #include "runtime/storage.h"
 
 #include <stdlib.h>
@@ -50,7 +55,33 @@ void tt_storage_release_buffer(tt_runtime *rt, tt_pjrt_buffer *b, int64_t bytes)
   rt->stats.buffers_in_use--;
 }
 
+// --- the host mirror ----------------------------------------------------------------
+
+#define TT_MIRROR_MAX_BYTES ((int64_t)64 << 20)
+
+static void mirror_drop(tt_storage *s) {
+  tt_runtime *rt = s->rt;
+  if (rt->mirror.storage != s) return;
+  free(rt->mirror.bytes);
+  rt->mirror.storage = NULL;
+  rt->mirror.bytes = NULL;
+}
+
+// Keeps `bytes` (malloc'd, s->nbytes long, the storage's current contents)
+// as the mirror, or frees them when too large to keep.
+static void mirror_keep(tt_storage *s, char *bytes) {
+  tt_runtime *rt = s->rt;
+  if (!s->buf || s->nbytes > TT_MIRROR_MAX_BYTES) {
+    free(bytes);
+    return;
+  }
+  free(rt->mirror.bytes);
+  rt->mirror.storage = s;
+  rt->mirror.bytes = bytes;
+}
+
 tt_pjrt_buffer *tt_storage_take_buffer(tt_storage *s, int64_t *out_bytes) {
+  mirror_drop(s);
   tt_pjrt_buffer *b = s->buf;
   *out_bytes = s->dev_bytes;
   s->buf = NULL;
@@ -62,6 +93,7 @@ void tt_storage_set_buffer(tt_storage *s, tt_pjrt_buffer *b, tt_dtype dtype,
                            int64_t numel) {
   tt_runtime *rt = s->rt;
   tt_exec_detach(rt->exec, s);
+  mirror_drop(s);
   tt_storage_release_buffer(rt, s->buf, s->dev_bytes);
   s->buf = b;
   s->dtype = dtype;
@@ -135,6 +167,27 @@ static tt_status read_all(tt_storage *s, void *host) {
     TT_RETURN_IF_ERROR(st);
   }
   s->rt->stats.device_to_host_bytes += (int64_t)n;
+  return NULL;
+}
+
+// The storage's bytes in a malloc'd array the caller then owns: the
+// mirror's, taken over, or read from the buffer.
+static tt_status take_bytes(tt_storage *s, char **out) {
+  tt_runtime *rt = s->rt;
+  if (rt->mirror.storage == s) {
+    *out = rt->mirror.bytes;
+    rt->mirror.storage = NULL;
+    rt->mirror.bytes = NULL;
+    return NULL;
+  }
+  char *all = malloc((size_t)(s->nbytes ? s->nbytes : 1));
+  if (!all) return tt_make_status(TT_RESOURCE_EXHAUSTED, "copy_: out of host memory");
+  tt_status st = read_all(s, all);
+  if (st) {
+    free(all);
+    return st;
+  }
+  *out = all;
   return NULL;
 }
 
@@ -237,16 +290,14 @@ static tt_status upload_locked(const tt_tensor *dst, const void *host) {
   if (numel == 0) return NULL;
   if (is_whole(dst)) return upload_flat(s, dst->dtype, numel, host);
   TT_RETURN_IF_ERROR(tt_exec_sync_storage(s->rt->exec, s));
-  char *all = malloc((size_t)s->nbytes);
-  if (!all) return tt_make_status(TT_RESOURCE_EXHAUSTED, "copy_: out of host memory");
-  tt_status st = read_all(s, all);
-  if (!st) {
-    strided_copy(dst, all, (char *)host, false);
-    tt_dtype d = s->buf ? s->dtype : dst->dtype;
-    if (s->nbytes % tt_dtype_size(d) != 0) d = TT_U8;
-    st = upload_flat(s, d, s->nbytes / tt_dtype_size(d), all);
-  }
-  free(all);
+  char *all = NULL;
+  TT_RETURN_IF_ERROR(take_bytes(s, &all));
+  strided_copy(dst, all, (char *)host, false);
+  tt_dtype d = s->buf ? s->dtype : dst->dtype;
+  if (s->nbytes % tt_dtype_size(d) != 0) d = TT_U8;
+  tt_status st = upload_flat(s, d, s->nbytes / tt_dtype_size(d), all);
+  if (st) free(all);
+  else mirror_keep(s, all);  // the new buffer's bytes
   return st;
 }
 
@@ -280,12 +331,11 @@ static tt_status download_locked(const tt_tensor *src, void *host) {
     s->rt->stats.device_to_host_bytes += (int64_t)n;
     return NULL;
   }
-  char *all = malloc((size_t)s->nbytes);
-  if (!all) return tt_make_status(TT_RESOURCE_EXHAUSTED, "copy_: out of host memory");
-  tt_status st = read_all(s, all);
-  if (!st) strided_copy(src, all, host, true);
-  free(all);
-  return st;
+  char *all = NULL;
+  TT_RETURN_IF_ERROR(take_bytes(s, &all));
+  strided_copy(src, all, host, true);
+  mirror_keep(s, all);
+  return NULL;
 }
 
 tt_status tt_tensor_download(tt_runtime *rt, const tt_tensor *src,
