@@ -669,6 +669,28 @@ tt_op_call make_call(const Call &c) {
   return call;
 }
 
+// PyTorch's range factories resize out= themselves, only when its element
+// count differs (an out of the right count keeps its shape), without
+// resize_output's deprecation warning; arange warns in its own words.
+// True when `name` is one of them (then `t` is handled).
+bool resize_range_out(const std::string &name, const at::Tensor &t, c10::IntArrayRef sizes) {
+  static const char *const kRanges[] = {"aten::arange.", "aten::linspace.", "aten::logspace.",
+                                        "aten::range."};
+  bool range = false;
+  for (const char *prefix : kRanges) range = range || name.rfind(prefix, 0) == 0;
+  if (!range || sizes.size() != 1) return range;
+  const int64_t size = sizes[0];
+  if (t.numel() == size) return true;
+  if (t.numel() > 0 && name.rfind("aten::arange.", 0) == 0) {
+    TORCH_WARN("The number of elements in the out tensor of shape ", t.sizes(), " is ",
+               t.numel(), " which does not match the computed number of elements ", size,
+               ". Note that this may occur as a result of rounding error. The out tensor "
+               "will be resized to a tensor of shape (", size, ",).");
+  }
+  t.resize_(sizes);
+  return true;
+}
+
 // out= tensors of the wrong shape: resize them to what the core infers.
 void resize_outs(Call &c) {
   const tt_op_call call = make_call(c);
@@ -689,6 +711,7 @@ void resize_outs(Call &c) {
     const c10::IValue &iv = c.args[d.arg];
     at::Tensor t = d.item < 0 ? iv.toTensor() : iv.toTensorList().get(d.item);
     const c10::IntArrayRef sizes(shapes[k].sizes, shapes[k].ndim);
+    if (resize_range_out(c.info.name, t, sizes)) continue;
     if (!at::native::resize_output(t, sizes)) continue;
     const auto strides = result_strides(c.info.layout, inputs, sizes);
     if (!strides.empty()) t.as_strided_(sizes, strides);

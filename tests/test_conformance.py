@@ -733,3 +733,77 @@ def test_element_reads_see_every_kind_of_write():
             want = seen
         else:
             assert seen == want
+
+
+# --- 13. arange and embedding_bag, from test_tensor_creation_ops and nn/test_embedding ------
+
+W = 1449629115440469
+ARANGE_CASES = [
+    ("int64 count past 2^53", lambda d: torch.arange(0, 100 * W, W, device=d)),
+    ("int64 bounds past 2^53", lambda d: torch.arange(2**62, 2**62 + 10, 3, device=d)),
+    ("int32 count from the untruncated bounds", lambda d: torch.arange(0.5, 10.7, 2, dtype=torch.int32, device=d)),
+    ("float32 points computed in double", lambda d: torch.arange(-3.7, 4.2, 1.5, device=d)),
+    ("descending", lambda d: torch.arange(10, 0.5, -2.5, device=d)),
+]
+
+
+@pytest.mark.parametrize("name,fn", ARANGE_CASES, ids=[c[0] for c in ARANGE_CASES])
+def test_arange_like_cpu(name, fn):
+    cpu = assert_like_cpu(fn)
+    assert torch.equal(fn("tpu").cpu(), cpu)
+
+
+def test_range_factories_resize_out_as_pytorch():
+    """arange resizes a mis-sized out= with its own warning; linspace quietly,
+    and an out of the right count keeps its shape."""
+    for dev in ("cpu", "tpu"):
+        line = torch.zeros(1, 49, device=dev)
+        with pytest.warns(UserWarning, match="The out tensor will be resized"):
+            torch.arange(-1, 1, 2.0 / 49, out=line)
+        assert line.shape == (50,)
+        grid = torch.zeros(2, 3, device=dev)
+        torch.linspace(0, 1, 6, out=grid)
+        assert grid.shape == (2, 3)
+
+
+EMBEDDING_BAG_ERRORS = [
+    ("5-D input", lambda d: torch.embedding_bag(torch.zeros(2, 6, device=d, dtype=torch.float64),
+                                                 torch.full((2, 0, 0, 6, 6), 2, device=d),
+                                                 torch.zeros(2, 0, 0, 6, 6, dtype=torch.long, device=d))),
+    ("5-D offsets", lambda d: torch.embedding_bag(torch.zeros(2, 2, device=d), torch.ones(2, dtype=torch.long, device=d),
+                                                   torch.zeros(2, 0, 0, 6, 6, dtype=torch.long, device=d))),
+    ("3-D weight", lambda d: torch._embedding_bag(torch.zeros(2, 2, 2, device=d), torch.ones(2, dtype=torch.long, device=d),
+                                                   torch.zeros(2, dtype=torch.long, device=d))),
+]
+
+
+@pytest.mark.parametrize("name,fn", EMBEDDING_BAG_ERRORS, ids=[c[0] for c in EMBEDDING_BAG_ERRORS])
+def test_embedding_bag_errors_like_cpu(name, fn):
+    assert_like_cpu(fn)
+
+
+def test_embedding_bag_with_gradients_is_native_and_checks_indices():
+    """_embedding_bag (the op a weight needing a gradient takes) ran on the
+    CPU; it is native, with PyTorch's index dtypes (int32 when indices and
+    offsets are) and a bounds check (the gather would clamp an index that is
+    out of range and return another row's values)."""
+    w = torch.randn(10, 3, dtype=torch.float64)
+    for it in (torch.int32, torch.int64):
+        idx, offs = torch.tensor([1, 2, 9, 4], dtype=it), torch.tensor([0, 1], dtype=it)
+        for mode in (0, 1, 2):
+            cpu = torch.ops.aten._embedding_bag(w, idx, offs, False, mode, False, None, False, -1)
+            tpu = torch.ops.aten._embedding_bag(w.to("tpu"), idx.to("tpu"), offs.to("tpu"), False, mode,
+                                                False, None, False, -1)
+            torch.testing.assert_close(tpu[0].cpu(), cpu[0])
+            assert [t.dtype for t in tpu[1:]] == [t.dtype for t in cpu[1:]]
+            assert tpu[3].shape == cpu[3].shape
+    before = torch.tpu._get_cache_stats()["fallback_calls"]
+    wt = w.to("tpu").requires_grad_()
+    F.embedding_bag(idx.to("tpu"), wt, offs.to("tpu"), mode="mean").sum().cpu()
+    assert torch.tpu._get_cache_stats()["fallback_calls"] == before, "the forward ran on the CPU"
+    out = F.embedding_bag(torch.tensor([[11, 8]], device="tpu"), w.to("tpu"), mode="sum")
+    with pytest.raises(RuntimeError, match="Expected idx >= 0 && idx < num_embeddings"):
+        out.cpu()
+    psw = torch.randn(4, dtype=torch.float32)
+    kc, rc = outcome(lambda d: F.embedding_bag(idx.to(d), w.to(d), offs.to(d), mode="sum", per_sample_weights=psw.to(d)), "tpu")
+    assert kc == "raise" and "expected scalar type Double but found Float" in str(rc)

@@ -454,6 +454,8 @@ tt_dtype tt_lower_default_dtype(const tt_lower_ctx *c) {
   return c->call->default_dtype;
 }
 
+bool tt_lower_supports_f64(const tt_lower_ctx *c) { return c->opts.supports_f64; }
+
 const tt_value *tt_lower_arg(const tt_lower_ctx *c, int i) {
   return (i >= 0 && i < c->call->nargs) ? &c->call->args[i] : &kNone;
 }

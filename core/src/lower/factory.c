@@ -25,8 +25,29 @@ static double scalar_f(const tt_value *v) {
   return v->kind == TT_VALUE_BOOL ? (double)v->u.b : 0;
 }
 
-// The element count PyTorch computes: ceil((end - start) / step), in int64
-// arithmetic for integer results and double otherwise.
+// A Scalar argument as an int64, exactly: floats truncated (the caller has
+// checked that they lie within int64).
+static int64_t scalar_i(const tt_value *v) {
+  if (v->kind == TT_VALUE_SCALAR)
+    return tt_dtype_is_float(v->u.scalar.dtype) ? (int64_t)v->u.scalar.f : v->u.scalar.i;
+  if (v->kind == TT_VALUE_INT) return v->u.i;
+  return v->kind == TT_VALUE_BOOL ? (int64_t)v->u.b : 0;
+}
+
+// PyTorch's count for int64 results, in int64 arithmetic (a double loses
+// bounds past 2^53): (end - start + step - sign(step)) / step.
+static tt_status arange_length_i64(const tt_lower_ctx *c, int64_t start, int64_t end,
+                                   int64_t step, int64_t *out) {
+  int64_t sgn = (step > 0) - (step < 0), span;
+  if (__builtin_sub_overflow(end, start, &span) || __builtin_add_overflow(span, step - sgn, &span))
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "invalid size, possible overflow? "
+                         "(%" PRId64 " to %" PRId64 " step %" PRId64 ")", start, end, step);
+  *out = span / step;
+  return NULL;
+}
+
+// The element count PyTorch computes for all but int64 results:
+// ceil((end - start) / step) in double, and the checks of the bounds.
 static tt_status arange_length(const tt_lower_ctx *c, tt_dtype d, double start,
                                double end, double step, int64_t *out) {
   if (step == 0) return tt_lower_fail(c, TT_INVALID_ARGUMENT, "step must be nonzero");
@@ -43,8 +64,7 @@ static tt_status arange_length(const tt_lower_ctx *c, tt_dtype d, double start,
                          "(beyond int64)", start, end, step);
   if (!tt_dtype_is_float(d) && (int64_t)step == 0)
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "step must be nonzero");
-  double n = tt_dtype_is_float(d) ? ceil((end - start) / step)
-                                  : ceil((double)((int64_t)end - (int64_t)start) / (double)(int64_t)step);
+  double n = ceil((end - start) / step);
   if (n < 0 || n > 9.0e15)
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "invalid size, possible overflow? "
                          "(%g elements)", n);
@@ -76,21 +96,25 @@ static tt_status lower_arange_start_out(tt_lower_ctx *c) {
     d = fl ? tt_lower_default_dtype(c) : TT_I64;
   }
   double start = scalar_f(a), end = scalar_f(e), step = s->kind == TT_VALUE_NONE ? 1 : scalar_f(s);
-  if (!tt_dtype_is_float(d)) {  // integer results use the truncated bounds
-    start = trunc(start);
-    end = trunc(end);
-    step = trunc(step);
-  }
+  // The count comes from the bounds as given (int64 results: truncated, in
+  // int64); integer results take the truncated start and step.
   int64_t n;
   TT_RETURN_IF_ERROR(arange_length(c, d, start, end, step, &n));
-  tt_hlo *b = tt_lower_hlo(c);
   bool fl = tt_dtype_is_float(d);
-  tt_dtype acc = fl ? (d == TT_F64 ? TT_F64 : TT_F32) : TT_I64;
+  int64_t istart = 0, istep = 0;  // integer results: the exact bounds
+  if (!fl) {
+    istart = scalar_i(a);
+    istep = s->kind == TT_VALUE_NONE ? 1 : scalar_i(s);
+    if (d == TT_I64) TT_RETURN_IF_ERROR(arange_length_i64(c, istart, scalar_i(e), istep, &n));
+  }
+  tt_hlo *b = tt_lower_hlo(c);
+  // start + i * step in double, as PyTorch's CPU kernel (then rounded)
+  tt_dtype acc = !fl ? TT_I64 : d == TT_F64 || tt_lower_supports_f64(c) ? TT_F64 : TT_F32;
   tt_hlo_type it = tt_hlo_make_type(acc, 1, &n);
   tt_hv i = n > 0 ? tt_hlo_iota(b, &it, 0) : tt_hlo_splat(b, &it, 0);
   // Integer bounds go in as int64 so large values stay exact.
-  tt_hv st = fl ? tt_hlo_splat(b, &it, step) : tt_hlo_splat_i(b, &it, (int64_t)step);
-  tt_hv s0 = fl ? tt_hlo_splat(b, &it, start) : tt_hlo_splat_i(b, &it, (int64_t)start);
+  tt_hv st = fl ? tt_hlo_splat(b, &it, step) : tt_hlo_splat_i(b, &it, istep);
+  tt_hv s0 = fl ? tt_hlo_splat(b, &it, start) : tt_hlo_splat_i(b, &it, istart);
   tt_hv v = tt_hlo_binary(b, TT_HLO_ADD, tt_hlo_binary(b, TT_HLO_MUL, i, st), s0);
   result_points(c, tt_hlo_convert(b, v, d));
   return NULL;

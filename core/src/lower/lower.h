@@ -109,6 +109,7 @@ bool tt_lower_is_none(const tt_lower_ctx *c, int i);
 int64_t tt_lower_int(const tt_lower_ctx *c, int i);   // INT (or BOOL) arg
 bool tt_lower_bool(const tt_lower_ctx *c, int i);
 tt_dtype tt_lower_default_dtype(const tt_lower_ctx *c);
+bool tt_lower_supports_f64(const tt_lower_ctx *c);  // the device has 64-bit floats
 
 // Input tensor i as a value of its logical shape and dtype. Emitted once on
 // first request (later calls return the same value).

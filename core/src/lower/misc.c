@@ -499,9 +499,11 @@ enum { kBagSum = 0, kBagMean = 1, kBagMax = 2 };
 // _embedding_bag_forward_only(weight [V, D], indices [L], offsets [B'],
 // scale_grad_by_freq, mode, sparse, per_sample_weights?, include_last_offset,
 // padding_idx) -> (output [B, D], offset2bag [L], bag_size [B], max_indices
-// [B, D]). Bag b holds indices offsets[b] <= i < offsets[b + 1] (or L), less
-// padding_idx; a mask [B, L] sums (a dot), averages or maxes their rows, and
-// an empty bag gives zeros.
+// [B, D] for max, else [B]); also _embedding_bag, the same op when the
+// weight needs a gradient (its backward runs on the CPU). Bag b holds
+// indices offsets[b] <= i < offsets[b + 1] (or L), less padding_idx; a mask
+// [B, L] sums (a dot), averages or maxes their rows, and an empty bag gives
+// zeros.
 static tt_status lower_embedding_bag(tt_lower_ctx *c) {
   tt_hlo *b = tt_lower_hlo(c);
   tt_hlo_type wt = tt_lower_tensor_type(c, 0, -1), it = tt_lower_tensor_type(c, 1, -1),
@@ -509,6 +511,20 @@ static tt_status lower_embedding_bag(tt_lower_ctx *c) {
   int64_t mode = tt_lower_int(c, 4), pad = tt_lower_is_none(c, 8) ? -1 : tt_lower_int(c, 8);
   bool last = !tt_lower_is_none(c, 7) && tt_lower_bool(c, 7);
   char s1[96], s2[96];
+  // PyTorch's checks and texts first
+  if (it.rank != 1 && it.rank != 2)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "input has to be a 1D or 2D Tensor, but got "
+                         "Tensor of dimension %d", it.rank);
+  if (ot.rank != 1)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "offsets has to be a 1D Tensor, but got Tensor "
+                         "of dimension %d", ot.rank);
+  if (wt.rank != 2)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "weight has to be a 2D Tensor, but got Tensor "
+                         "of dimension %d", wt.rank);
+  if (!tt_lower_is_none(c, 6) && tt_lower_tensor_type(c, 6, -1).dtype != wt.dtype)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "expected scalar type %s but found %s",
+                         tt_dtype_torch_name(wt.dtype),
+                         tt_dtype_torch_name(tt_lower_tensor_type(c, 6, -1).dtype));
   if (wt.rank != 2 || it.rank != 1 || ot.rank != 1 || !tt_dtype_is_float(wt.dtype) ||
       mode < kBagSum || mode > kBagMax || ot.dims[0] < (last ? 1 : 0))
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "expected 2-D weight, 1-D indices %s and "
@@ -518,6 +534,10 @@ static tt_status lower_embedding_bag(tt_lower_ctx *c) {
   tt_dtype acc = tt_opmath(wt.dtype);
   tt_hv idx = tt_hlo_convert(b, tt_lower_tensor(c, 1), TT_I64);
   tt_hv off = tt_hlo_convert(b, tt_lower_tensor(c, 2), TT_I64);
+  // The gather below clamps: an index out of range would read another row.
+  tt_lower_check_index(c, idx, wt.dims[0], false, TT_INVALID_ARGUMENT,
+                       "embedding_bag: Expected idx >= 0 && idx < num_embeddings but found "
+                       "idx to be {}", 0, 0);
   // ends: offsets[1:] then L (without include_last_offset)
   int64_t one = 1, zero = 0, noff = ot.dims[0];
   tt_hv tail = tt_hlo_slice(b, off, &one, &noff, kOnes);
@@ -570,6 +590,8 @@ static tt_status lower_embedding_bag(tt_lower_ctx *c) {
       tt_hv psw = tt_hlo_convert(b, tt_lower_tensor(c, 6), acc);
       int64_t ld[2] = {L, D};
       e = tt_lower_bin(c, TT_HLO_MUL, e, tt_hlo_broadcast_in_dim(b, psw, 2, ld, &d0));
+      // PyTorch's 16-bit kernels round each weighted row to the weight's dtype
+      if (acc != wt.dtype) e = tt_hlo_convert(b, tt_hlo_convert(b, e, wt.dtype), acc);
     }
     tt_hv mf = tt_hlo_convert(b, member, acc);
     out = tt_hlo_dot_general(b, mf, e, NULL, NULL, 0, &d1, &d0, 1, acc);
@@ -577,17 +599,20 @@ static tt_status lower_embedding_bag(tt_lower_ctx *c) {
       tt_hv cf = tt_hlo_broadcast_in_dim(b, tt_hlo_convert(b, cnt, acc), 2, bd, &d0);
       out = tt_lower_bin(c, TT_HLO_DIV, out, tt_lower_bin(c, TT_HLO_MAX, cf, k(c, cf, 1)));
     }
-    maxi = tt_hlo_splat_i(b, &bdt, 0);
+    // as PyTorch's: [B], zeros for sum, the bag sizes for mean
+    maxi = mode == kBagMean ? cnt : tt_hlo_splat_i(b, &(tt_hlo_type){TT_I64, 1, {nb}}, 0);
   }
   // offset2bag: the last bag whose start is <= i
   tt_hv o2b = tt_lower_reduce(c, tt_hlo_convert(b, tt_hlo_compare(b, TT_HLO_LE,
                               tt_hlo_broadcast_in_dim(b, starts, 2, bl, &d0), pos), TT_I64),
                               (bool[TT_MAX_RANK]){true, false}, false, TT_HLO_REDUCE_ADD);
   o2b = tt_lower_bin(c, TT_HLO_SUB, o2b, k(c, o2b, 1));
+  // The index results are int32 when indices and offsets both are (as PyTorch).
+  tt_dtype id = it.dtype == TT_I32 && ot.dtype == TT_I32 ? TT_I32 : TT_I64;
   tt_lower_result(c, tt_hlo_convert(b, out, wt.dtype));
-  tt_lower_result(c, o2b);
-  tt_lower_result(c, cnt);
-  tt_lower_result(c, maxi);
+  tt_lower_result(c, tt_hlo_convert(b, o2b, id));
+  tt_lower_result(c, tt_hlo_convert(b, cnt, id));
+  tt_lower_result(c, tt_hlo_convert(b, maxi, id));
   return NULL;
 }
 
@@ -614,7 +639,7 @@ static const tt_rule kRules[] = {
     R("multilabel_margin_loss_forward.output", lower_multilabel_margin),
     R("rrelu_with_noise", lower_rrelu), R("rrelu_with_noise_", lower_rrelu),
     R("rrelu_with_noise.out", lower_rrelu),
-    R("_embedding_bag_forward_only", lower_embedding_bag),
+    R("_embedding_bag_forward_only", lower_embedding_bag), R("_embedding_bag", lower_embedding_bag),
 };
 #undef R
 
