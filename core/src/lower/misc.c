@@ -521,11 +521,11 @@ static tt_status lower_embedding_bag(tt_lower_ctx *c) {
   if (wt.rank != 2)
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "weight has to be a 2D Tensor, but got Tensor "
                          "of dimension %d", wt.rank);
-  if (!tt_lower_is_none(c, 6) && tt_lower_tensor_type(c, 6, -1).dtype != wt.dtype)
+  tt_dtype pd = tt_lower_is_none(c, 6) ? wt.dtype : tt_lower_tensor_type(c, 6, -1).dtype;
+  if (pd != wt.dtype)
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "expected scalar type %s but found %s",
-                         tt_dtype_torch_name(wt.dtype),
-                         tt_dtype_torch_name(tt_lower_tensor_type(c, 6, -1).dtype));
-  if (wt.rank != 2 || it.rank != 1 || ot.rank != 1 || !tt_dtype_is_float(wt.dtype) ||
+                         tt_dtype_torch_name(wt.dtype), tt_dtype_torch_name(pd));
+  if (it.rank != 1 || !tt_dtype_is_float(wt.dtype) ||
       mode < kBagSum || mode > kBagMax || ot.dims[0] < (last ? 1 : 0))
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "expected 2-D weight, 1-D indices %s and "
                          "offsets %s, mode 0..2 (got %" PRId64 ")", tt_shape_str(&it, s1, sizeof s1),

@@ -59,13 +59,18 @@ void tt_storage_release_buffer(tt_runtime *rt, tt_pjrt_buffer *b, int64_t bytes)
 
 #define TT_MIRROR_MAX_BYTES ((int64_t)64 << 20)
 
-static void mirror_drop(tt_storage *s) {
+// The mirror's bytes if they are s's, handed to the caller (the mirror is
+// then empty); else NULL.
+static char *mirror_take(tt_storage *s) {
   tt_runtime *rt = s->rt;
-  if (rt->mirror.storage != s) return;
-  free(rt->mirror.bytes);
+  if (rt->mirror.storage != s) return NULL;
+  char *bytes = rt->mirror.bytes;
   rt->mirror.storage = NULL;
   rt->mirror.bytes = NULL;
+  return bytes;
 }
+
+static void mirror_drop(tt_storage *s) { free(mirror_take(s)); }
 
 // Keeps `bytes` (malloc'd, s->nbytes long, the storage's current contents)
 // as the mirror, or frees them when too large to keep.
@@ -173,13 +178,8 @@ static tt_status read_all(tt_storage *s, void *host) {
 // The storage's bytes in a malloc'd array the caller then owns: the
 // mirror's, taken over, or read from the buffer.
 static tt_status take_bytes(tt_storage *s, char **out) {
-  tt_runtime *rt = s->rt;
-  if (rt->mirror.storage == s) {
-    *out = rt->mirror.bytes;
-    rt->mirror.storage = NULL;
-    rt->mirror.bytes = NULL;
-    return NULL;
-  }
+  *out = mirror_take(s);
+  if (*out) return NULL;
   char *all = malloc((size_t)(s->nbytes ? s->nbytes : 1));
   if (!all) return tt_make_status(TT_RESOURCE_EXHAUSTED, "copy_: out of host memory");
   tt_status st = read_all(s, all);
