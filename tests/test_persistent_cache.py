@@ -78,6 +78,17 @@ def test_second_process_loads_instead_of_compiling(tmp_path):
     assert second["y"] == first["y"] and second["grad"] == first["grad"]
 
 
+def test_other_xla_flags_compile_anew(tmp_path):
+    # XLA_FLAGS sets the plugin's compiler options: an entry compiled under
+    # other flags is another program, not a hit.
+    first = run(tmp_path, {"XLA_FLAGS": ""})
+    other = run(tmp_path, {"XLA_FLAGS": "--xla_cpu_enable_fast_math=false"})
+    assert other["disk_hits"] == 0 and other["compiles"] == first["compiles"]
+    again = run(tmp_path, {"XLA_FLAGS": "--xla_cpu_enable_fast_math=false"})
+    assert again["compiles"] == 0 and again["disk_hits"] == first["compiles"]
+    assert other["y"] == first["y"] and again["grad"] == first["grad"]
+
+
 def test_corrupt_entries_are_recompiled_and_rewritten(tmp_path):
     first = run(tmp_path)
     files = [os.path.join(tmp_path, f) for f in entries(tmp_path)]

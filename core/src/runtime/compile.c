@@ -27,21 +27,24 @@ static double now_seconds(void) {
 // --- the compile environment ----------------------------------------------------------------
 
 // Hash of what, besides the text, decides the executable: the compile
-// options bytes and the plugin's identity. Computed once (rt->mu held).
+// options bytes, the plugin's identity and XLA_FLAGS (the plugin reads its
+// debug options from it: a persistent entry compiled under other flags was
+// reused before). Computed once (rt->mu held).
 static tt_status compile_env(tt_runtime *rt, const uint64_t **out) {
   *out = tt_prog_cache_env(rt->progs);
   if (*out) return NULL;
   void *opts = NULL;
   size_t opts_len = 0;
   TT_RETURN_IF_ERROR(tt_pjrt_compile_options(&opts, &opts_len));
+  const char *flags = getenv("XLA_FLAGS");
   tt_buf b;
   tt_buf_init(&b);
   tt_buf_append_i64(&b, (int64_t)opts_len);
   tt_buf_append(&b, opts, opts_len);
-  tt_buf_printf(&b, "|%s|%s|%d.%d|%d|%s", rt->info.platform,
+  tt_buf_printf(&b, "|%s|%s|%d.%d|%d|%s|%s", rt->info.platform,
                 rt->info.platform_version, rt->info.api_major,
                 rt->info.api_minor, rt->info.device_count,
-                rt->info.device_kind ? rt->info.device_kind : "");
+                rt->info.device_kind ? rt->info.device_kind : "", flags ? flags : "");
   free(opts);
   if (!tt_buf_ok(&b)) {
     tt_buf_deinit(&b);
