@@ -19,6 +19,7 @@
 #include <ATen/native/transformers/attention.h>
 #include <c10/core/DefaultDtype.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
@@ -713,7 +714,7 @@ void resize_outs(Call &c) {
     const c10::IntArrayRef sizes(shapes[k].sizes, shapes[k].ndim);
     if (resize_range_out(c.info.name, t, sizes)) continue;
     if (!at::native::resize_output(t, sizes)) continue;
-    const auto strides = result_strides(c.info.layout, inputs, sizes);
+    const auto strides = result_strides(c.info.layout, inputs, static_cast<size_t>(k), sizes);
     if (!strides.empty()) t.as_strided_(sizes, strides);
   }
 }
@@ -899,10 +900,13 @@ void register_structured_ops(torch::Library &m) {
 // covers: no dropout (its backward draws no mask), no gradient for the mask,
 // batch dims that match, Hk dividing Hq only under enable_gqa. The rest take
 // the math path, unless the user turned it off too (then PyTorch reports no
-// viable backend). So do traced calls (fake or functional tensors, under
-// torch.compile): the fused op's meta kernel gives its outputs query's layout
-// and its gradients a [B, L, H, E] layout, while the core's results are dense
-// row-major, so a traced graph's views of them would not hold at run time.
+// viable backend). Under torch.compile, AOTAutograd traces with fake tensors
+// under its functionalization mode: those take the fused op for 4-d inputs,
+// the rank its meta kernel describes; its results' layouts (query's for the
+// output, [B, L, H] memory for logsumexp, [B, L, H, E] for the gradients) are
+// the ones shim/layout.cpp gives the core's results, so the traced graph's
+// views of them hold at run time. Other Python tensors in eager code (DTensor:
+// PyTorch has no sharding strategy for the CPU flash op) take the math path.
 int64_t fused_sdp_choice(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v,
                          const std::optional<at::Tensor> &mask, double dropout_p,
                          bool /*is_causal*/, std::optional<double> /*scale*/, bool enable_gqa) {
@@ -910,9 +914,12 @@ int64_t fused_sdp_choice(const at::Tensor &q, const at::Tensor &k, const at::Ten
       tt_op_lookup("aten::_scaled_dot_product_flash_attention_for_cpu") >= 0 &&
       tt_op_lookup("aten::_scaled_dot_product_flash_attention_for_cpu_backward") >= 0;
   const int64_t r = q.dim();
-  const c10::DispatchKeySet traced({c10::DispatchKey::Python, c10::DispatchKey::Functionalize});
+  const bool python = q.key_set().has(c10::DispatchKey::Python);
+  const bool functional = c10::impl::TorchDispatchModeTLS::get_mode(
+                              c10::impl::TorchDispatchModeKey::FUNCTIONAL)
+                              .has_value();
   bool fits = lowered && at::globalContext().userEnabledFlashSDP() && dropout_p == 0.0 &&
-              !q.key_set().has_any(traced) &&
+              (!python || (functional && r == 4)) &&
               !q.is_nested() && !k.is_nested() && !v.is_nested() && r >= 3 &&
               k.dim() == r && v.dim() == r && !(mask && mask->defined() && mask->requires_grad());
   for (int64_t d = 0; fits && d < r - 3; d++) fits = k.size(d) == q.size(d) && v.size(d) == q.size(d);

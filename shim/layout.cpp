@@ -9,7 +9,12 @@
 // - pointwise ops (PyTorch's `pointwise` tag, and dropout): TensorIterator's
 //   rule — the output is dense, its dims ordered as the inputs' strides order
 //   them (TensorIteratorBase::reorder_dimensions), with its fast paths (all
-//   inputs contiguous, all channels_last, all dense with equal strides).
+//   inputs contiguous, all channels_last, all dense with equal strides);
+// - the CPU flash attention kernels (_scaled_dot_product_flash_attention_for_cpu
+//   and its backward): the output laid out like query (empty_like), the
+//   logsumexp [B, H, L] with [B, L, H] memory, the gradients [B, L, H, E]
+//   memory. Their meta kernels say the same, so graphs traced through them
+//   (torch.compile) view the results as the device lays them out.
 // A result whose layout differs is copied once on the device into the
 // layout; when every input is contiguous nothing is done.
 #include "shim.h"
@@ -185,18 +190,51 @@ Dims pointwise_strides(c10::ArrayRef<c10::IValue> args, c10::IntArrayRef shape) 
   return out;
 }
 
+// Dense strides of `shape` with its dims in memory order `order` (outermost
+// first).
+Dims dense_in_order(c10::IntArrayRef shape, c10::IntArrayRef order) {
+  Dims st(shape.size());
+  int64_t step = 1;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    st[*it] = step;
+    step *= std::max<int64_t>(shape[*it], 1);
+  }
+  return st;
+}
+
+// The flash attention kernel's result layouts (4-d only; see the file comment).
+Dims attention_strides(c10::ArrayRef<c10::IValue> args, size_t index, c10::IntArrayRef shape) {
+  static const int64_t kBLH[] = {0, 2, 1};
+  if (index == 1) return shape.size() == 3 ? dense_in_order(shape, kBLH) : Dims{};  // logsumexp
+  if (index != 0 || shape.size() != 4 || args.empty() || !is_tpu_tensor(args[0])) return {};
+  const at::Tensor &q = args[0].toTensor();  // empty_like(query): its dim order, when dense
+  if (q.dim() != 4 || !q.is_non_overlapping_and_dense() || row_major(q)) return {};
+  Dims order = {0, 1, 2, 3};
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return q.stride(a) > q.stride(b); });
+  return dense_in_order(shape, order);
+}
+
 }  // namespace
 
 ResultLayout result_layout(const c10::OperatorHandle &op, const std::string &name) {
   if (follows_input_format(name)) return ResultLayout::kInputFormat;
   if (name == "aten::cat" || name == "aten::cat.out") return ResultLayout::kListFormat;
+  if (name == "aten::_scaled_dot_product_flash_attention_for_cpu") return ResultLayout::kAttention;
+  if (name == "aten::_scaled_dot_product_flash_attention_for_cpu_backward")
+    return ResultLayout::kAttentionBackward;
   if (op.hasTag(at::Tag::pointwise) || name.rfind("aten::native_dropout", 0) == 0 ||
       name.rfind("aten::bernoulli", 0) == 0)
     return ResultLayout::kPointwise;
   return ResultLayout::kContiguous;
 }
 
-Dims result_strides(ResultLayout how, c10::ArrayRef<c10::IValue> inputs, c10::IntArrayRef shape) {
+Dims result_strides(ResultLayout how, c10::ArrayRef<c10::IValue> inputs, size_t index,
+                    c10::IntArrayRef shape) {
+  static const int64_t kBLHE[] = {0, 2, 1, 3};
+  if (how == ResultLayout::kAttention) return attention_strides(inputs, index, shape);
+  if (how == ResultLayout::kAttentionBackward)
+    return shape.size() == 4 ? dense_in_order(shape, kBLHE) : Dims{};
   if (how == ResultLayout::kInputFormat) return format_strides(inputs, shape);
   if (how == ResultLayout::kListFormat) return list_format_strides(inputs, shape);
   if (how == ResultLayout::kPointwise && shape.size() >= 2) return pointwise_strides(inputs, shape);
@@ -205,8 +243,9 @@ Dims result_strides(ResultLayout how, c10::ArrayRef<c10::IValue> inputs, c10::In
 
 void lay_out_results(ResultLayout how, c10::ArrayRef<c10::IValue> inputs,
                      c10::SmallVectorImpl<at::Tensor> &results) {
-  for (at::Tensor &r : results) {
-    const Dims st = result_strides(how, inputs, r.sizes());
+  for (size_t i = 0; i < results.size(); i++) {
+    at::Tensor &r = results[i];
+    const Dims st = result_strides(how, inputs, i, r.sizes());
     if (st.empty() || r.strides() == c10::IntArrayRef(st)) continue;
     at::Tensor laid = at::empty_strided(r.sizes(), st, r.options());
     laid.copy_(r);

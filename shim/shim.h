@@ -115,12 +115,14 @@ enum class ResultLayout {
   kInputFormat,  // a channels_last input's memory format (convolution, pooling, ...)
   kListFormat,   // the common memory format of a Tensor[] argument's tensors (cat)
   kPointwise,    // TensorIterator's rule: the inputs' dim order, dense
+  kAttention,          // the CPU flash attention kernel's: output like query, logsumexp [B, L, H]
+  kAttentionBackward,  // its backward's: gradients in [B, L, H, E] memory
 };
 ResultLayout result_layout(const c10::OperatorHandle &op, const std::string &name);
-// The strides `how` gives a result of `shape` for the op's `inputs` (its
-// arguments, written ones left out); empty for row-major.
+// The strides `how` gives result `index` of `shape` for the op's `inputs`
+// (its arguments, written ones left out); empty for row-major.
 c10::SmallVector<int64_t, 8> result_strides(ResultLayout how, c10::ArrayRef<c10::IValue> inputs,
-                                            c10::IntArrayRef shape);
+                                            size_t index, c10::IntArrayRef shape);
 // Re-lays fresh results out as `how` says (one device copy per result whose
 // layout changes, none otherwise).
 void lay_out_results(ResultLayout how, c10::ArrayRef<c10::IValue> inputs,

@@ -16,6 +16,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import torchtpu
 from torchtpu import _core
+from torchtpu import compile as tpu_compile
 from torchtpu.testing import native_only
 
 T = lambda t: t.to("tpu")  # noqa: E731
@@ -95,6 +96,28 @@ def test_sdpa_fused_matches_cpu(case):
     close(out_t, out, 1e-5)
     for gt, gc in zip(grads_t, grads):
         close(gt, gc, 1e-4)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "bshd"])
+def test_flash_results_have_cpu_layouts(layout):
+    # The CPU kernels lay the output out like query, logsumexp as [B, L, H]
+    # memory and the gradients as [B, L, H, E] memory; traced graphs rely on
+    # it (the meta kernels say the same).
+    q, k, v = qkv(2, 3, 3, 5, 5, 4)
+    if layout == "bshd":
+        q, k, v = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v))
+    flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+    backward = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
+    for dev in ("cpu", "tpu"):
+        ins = [t.to(dev) for t in (q, k, v)]
+        out, lse = flash(*ins, 0.0, True)
+        grads = backward(torch.ones_like(out), *ins, out, lse, 0.0, True)
+        if dev == "cpu":
+            want = [(x, x.stride()) for x in (out, lse, *grads)]
+            continue
+        for got, (ref, stride) in zip((out, lse, *grads), want):
+            assert got.stride() == stride
+            close(got, ref, 1e-5)
 
 
 def test_sdpa_bfloat16():
@@ -207,20 +230,39 @@ def test_native_dropout_edges():
     torch.testing.assert_close(half.cpu(), x * hmask.cpu() * 2)
 
 
-def test_sdpa_under_torch_compile():
-    # Traced calls take the math path (the fused op's meta strides differ
-    # from the core's dense results); the graph still runs natively.
-    def f(q, k, v):
+@pytest.mark.parametrize("checkpointed", [False, True])
+def test_sdpa_under_torch_compile(checkpointed, monkeypatch):
+    # AOTAutograd's traced calls take the fused op too (its results' layouts
+    # are the meta kernel's), forward and backward, also when activation
+    # checkpointing recomputes it (its random-state wrappers are dropped: no
+    # dropout, nothing drawn).
+    def attend(q, k, v):
         out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
                                              v.transpose(1, 2), is_causal=True)
         return out.transpose(1, 2).reshape(q.shape[0], q.shape[1], -1)
 
+    def f(q, k, v):
+        if checkpointed:
+            return torch.utils.checkpoint.checkpoint(attend, q, k, v, use_reentrant=False)
+        return attend(q, k, v)
+
     q, k, v = (t.transpose(1, 2).contiguous() for t in qkv(2, 2, 2, 6, 6, 8))
     ins = [T(t).requires_grad_() for t in (q, k, v)]
     ref = [t.clone().requires_grad_() for t in (q, k, v)]
+    graphs = []
+    drop = tpu_compile._drop_rng_wrappers
+
+    def spy(gm):  # sees each graph the backend compiles
+        graphs.append(gm.code)
+        return drop(gm)
+
+    monkeypatch.setattr(tpu_compile, "_drop_rng_wrappers", spy)
+    torch._dynamo.reset()
     with native_only():
         out = torch.compile(f, backend="tpu")(*ins)
         out.sum().backward()
+    assert any("_scaled_dot_product_flash_attention_for_cpu.default" in g for g in graphs)
+    assert any("_scaled_dot_product_flash_attention_for_cpu_backward" in g for g in graphs)
     expect = f(*ref)
     expect.sum().backward()
     close(out.detach(), expect.detach(), 1e-5)

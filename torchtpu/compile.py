@@ -320,6 +320,60 @@ def _fresh_result(node):
             and not target._schema.is_mutable)
 
 
+# --- random-state wrappers of recomputed ops ------------------------------------------------
+#
+# Under activation checkpointing, AOTAutograd wraps every op tagged
+# nondeterministic_seeded that the backward recomputes in
+# rng_prims.run_and_save_rng_state / run_with_rng_state, so the recomputation
+# draws the forward's numbers. PyTorch implements those for cuda, cpu, hpu
+# and xpu only ("Backend not supported for tpu"). The CPU flash-attention op
+# the tpu SDPA picks carries the tag for its dropout; without dropout it
+# draws nothing, so its wrappers are dropped: the op runs as itself and the
+# saved state is an empty placeholder. Ops that do draw numbers keep the
+# wrappers (and PyTorch's error).
+
+_ATTENTION_OPS = ("_scaled_dot_product_flash_attention_for_cpu",)
+
+
+def _draws_nothing(op, args, kwargs):
+    """True for an attention op called with dropout_p == 0."""
+    name = getattr(op, "_schema", None) and op._schema.name.split("::")[-1]
+    if name not in _ATTENTION_OPS:
+        return False
+    dropout = args[3] if len(args) > 3 else kwargs.get("dropout_p", 0.0)
+    return dropout == 0.0
+
+
+def _run_and_save_no_state(op, *args, **kwargs):
+    out = op(*args, **kwargs)
+    return torch.empty(0, dtype=torch.uint8, device=args[0].device), out
+
+
+def _run_with_no_state(state, op, *args, **kwargs):
+    del state
+    return op(*args, **kwargs)
+
+
+def _drop_rng_wrappers(gm):
+    """Replaces the random-state wrappers of ops that draw nothing (above)."""
+    from torch._prims import rng_prims
+
+    save = getattr(rng_prims, "run_and_save_rng_state", None)
+    restore = getattr(rng_prims, "run_with_rng_state", None)
+    changed = False
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or node.target not in (save, restore):
+            continue
+        rest = node.args if node.target is save else node.args[1:]
+        op, args = rest[0], rest[1:]
+        if _draws_nothing(op, args, node.kwargs):
+            node.target = _run_and_save_no_state if node.target is save else _run_with_no_state
+            changed = True
+    if changed:
+        gm.recompile()
+    return gm
+
+
 def _match_traced_layouts(gm):
     """Inserts _match_layout after every op whose traced result is strided."""
     graph = gm.graph
@@ -349,7 +403,7 @@ def _compiler(kind, options):
         del example_inputs
         _stats["graphs"] += 1
         _stats[kind] += 1
-        gm = _match_traced_layouts(gm)
+        gm = _match_traced_layouts(_drop_rng_wrappers(gm))
         fused = _fused_runner() if use_fused else None
         if any(_is_collective(n) for n in gm.graph.nodes):
             return _SegmentedGraph(gm, kind, fused, use_replay)
