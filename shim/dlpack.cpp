@@ -46,19 +46,29 @@ struct Export {
   AnyDeleter deleter;
 };
 
-std::mutex g_mu;
-std::unordered_map<const void *, Export> g_exports;  // by DLManagedTensor(Versioned)*
-std::unordered_map<const tt_storage *, int64_t> g_live;  // live exports per handle
+struct Registry {
+  std::mutex mu;
+  std::unordered_map<const void *, Export> exports;  // by DLManagedTensor(Versioned)*
+  std::unordered_map<const tt_storage *, int64_t> live;  // live exports per handle
+};
+
+// Never destroyed: an importer's storage may go during teardown, after
+// static destructors.
+Registry &registry() {
+  static auto *r = new Registry();
+  return *r;
+}
 
 // Drops the entry of `managed`; returns its producer's deleter.
 AnyDeleter forget(const void *managed) {
-  std::lock_guard<std::mutex> lock(g_mu);
-  auto it = g_exports.find(managed);
-  if (it == g_exports.end()) return nullptr;
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.exports.find(managed);
+  if (it == r.exports.end()) return nullptr;
   const Export e = it->second;
-  g_exports.erase(it);
-  auto live = g_live.find(e.storage);
-  if (live != g_live.end() && --live->second == 0) g_live.erase(live);
+  r.exports.erase(it);
+  auto live = r.live.find(e.storage);
+  if (live != r.live.end() && --live->second == 0) r.live.erase(live);
   return e.deleter;
 }
 
@@ -88,10 +98,11 @@ void adopt(T *managed, const at::Tensor &source) {
               "tpu dlpack: the capsule does not hold the tensor it was made from");
   AnyDeleter producer = reinterpret_cast<AnyDeleter>(managed->deleter);
   {
-    std::lock_guard<std::mutex> lock(g_mu);
-    TORCH_CHECK(g_exports.count(managed) == 0, "tpu dlpack: capsule exported twice");
-    g_exports[managed] = Export{s, producer};
-    g_live[s]++;
+    Registry &r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    TORCH_CHECK(r.exports.count(managed) == 0, "tpu dlpack: capsule exported twice");
+    r.exports[managed] = Export{s, producer};
+    r.live[s]++;
   }
   dl.data = s;
   dl.byte_offset = static_cast<uint64_t>(offset);
@@ -114,9 +125,10 @@ void dlpack_export(const at::Tensor &source, int64_t managed, bool versioned) {
 }  // namespace
 
 tt_storage *export_storage(const void *data) {
-  std::lock_guard<std::mutex> lock(g_mu);
-  auto it = g_live.find(static_cast<const tt_storage *>(data));
-  return it == g_live.end() ? nullptr : const_cast<tt_storage *>(it->first);
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.live.find(static_cast<const tt_storage *>(data));
+  return it == r.live.end() ? nullptr : const_cast<tt_storage *>(it->first);
 }
 
 }  // namespace torchtpu
