@@ -87,8 +87,8 @@ void adopt(T *managed, const at::Tensor &source) {
   TORCH_CHECK(dl.device.device_type == kDLExtDev, "tpu dlpack: the capsule is not on a tpu device");
   const c10::StorageImpl *impl = source.storage().unsafeGetStorageImpl();
   tt_storage *s = storage_handle(impl);
-  // No elements: PyTorch exports no address (DLPack asks for NULL), and the
-  // importer's storage of zero bytes needs no handle (storage_handle).
+  // No elements: nothing to alias; the importer's storage has zero bytes,
+  // which storage_handle accepts without a handle.
   if (s == nullptr || source.numel() == 0) return;
   auto *base = static_cast<char *>(
       const_cast<c10::StorageImpl *>(impl)->_mutable_data_ptr_no_checks().get());
@@ -111,6 +111,7 @@ void adopt(T *managed, const at::Tensor &source) {
 
 // managed: the DLManagedTensor (versioned: DLManagedTensorVersioned) inside
 // a capsule PyTorch just made from `source`, a tpu tensor, not consumed yet.
+// Internal: only torchtpu/_dlpack.py calls it, with the capsule's pointer.
 void dlpack_export(const at::Tensor &source, int64_t managed, bool versioned) {
   TORCH_CHECK(is_tpu(source), "tpu dlpack: expected a tpu tensor, got one on ", source.device());
   TORCH_CHECK(managed != 0, "tpu dlpack: no capsule");

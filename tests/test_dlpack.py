@@ -245,6 +245,9 @@ def test_across_devices():
     torch.testing.assert_close(got, x)
     got = torch.from_dlpack(t.__dlpack__(dl_device=(tud.DLDeviceType.kDLExtDev, 0)))
     assert got.data_ptr() == t.data_ptr()  # its own device: an alias
+    # NumPy asks for a CPU copy with device="cpu" (and refuses the device otherwise)
+    np = pytest.importorskip("numpy")
+    np.testing.assert_array_equal(np.from_dlpack(t[1:], device="cpu"), x[1:].numpy())
 
 
 # --- errors -------------------------------------------------------------------------
