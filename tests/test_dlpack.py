@@ -275,7 +275,8 @@ def test_errors_as_on_cpu():
     same_error(lambda d: torch.ones(3, dtype=torch.complex64, device=d).conj().__dlpack__)
     same_error(lambda d: lambda: torch.ones(3, device=d).__dlpack__(stream=object()))
     same_error(lambda d: lambda: torch.ones(3, device=d).__dlpack__(copy=1))
-    same_error(lambda d: lambda: torch.ones(3, device=d).__dlpack__(dl_device="x"))
+    for bad in ["x", (12.0, 0), (12,), (True, 0), (12, 0, 1)]:
+        same_error(lambda d: lambda: torch.ones(3, device=d).__dlpack__(dl_device=bad))
     same_error(lambda d: lambda: tud.to_dlpack(torch.ones(3, device=d), 5))
 
     def twice(d):

@@ -20,15 +20,16 @@ devices) stays PyTorch's. Exports are not a hot path; ops never come here.
 """
 import ctypes
 import functools
+import numbers
 
 import torch
 from torch.overrides import has_torch_function_unary
 
 _KDL_EXT_DEV = 12  # DLDeviceType.kDLExtDev: PrivateUse1 in PyTorch's DLConvertor
 
-_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-_capsule_pointer.restype = ctypes.c_void_p
-_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+# Our own prototype: ctypes.pythonapi's function objects are shared.
+_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", ctypes.pythonapi))
 
 
 def _backend():
@@ -45,13 +46,12 @@ def _source(tensor, dl_device, copy):
     if dl_device is None:
         target = tensor.device
     else:
-        try:
-            kind, index = int(dl_device[0]), int(dl_device[1])
-        except (TypeError, ValueError, IndexError):
+        if not (isinstance(dl_device, (tuple, list)) and len(dl_device) == 2 and all(
+                isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in dl_device)):
+            return None  # PyTorch's parser says what is wrong
+        if int(dl_device[0]) != _KDL_EXT_DEV:
             return None
-        if kind != _KDL_EXT_DEV:
-            return None
-        target = torch.device(_backend(), index)
+        target = torch.device(_backend(), int(dl_device[1]))
     if target.type != _backend():
         return None
     if target != tensor.device:
