@@ -306,10 +306,13 @@ tt_storage *storage_handle(const c10::StorageImpl *storage) {
   auto *impl = const_cast<c10::StorageImpl *>(storage);
   const c10::DataPtr &dp = impl->_mutable_data_ptr_no_checks();
   if (dp.get() == nullptr && dp.get_context() == nullptr) return nullptr;
-  TORCH_CHECK(dp.get_deleter() == &delete_storage,
-              "tpu: this storage was not allocated by the tpu allocator "
+  if (dp.get_deleter() == &delete_storage) return static_cast<tt_storage *>(dp.get_context());
+  // PyTorch's storage around an imported DLPack capsule of a tpu tensor: its
+  // data pointer is the exported tt_storage handle (dlpack.cpp).
+  if (tt_storage *s = export_storage(dp.get())) return s;
+  if (storage->nbytes() == 0) return nullptr;  // nothing to read or write
+  TORCH_CHECK(false, "tpu: this storage was not allocated by the tpu allocator "
               "(device ", dp.device(), ")");
-  return static_cast<tt_storage *>(dp.get_context());
 }
 
 namespace {

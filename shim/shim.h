@@ -54,8 +54,14 @@ c10::Allocator *allocator();
 
 // The tt_storage behind a tpu StorageImpl (NULL for a storage that never got
 // one, e.g. a zero-byte storage made elsewhere). Throws when the storage was
-// not made by our allocator.
+// not made by our allocator; a storage PyTorch made when it imported a
+// DLPack capsule of a tpu tensor (torch.from_dlpack, torch.asarray) counts
+// as ours when its data pointer is a handle that dlpack.cpp exported.
 tt_storage *storage_handle(const c10::StorageImpl *storage);
+
+// The tt_storage whose handle is `data` while a DLPack export of it lives
+// (dlpack.cpp); NULL otherwise.
+tt_storage *export_storage(const void *data);
 
 // Grows (never shrinks) a tpu storage to `nbytes`, keeping its contents.
 void grow_storage(c10::StorageImpl *storage, size_t nbytes);

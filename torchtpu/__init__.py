@@ -31,6 +31,10 @@ torch.utils.rename_privateuse1_backend("tpu")
 torch._register_device_module("tpu", tpu)
 torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
 
+from . import _dlpack  # noqa: E402
+
+_dlpack.install()  # torch.from_dlpack / to_dlpack / asarray(capsule) alias tpu tensors
+
 from . import amp  # noqa: E402
 
 amp.install(tpu)  # torch.autocast("tpu", dtype=torch.bfloat16)
