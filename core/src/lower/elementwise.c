@@ -231,12 +231,66 @@ static tt_status lower_fmod(tt_lower_ctx *c) {
   return out(c, tt_lower_bin(c, TT_HLO_REM, v[0], v[1]), rt);
 }
 
+// The exponents PyTorch's CPU kernels special-case for a float tensor to a
+// real Scalar power, computed as they do: a general powf per element costs
+// far more (RMSNorm's x.pow(2) was 6% of a compiled llama step) and rounds
+// differently. pow_Tensor_Scalar_out: 0 fills ones, 1 copies (every dtype);
+// pow_tensor_scalar_kernel: 0.5, -0.5, -1 are sqrt, 1 / sqrt, 1 / x for
+// float, double and bfloat16 (one rounding), and 2, 3, -2 are x * x,
+// x * x * x, 1 / (x * x) for float and double, and for bfloat16 in its own
+// arithmetic (each step rounded); half takes the general pow. The exponent
+// stays a runtime argument; its class is the program's variant
+// (tt_variant_fn).
+enum { POW_GENERAL, POW_0, POW_1, POW_2, POW_3, POW_HALF, POW_NEG_HALF, POW_NEG_1, POW_NEG_2 };
+
+static int64_t pow_class(const tt_value *self, const tt_value *e) {
+  static const double kExp[] = {0, 0, 1, 2, 3, 0.5, -0.5, -1, -2};
+  if (self->kind != TT_VALUE_TENSOR || !tt_dtype_is_float(self->u.tensor.dtype) ||
+      e->kind != TT_VALUE_SCALAR || tt_dtype_is_complex(e->u.scalar.dtype))
+    return POW_GENERAL;
+  bool is_float = tt_dtype_is_float(e->u.scalar.dtype);
+  double v = is_float ? e->u.scalar.f : (double)e->u.scalar.i;
+  int64_t cls = POW_GENERAL;
+  for (int k = POW_0; k <= POW_NEG_2 && cls == POW_GENERAL; k++)
+    if (v == kExp[k]) cls = k;
+  if (self->u.tensor.dtype == TT_F16 && cls != POW_0 && cls != POW_1) return POW_GENERAL;
+  return cls;
+}
+
+// v rounded to the 16-bit result dtype rt and back (bfloat16 arithmetic's
+// rounding of each step); v itself for wider dtypes.
+static tt_hv round_step(tt_lower_ctx *c, tt_hv v, tt_dtype rt) {
+  if (tt_opmath(rt) == rt) return v;
+  tt_hlo *b = tt_lower_hlo(c);
+  return tt_hlo_convert(b, tt_hlo_convert(b, v, rt), tt_opmath(rt));
+}
+
+static int64_t pow_variant(const tt_op_call *call) {
+  return call->nargs < 2 ? POW_GENERAL : pow_class(&call->args[0], &call->args[1]);
+}
+
 static tt_status lower_pow(tt_lower_ctx *c) {
   tt_dtype rt;
   tt_hv v[2];
   TT_RETURN_IF_ERROR(two(c, false, &rt, v));
   if (rt == TT_BOOL) return tt_lower_fail(c, TT_UNIMPLEMENTED, "bool pow");
-  return out(c, tt_lower_bin(c, TT_HLO_POW, v[0], v[1]), rt);
+  tt_hv x = v[0], r;
+  switch (pow_class(tt_lower_arg(c, 0), tt_lower_arg(c, 1))) {
+    case POW_0: r = k(c, x, 1); break;
+    case POW_1: r = x; break;
+    case POW_2: r = tt_lower_bin(c, TT_HLO_MUL, x, x); break;
+    case POW_3:
+      r = tt_lower_bin(c, TT_HLO_MUL, round_step(c, tt_lower_bin(c, TT_HLO_MUL, x, x), rt), x);
+      break;
+    case POW_HALF: r = un(c, TT_HLO_SQRT, x); break;
+    case POW_NEG_HALF: r = tt_lower_bin(c, TT_HLO_DIV, k(c, x, 1), un(c, TT_HLO_SQRT, x)); break;
+    case POW_NEG_1: r = tt_lower_bin(c, TT_HLO_DIV, k(c, x, 1), x); break;
+    case POW_NEG_2:
+      r = tt_lower_bin(c, TT_HLO_DIV, k(c, x, 1), round_step(c, tt_lower_bin(c, TT_HLO_MUL, x, x), rt));
+      break;
+    default: r = tt_lower_bin(c, TT_HLO_POW, x, v[1]); break;
+  }
+  return out(c, r, rt);
 }
 
 // --- unary math ---------------------------------------------------------------------------------
@@ -1506,3 +1560,11 @@ static const tt_rule_check kChecks[] = {
     {"aten::pow.Tensor_Scalar_out", check_pow_scalar},
 };
 const tt_rule_checks tt_checks_elementwise = {kChecks, (int)(sizeof kChecks / sizeof kChecks[0])};
+
+static const tt_rule_variant kVariants[] = {
+    {"aten::pow.Tensor_Scalar", pow_variant},
+    {"aten::pow_.Scalar", pow_variant},
+    {"aten::pow.Tensor_Scalar_out", pow_variant},
+};
+const tt_rule_variants tt_variants_elementwise = {kVariants,
+                                                  (int)(sizeof kVariants / sizeof kVariants[0])};

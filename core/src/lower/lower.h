@@ -68,6 +68,23 @@ typedef struct tt_rule_checks {
   int n;
 } tt_rule_checks;
 
+// The program variant a call's argument values select, for the few rules
+// that specialise on a runtime value PyTorch's own kernels special-case
+// (pow's exponent 2 is x * x, not a powf call per element): a small number,
+// 0 for the general program, appended to the op's signature; the rule's
+// lowering derives the same variant from its arguments.
+typedef int64_t (*tt_variant_fn)(const tt_op_call *call);
+
+// A family's variant functions, by rule name (lower/table.c attaches them).
+typedef struct tt_rule_variant {
+  const char *name;
+  tt_variant_fn variant;
+} tt_rule_variant;
+typedef struct tt_rule_variants {
+  const tt_rule_variant *items;
+  int n;
+} tt_rule_variants;
+
 // The value of a call's Scalar, float or int argument i as a double; false
 // when it is absent or None (for tt_check_fn).
 bool tt_call_number(const tt_op_call *call, int i, double *out);
@@ -88,6 +105,7 @@ typedef struct tt_rule_table {
 
 const tt_rule *tt_rule_get(int32_t op);  // NULL when out of range
 tt_check_fn tt_rule_check_get(int32_t op);   // NULL when the op has none
+tt_variant_fn tt_rule_variant_get(int32_t op);  // NULL when the op has none
 
 // Registers an extra rule at run time (tests, custom kernels). Returns its id;
 // a name that already exists is replaced (its id kept).
@@ -292,6 +310,7 @@ tt_status tt_lower_check_nonempty(tt_lower_ctx *c, const tt_hlo_type *t, int fir
 extern const tt_rule_table tt_rules_elementwise;
 // Families with argument checks export them too.
 extern const tt_rule_checks tt_checks_elementwise;
+extern const tt_rule_variants tt_variants_elementwise;
 extern const tt_rule_checks tt_checks_random;
 extern const tt_rule_checks tt_checks_select;
 extern const tt_rule_table tt_rules_reduction;

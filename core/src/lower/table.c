@@ -37,6 +37,9 @@ static const tt_rule_checks *const kChecks[] = {&tt_checks_elementwise, &tt_chec
                                                  &tt_checks_select};
 enum { kNumChecks = (int)(sizeof kChecks / sizeof kChecks[0]) };
 
+static const tt_rule_variants *const kVariants[] = {&tt_variants_elementwise};
+enum { kNumVariants = (int)(sizeof kVariants / sizeof kVariants[0]) };
+
 #define MAX_RULES 4096
 
 // Process-wide registry. `slots` are published with release stores so that
@@ -46,10 +49,11 @@ static struct {
   pthread_mutex_t mu;
   const tt_rule *slots[MAX_RULES];
   tt_check_fn checks[MAX_RULES];  // per id; set with its slot
+  tt_variant_fn variants[MAX_RULES];  // per id; set with its slot
   int32_t count;
   int32_t sorted[MAX_RULES];  // ids ordered by name (first id wins on ties)
   int32_t nsorted;
-} g = {PTHREAD_ONCE_INIT, PTHREAD_MUTEX_INITIALIZER, {0}, {0}, 0, {0}, 0};
+} g = {PTHREAD_ONCE_INIT, PTHREAD_MUTEX_INITIALIZER, {0}, {0}, {0}, 0, {0}, 0};
 
 static int32_t find_locked(const char *name);
 
@@ -71,6 +75,11 @@ static void build(void) {
     for (int i = 0; i < kChecks[f]->n; i++) {
       int32_t id = find_locked(kChecks[f]->items[i].name);
       if (id >= 0) g.checks[id] = kChecks[f]->items[i].check;
+    }
+  for (int f = 0; f < kNumVariants; f++)
+    for (int i = 0; i < kVariants[f]->n; i++) {
+      int32_t id = find_locked(kVariants[f]->items[i].name);
+      if (id >= 0) g.variants[id] = kVariants[f]->items[i].variant;
     }
   __atomic_store_n(&g.count, n, __ATOMIC_RELEASE);
 }
@@ -129,6 +138,12 @@ tt_check_fn tt_rule_check_get(int32_t op) {
   ensure_built();
   if (op < 0 || op >= __atomic_load_n(&g.count, __ATOMIC_ACQUIRE)) return NULL;
   return __atomic_load_n(&g.checks[op], __ATOMIC_ACQUIRE);
+}
+
+tt_variant_fn tt_rule_variant_get(int32_t op) {
+  ensure_built();
+  if (op < 0 || op >= __atomic_load_n(&g.count, __ATOMIC_ACQUIRE)) return NULL;
+  return __atomic_load_n(&g.variants[op], __ATOMIC_ACQUIRE);
 }
 
 const char *tt_op_name(int32_t op) {
@@ -239,7 +254,11 @@ int32_t tt_op_register_alias(const char *name, const char *existing_name) {
   const tt_rule *r = tt_rule_get(existing);
   if (!name || !r) return -1;
   tt_check_fn check = tt_rule_check_get(existing);
+  tt_variant_fn variant = tt_rule_variant_get(existing);
   int32_t id = tt_rule_register(name, r->fn, r->flags);
-  if (id >= 0) __atomic_store_n(&g.checks[id], check, __ATOMIC_RELEASE);
+  if (id >= 0) {
+    __atomic_store_n(&g.checks[id], check, __ATOMIC_RELEASE);
+    __atomic_store_n(&g.variants[id], variant, __ATOMIC_RELEASE);
+  }
   return id;
 }

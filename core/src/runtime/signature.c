@@ -75,4 +75,6 @@ void tt_signature_build(tt_buf *b, const tt_op_call *call,
   int slot = 0;
   for (int i = 0; i < call->nargs; i++)
     sig_value(b, &call->args[i], values, slots, &slot);
+  tt_variant_fn variant = tt_rule_variant_get(call->op);
+  if (variant) tt_buf_append_i64(b, variant(call));
 }
