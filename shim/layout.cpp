@@ -37,7 +37,8 @@ bool follows_input_format(const std::string &name) {
       "aten::convolution", "aten::max_pool", "aten::avg_pool2d", "aten::_adaptive_avg_pool2d",
       "aten::adaptive_max_pool2d", "aten::upsample_", "aten::_upsample_", "aten::native_batch_norm",
       "aten::_native_batch_norm_legit", "aten::_batch_norm_with_update",
-      "aten::_batch_norm_no_update", "aten::batch_norm_backward",
+      "aten::_batch_norm_no_update", "aten::batch_norm_backward", "aten::batch_norm_elemt",
+      "aten::batch_norm_backward_elemt",
   };
   for (const char *p : kPrefixes) {
     if (name.rfind(p, 0) == 0) return true;
