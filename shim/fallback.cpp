@@ -907,6 +907,9 @@ void register_structured_ops(torch::Library &m) {
 // the ones shim/layout.cpp gives the core's results, so the traced graph's
 // views of them hold at run time. Other Python tensors in eager code (DTensor:
 // PyTorch has no sharding strategy for the CPU flash op) take the math path.
+// The fused op stands for every fused backend CUDA code may ask for
+// (sdpa_kernel(EFFICIENT_ATTENTION) or CUDNN_ATTENTION alone still gets a
+// fused kernel on "tpu", not "no available kernel").
 int64_t fused_sdp_choice(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v,
                          const std::optional<at::Tensor> &mask, double dropout_p,
                          bool /*is_causal*/, std::optional<double> /*scale*/, bool enable_gqa) {
@@ -918,7 +921,10 @@ int64_t fused_sdp_choice(const at::Tensor &q, const at::Tensor &k, const at::Ten
   const bool functional = c10::impl::TorchDispatchModeTLS::get_mode(
                               c10::impl::TorchDispatchModeKey::FUNCTIONAL)
                               .has_value();
-  bool fits = lowered && at::globalContext().userEnabledFlashSDP() && dropout_p == 0.0 &&
+  const at::Context &ctx = at::globalContext();
+  const bool fused = ctx.userEnabledFlashSDP() || ctx.userEnabledMemEfficientSDP() ||
+                     ctx.userEnabledCuDNNSDP();
+  bool fits = lowered && fused && dropout_p == 0.0 &&
               (!python || (functional && r == 4)) &&
               !q.is_nested() && !k.is_nested() && !v.is_nested() && r >= 3 &&
               k.dim() == r && v.dim() == r && !(mask && mask->defined() && mask->requires_grad());
@@ -926,8 +932,8 @@ int64_t fused_sdp_choice(const at::Tensor &q, const at::Tensor &k, const at::Ten
   fits = fits && k.size(-3) == v.size(-3) && k.size(-3) > 0 &&
          (q.size(-3) == k.size(-3) || (enable_gqa && q.size(-3) % k.size(-3) == 0));
   if (fits) return static_cast<int64_t>(at::SDPBackend::flash_attention);
-  return static_cast<int64_t>(at::globalContext().userEnabledMathSDP() ? at::SDPBackend::math
-                                                                         : at::SDPBackend::error);
+  return static_cast<int64_t>(ctx.userEnabledMathSDP() ? at::SDPBackend::math
+                                                        : at::SDPBackend::error);
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

@@ -268,3 +268,16 @@ def test_sdpa_under_torch_compile(checkpointed, monkeypatch):
     close(out.detach(), expect.detach(), 1e-5)
     for a, b in zip(ins, ref):
         close(a.grad, b.grad, 1e-4)
+
+
+@pytest.mark.parametrize("backend", [SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION])
+def test_cuda_fused_backends_take_the_fused_op(backend):
+    # CUDA code that asks for one fused backend still gets a fused kernel on
+    # tpu (the CPU would have none of these).
+    q, k, v = qkv(1, 2, 2, 5, 5, 8)
+    want = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    rec = OpRecorder()
+    with native_only(), sdpa_kernel([backend]), rec:
+        got = F.scaled_dot_product_attention(T(q), T(k), T(v), is_causal=True)
+    assert "aten::_scaled_dot_product_flash_attention_for_cpu" in rec.ops
+    close(got, want, 1e-5)
