@@ -99,6 +99,11 @@ build/tests/%: core/tests/%.c $(CORE_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(CORE_CFLAGS) -o $@ $< $(CORE_OBJS) $(CORE_LDLIBS)
 
+# bench/pjrt_floor: the plugin's own cost of a tiny op (bench/op_latency.py --floor).
+build/bench/%: bench/%.c $(CORE_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(CORE_CFLAGS) -o $@ $< $(CORE_OBJS) $(CORE_LDLIBS)
+
 # The sanitized core as a library, with a copy of the shim beside it (its
 # rpath $ORIGIN then finds this core): TORCHTPU_LIB_DIR=build/asan/lib and
 # libasan preloaded run Python tests over it (make pytest-asan).

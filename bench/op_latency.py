@@ -1,7 +1,7 @@
 """Per-op latency of tiny ops: torchtpu strict eager (cache hit) against the
 same op in PyTorch CPU eager, in one run.
 
-    python bench/op_latency.py [--size 1024] [--block-ms 0.3] [--rounds 41] [--busy N]
+    python bench/op_latency.py [--size 1024] [--block-ms 0.3] [--rounds 41] [--busy N] [--floor]
 
 Prints microseconds per op for each and their ratio (tpu / cpu; lower is
 better for torchtpu). The two are measured interleaved in short blocks
@@ -16,7 +16,11 @@ the CPU for the whole run (a loaded host: the per-op path must not depend
 on other threads getting a core quickly).
 
 On a machine without a TPU, "tpu" is XLA's CPU plugin, so this measures
-dispatch + PJRT launch overhead, not accelerator speed.
+dispatch + PJRT launch overhead, not accelerator speed. --floor also runs
+build/bench/pjrt_floor (made here with `make`): the plugin's own cost of the
+same float32[1024] add launched from C on resident buffers, no PyTorch and
+no runtime of ours, and prints it as a ratio to PyTorch's CPU add of this run
+(the lowest ratio any dispatch path over this plugin could reach).
 """
 import argparse
 import os
@@ -74,6 +78,8 @@ def main():
     p.add_argument("--rounds", type=int, default=41, help="cpu/tpu block pairs per op")
     p.add_argument("--busy", type=int, default=0,
                    help="start this many CPU-spinning processes for the run")
+    p.add_argument("--floor", action="store_true",
+                   help="also measure the plugin's own launch cost (build/bench/pjrt_floor)")
     a = p.parse_args()
 
     busy = start_busy(a.busy)
@@ -101,6 +107,26 @@ def main():
               f"{t[1]:>14.1f}{c[1]:>14.1f}")
     stats = torch.tpu._get_cache_stats()
     print(f"compiles {stats['compiles']}, signature hits {stats['sig_hits']}")
+    if a.floor:
+        print_floor(rows[0][2][0])
+
+
+def print_floor(cpu_add_us):
+    """Runs build/bench/pjrt_floor and prints its figures over PyTorch's CPU add."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    made = subprocess.run(["make", "-s", "-C", repo, "build/bench/pjrt_floor"],
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        print(f"plugin floor: not measured (make build/bench/pjrt_floor: {made.stderr.strip()[-200:]})")
+        return
+    import site
+    env = dict(os.environ, TORCHTPU_SITE_PACKAGES=":".join(site.getsitepackages()))
+    out = subprocess.run([os.path.join(repo, "build", "bench", "pjrt_floor")], env=env,
+                         capture_output=True, text=True)
+    for line in out.stdout.splitlines():
+        name, _, value = line.rpartition(":")
+        us = float(value.split()[0])
+        print(f"plugin floor, {name.strip()}: {us:.1f} us/op = {us / cpu_add_us:.1f}x PyTorch's CPU add")
 
 
 def run(a):
