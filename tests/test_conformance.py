@@ -807,3 +807,82 @@ def test_embedding_bag_with_gradients_is_native_and_checks_indices():
     psw = torch.randn(4, dtype=torch.float32)
     kc, rc = outcome(lambda d: F.embedding_bag(idx.to(d), w.to(d), offs.to(d), mode="sum", per_sample_weights=psw.to(d)), "tpu")
     assert kc == "raise" and "expected scalar type Double but found Float" in str(rc)
+
+
+# --- 14. overlapping writes, from test_torch's *_mem_overlap tests ---------------------------
+# The indexed writes and the gathers into out= refuse any alias between the
+# written tensor and an input, a full one too (ATen's assert_no_overlap);
+# index_fill_, index_put_ and masked_fill_ only warn about an expanded self;
+# masked_fill_'s 0-dim value may alias self.
+
+def _ind(d):
+    return torch.tensor([2, 1, 0], device=d)
+
+
+def _mask(d):
+    return torch.tensor([True, False, True, True, False, False], device=d)
+
+
+def _r(d, *shape):
+    return torch.arange(float(torch.Size(shape).numel()), device=d).reshape(shape)
+
+
+def _bmask(d):
+    m = _mask(d)
+    return m[1:].masked_fill_(m[:-1], False)
+
+
+OVERLAP_CASES = [
+    ("index_add_self_is_index", lambda d: (lambda i: i.index_add_(0, i, i.clone()))(_ind(d))),
+    ("index_add_self_is_source", lambda d: (lambda i: i.index_add_(0, i.clone(), i))(_ind(d))),
+    ("index_add_expanded", lambda d: _r(d, 1).expand(6).index_add_(0, _ind(d), _r(d, 3))),
+    ("index_copy_self_is_index", lambda d: (lambda i: i.index_copy_(0, i, i.clone()))(_ind(d))),
+    ("index_copy_partial", lambda d: (lambda y: y.index_copy_(0, _ind(d), y[:3]))(_r(d, 6))),
+    ("index_fill_self_is_index", lambda d: (lambda i: i.index_fill_(0, i, 0))(_ind(d))),
+    ("index_fill_value_aliases_self", lambda d: (lambda y: y.index_fill_(0, _ind(d), y[0]))(_r(d, 6))),
+    ("index_reduce_self_is_source", lambda d: (lambda y: y.index_reduce_(0, _ind(d), y, "prod"))(_r(d, 3))),
+    ("put_self_is_index", lambda d: (lambda i: i.put_(i, i))(_ind(d))),
+    ("put_partial", lambda d: (lambda y: y.put_(_ind(d), y[:3]))(_r(d, 6))),
+    ("index_put_self_is_index", lambda d: (lambda i: i.index_put_((i,), i.clone()))(_ind(d))),
+    ("index_put_self_is_values", lambda d: (lambda i: i.index_put_((i.clone(),), i))(_ind(d))),
+    ("index_put_0dim_value", lambda d: (lambda y: y.index_put_((_ind(d),), y[0]))(_r(d, 6))),
+    ("scatter_self_is_src", lambda d: (lambda s: s.scatter_(0, _ind(d), s))(_r(d, 3))),
+    ("scatter_self_is_index", lambda d: (lambda i: i.scatter_(0, i, 5))(_ind(d))),
+    ("scatter_add_self_is_src", lambda d: (lambda s: s.scatter_add_(0, _ind(d), s))(_r(d, 3))),
+    ("scatter_expanded", lambda d: _r(d, 1).expand(6).scatter_(0, _ind(d), _r(d, 3))),
+    ("masked_fill_partial_mask", _bmask),
+    ("masked_fill_full_mask", lambda d: (lambda m: m.masked_fill_(m, False))(_mask(d))),
+    ("masked_fill_value_aliases_self", lambda d: (lambda y: y.masked_fill_(_mask(d), y[0]))(_r(d, 6))),
+    ("masked_scatter_expanded", lambda d: _r(d, 1).expand(6).masked_scatter_(_mask(d), _r(d, 6))),
+    ("masked_scatter_self_is_mask", lambda d: (lambda m: m.masked_scatter_(m, m.clone()))(_mask(d))),
+    ("gather_out_is_self", lambda d: (lambda s: torch.gather(s, 0, _ind(d), out=s))(_r(d, 3))),
+    ("gather_out_is_index", lambda d: (lambda i: torch.gather(i.clone(), 0, i, out=i))(_ind(d))),
+    ("index_select_out_is_index", lambda d: (lambda i: torch.index_select(i.clone(), 0, i, out=i))(_ind(d))),
+    ("take_out_is_self", lambda d: (lambda s: torch.take(s, _ind(d), out=s))(_r(d, 3))),
+    ("masked_select_out_is_self", lambda d: (lambda s: torch.masked_select(s, s > 2, out=s))(_r(d, 6))),
+    ("cat_out_is_input", lambda d: (lambda s: torch.cat([s], out=s))(_r(d, 6))),
+    ("add_inplace_full_overlap_allowed", lambda d: (lambda s: s.add_(s))(_r(d, 6))),
+]
+
+
+@pytest.mark.parametrize("name,fn", OVERLAP_CASES, ids=[c[0] for c in OVERLAP_CASES])
+def test_overlapping_writes_like_cpu(name, fn):
+    assert_like_cpu(fn)
+
+
+EXPANDED_WARNING_CASES = [
+    ("index_fill_", lambda d: _r(d, 1).expand(6).index_fill_(0, _ind(d), 1.0)),
+    ("index_put_", lambda d: _r(d, 1).expand(6).index_put_((_ind(d),), _r(d, 3))),
+    ("index_put_", lambda d: _r(d, 1).expand(6).__setitem__(_ind(d), 1.0)),
+    ("masked_fill_", lambda d: _r(d, 1).expand(6).masked_fill_(_mask(d), 0.0)),
+]
+
+
+@pytest.mark.parametrize("op,fn", EXPANDED_WARNING_CASES, ids=[c[0] for c in EXPANDED_WARNING_CASES])
+def test_writes_into_expanded_tensors_warn_like_cpu(op, fn):
+    for d in ("cpu", "tpu"):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            fn(d)
+        texts = [str(x.message) for x in w]
+        assert any(t.startswith(f"Use of {op} on expanded tensors is deprecated") for t in texts), (d, texts)
