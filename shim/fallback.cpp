@@ -860,6 +860,20 @@ int64_t max_rank(const Call &c) {
   return r;
 }
 
+// The first dtype among the call's tpu tensors that the core has no programs
+// for (complex32, the float8s): such tensors live on tpu as bytes, and every
+// op on them runs on the CPU, as PyTorch's own kernels define them.
+c10::optional<c10::ScalarType> foreign_dtype(const Call &c) {
+  for (const c10::IValue &iv : c.args) {
+    std::vector<at::Tensor> ts;
+    collect_tensors(iv, &ts);
+    for (const at::Tensor &t : ts) {
+      if (to_tt_dtype(t.scalar_type()) == TT_DTYPE_NONE) return t.scalar_type();
+    }
+  }
+  return c10::nullopt;
+}
+
 }  // namespace
 
 void boxed_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
@@ -881,6 +895,12 @@ void boxed_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
     run_on_cpu(info, op, stack, "a tensor of rank " + std::to_string(rank) +
                " (the core's programs take at most " + std::to_string(TT_MAX_RANK) +
                " dims; PyTorch allows 64)");
+    return;
+  }
+  if (const auto dt = foreign_dtype(c)) {
+    check_overlap(c);
+    run_on_cpu(info, op, stack, "dtype " + std::string(c10::getDtypeNames(*dt).first) +
+               " has no tpu programs");
     return;
   }
   c.device = call_device(c, op.schema());

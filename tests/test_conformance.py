@@ -886,3 +886,53 @@ def test_writes_into_expanded_tensors_warn_like_cpu(op, fn):
             fn(d)
         texts = [str(x.message) for x in w]
         assert any(t.startswith(f"Use of {op} on expanded tensors is deprecated") for t in texts), (d, texts)
+
+
+# --- 15. complex32 and float8 tensors: stored as bytes, their ops on the CPU ------------------
+# PyTorch's CPU covers few ops for these dtypes (copies, fills, randn for
+# complex32, views); the core has no programs for them, so their ops run on
+# the CPU and the bytes live on tpu: test_torch's test_copy_ copies from every
+# dtype, complex32 included.
+
+LOWP_DTYPES = [torch.complex32, torch.float8_e4m3fn, torch.float8_e5m2]
+
+
+def _lowp(d, dt):
+    return torch.linspace(-2, 2, 24).reshape(4, 6).to(dt).to(d)
+
+
+def _wide(dt):
+    return torch.complex64 if dt.is_complex else torch.float32
+
+
+LOWP_CASES = [
+    ("roundtrip", lambda d, dt: _lowp(d, dt)),
+    ("strided_view_read", lambda d, dt: _lowp(d, dt).t()[1::2, ::3].contiguous()),
+    ("copy_to_float32", lambda d, dt: torch.zeros(4, 6, device=d, dtype=_wide(dt)).copy_(_lowp(d, dt))),
+    ("copy_from_float32", lambda d, dt: torch.empty(4, 6, device=d, dtype=dt).copy_(torch.linspace(-2, 2, 24, device=d).reshape(4, 6))),
+    ("copy_into_view", lambda d, dt: (lambda x: (x[1:3, ::2].copy_(_lowp(d, dt)[:2, :3]), x)[1])(torch.zeros(4, 6, device=d, dtype=dt))),
+    ("to_int", lambda d, dt: _lowp(d, dt).to(torch.int64) if not dt.is_complex else _lowp(d, dt).real.to(torch.int64)),
+    ("fill", lambda d, dt: torch.full((3,), 1.5, device=d, dtype=dt)),
+    ("cat", lambda d, dt: torch.cat([_lowp(d, dt), _lowp(d, dt)[:1]])),
+    ("add", lambda d, dt: _lowp(d, dt) + _lowp(d, dt)),
+    ("item", lambda d, dt: torch.tensor(_lowp(d, dt)[1, 2].item())),
+]
+
+
+@pytest.mark.parametrize("dt", LOWP_DTYPES, ids=str)
+@pytest.mark.parametrize("name,fn", LOWP_CASES, ids=[c[0] for c in LOWP_CASES])
+def test_bytes_only_dtypes_like_cpu(name, fn, dt):
+    kc, rc = outcome(lambda d: fn(d, dt), "cpu")
+    kt, rt = outcome(lambda d: fn(d, dt), "tpu")
+    assert kc == kt, f"cpu {kc}: {rc!r}; tpu {kt}: {rt!r}"
+    if kc == "raise":
+        assert type(rt) is type(rc) and first_line(rt).startswith(first_line(rc)), (rc, rt)
+    elif isinstance(rc, torch.Tensor):
+        assert rt.dtype == rc.dtype and rt.shape == rc.shape
+        assert torch.equal(rt.view(torch.uint8) if rt.dim() else rt, rc.view(torch.uint8) if rc.dim() else rc)
+
+
+def test_complex32_randn_on_tpu():
+    r = torch.randn(64, device="tpu", dtype=torch.complex32)
+    assert r.device.type == "tpu" and r.dtype == torch.complex32
+    assert r.to(torch.complex64).abs().mean().item() > 0.3
