@@ -936,3 +936,30 @@ def test_complex32_randn_on_tpu():
     r = torch.randn(64, device="tpu", dtype=torch.complex32)
     assert r.device.type == "tpu" and r.dtype == torch.complex32
     assert r.to(torch.complex64).abs().mean().item() > 0.3
+
+
+# --- 16. index_reduce in self's dtype (test_torch's test_index_reduce) -----------------------
+# ATen's kernels reduce in self's dtype, so a 16-bit sum or product is
+# rounded at each step; reducing in float32 and rounding once differs by an
+# ulp, past the suite's float16 tolerance.
+
+def _index_reduce_case(reduce, dt, include_self):
+    def fn(d):
+        g = torch.Generator().manual_seed(7)
+        x = (torch.rand(3, 4, 5, generator=g) * 8 - 4).to(dt)
+        src = (torch.rand(3, 9, 5, generator=g) * 8 - 4).to(dt)
+        idx = torch.tensor([0, 3, 1, 3, 3, 2, 0, 1, 3])
+        return x.to(d).index_reduce_(1, idx.to(d), src.to(d), reduce, include_self=include_self)
+    return fn
+
+
+INDEX_REDUCE_CASES = [(f"{r}_{str(dt)[6:]}_{s}", _index_reduce_case(r, dt, s))
+                      for r in ("mean", "prod", "amax", "amin")
+                      for dt in (torch.float16, torch.bfloat16, torch.float32)
+                      for s in (True, False)]
+
+
+@pytest.mark.parametrize("name,fn", INDEX_REDUCE_CASES, ids=[c[0] for c in INDEX_REDUCE_CASES])
+def test_index_reduce_rounds_like_cpu(name, fn):
+    rc, rt = fn("cpu"), fn("tpu").cpu()
+    torch.testing.assert_close(rt, rc, rtol=0, atol=0)

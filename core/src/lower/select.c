@@ -111,7 +111,9 @@ static tt_status lower_index_reduce(tt_lower_ctx *c) {
   if (mean && !tt_dtype_is_float(a.xt.dtype))
     return tt_lower_fail(c, TT_UNIMPLEMENTED, "integer index_reduce mean");
   bool include_self = tt_lower_is_none(c, 5) || tt_lower_bool(c, 5);
-  tt_dtype acc = tt_opmath(a.xt.dtype);
+  // In self's dtype, as ATen's CPU and CUDA kernels do (a 16-bit sum is
+  // rounded at each step, not once at the end).
+  tt_dtype acc = a.xt.dtype;
   tt_hv base = tt_hlo_convert(b, a.x, acc), upd = tt_hlo_convert(b, a.src, acc);
   tt_hlo_type ut = tt_lower_type(c, upd);
   if (!include_self)  // touched positions start from the identity
