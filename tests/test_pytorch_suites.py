@@ -154,3 +154,15 @@ def test_shipped_xfail_file_has_reasons():
     assert os.path.exists(ps.XFAIL_FILE)
     for pattern, reason in ps.load_xfails().items():
         assert reason.strip(), pattern
+
+
+def test_select_runs_only_the_listed_tests(tmp_path):
+    """--select (the not_run tests of an earlier run, say): only those ids of
+    this file run, whatever -k says."""
+    (tmp_path / "test_synth.py").write_text(SUITE)
+    s = ps.run_suite("test_synth", str(tmp_path), k="nothing_matches", timeout=90,
+                     log=lambda m: None, cpu_rerun=False,
+                     select=[CLS + "test_a_pass_tpu_float32", CLS + "test_g_after_tpu",
+                             "test_other.py::TestOtherPRIVATEUSE1::test_x_tpu"])
+    cat = {k.split("::")[-1]: v["category"] for k, v in s["tests"].items()}
+    assert cat == {"test_a_pass_tpu_float32": "passed", "test_g_after_tpu": "passed"}, s

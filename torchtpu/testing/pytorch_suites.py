@@ -513,13 +513,15 @@ def clusters(results, categories=("failed_tpu",), top=10):
 
 
 def run_suite(suite, tests_dir, *, k=None, timeout=120.0, budget=None,
-              cpu_rerun=True, xfails=None, log=print):
+              cpu_rerun=True, xfails=None, log=print, select=None):
     path = suite if suite.endswith(".py") else suite + ".py"
     if not os.path.exists(os.path.join(tests_dir, path)):
         return {"error": [f"{path} not found in {tests_dir}"], "counts": None,
                 "tests": {}, "clusters": []}
     t0 = time.monotonic()
-    tpu, errors = run_tests(path, "tpu", tests_dir=tests_dir, k=k,
+    if select is not None:  # node ids of this file only
+        select = [i for i in select if i.split("::")[0] == path]
+    tpu, errors = run_tests(path, "tpu", tests_dir=tests_dir, k=k, select=select,
                             timeout=timeout, budget=budget, log=log)
     cpu = {}
     bad = [cpu_counterpart(i) for i, r in tpu.items()
@@ -591,7 +593,14 @@ def main(argv=None):
     p.add_argument("--markdown", default=None, help="write the table and clusters here")
     p.add_argument("--no-cpu-rerun", action="store_true",
                    help="do not rerun tpu failures on the CPU")
+    p.add_argument("--select", default=None, metavar="FILE",
+                   help="run only these tpu node ids (one a line, e.g. the not_run "
+                        "tests of an earlier --json); -k is then ignored")
     args = p.parse_args(argv)
+    select = None
+    if args.select:
+        with open(args.select) as f:
+            select = [line.strip() for line in f if line.strip()]
     tests_dir = os.path.abspath(args.tests_dir)
     xfails = load_xfails()
     report = {"tests_dir": tests_dir, "k": args.k, "timeout": args.timeout,
@@ -605,7 +614,7 @@ def main(argv=None):
         print(f"== {suite}", flush=True)
         s = run_suite(suite, tests_dir, k=args.k, timeout=args.timeout,
                       budget=args.budget, cpu_rerun=not args.no_cpu_rerun,
-                      xfails=xfails, log=lambda m: print(m, flush=True))
+                      xfails=xfails, log=lambda m: print(m, flush=True), select=select)
         report["suites"][suite] = s
         for e in s["error"]:
             print(f"  error: {e[:2000]}")
