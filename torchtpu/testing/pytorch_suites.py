@@ -46,7 +46,9 @@ test as it starts and its outcome as it ends. The parent is the watchdog:
   - --budget bounds a suite's wall time; tests not reached are "not run".
 
 Then the tpu tests that failed, crashed or timed out are rerun on the CPU
-(the same test with `_cpu` for `_tpu` and class suffix `CPU`), which splits
+(the same test with `_cpu` for `_tpu` and class suffix `CPU`; a test of a
+class not instantiated per device, test_torch's TestTorch, as it is), with
+torchtpu not loaded (TORCH_DEVICE_BACKEND_AUTOLOAD=0), which splits
 "failed, tpu only" from "failed on the CPU too" (broken on this wheel or by a
 version mismatch, not our bug). A tpu test whose CPU counterpart does not
 exist (onlyPRIVATEUSE1 tests) counts as tpu-only.
@@ -93,7 +95,8 @@ XFAIL_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
 CATEGORIES = ("passed", "failed_tpu", "failed_cpu_too", "skipped", "crash",
               "timeout", "xfail", "xpass", "not_run")
 
-_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_REPO_ROOT = os.path.dirname(os.path.dirname(_HERE))
 
 # ---------------------------------------------------------------------------
 # pytest plugin, loaded in the subprocess with `-p torchtpu.testing.pytorch_suites`.
@@ -258,7 +261,10 @@ def pytest_runtest_makereport(item, call):
 
 
 def cpu_counterpart(nodeid):
-    """`f.py::TestFooPRIVATEUSE1::test_add_tpu_float32` → the CPU test's id."""
+    """`f.py::TestFooPRIVATEUSE1::test_add_tpu_float32` → the CPU test's id.
+    A test of a class that is not instantiated per device (test_torch's
+    TestTorch) is its own counterpart: the CPU run repeats it without
+    torchtpu."""
     parts = nodeid.split("::")
     if len(parts) < 3:
         return None
@@ -268,7 +274,9 @@ def cpu_counterpart(nodeid):
             cls = cls[: -len(suffix)] + "CPU"
             break
     else:
-        return None
+        if re.search(r"(CPU|CUDA|META|MPS|XPU|LAZY)$", cls):
+            return None
+        return nodeid
     # The device suffix sits after the test name and parameters, before the
     # dtype: the last "_tpu" that ends the name or precedes another "_".
     m = None
@@ -334,7 +342,14 @@ def _child_env(device, events, exclude, select):
     # Failure messages stay one line: no "To execute this test, run ..." tail.
     env["PYTORCH_PRINT_REPRO_ON_FAILURE"] = "0"
     env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (_REPO_ROOT, env.get("PYTHONPATH")) if p)
+        p for p in (_REPO_ROOT, _HERE if device == "cpu" else None, env.get("PYTHONPATH"))
+        if p)
+    if device == "cpu":
+        # The reference is PyTorch without torchtpu: a test that fails only
+        # because torchtpu is loaded (pin_memory works once an accelerator is
+        # registered) is ours to explain. The plugin is then loaded as the
+        # top-level module `pytorch_suites`, which does not import torchtpu.
+        env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
     env.setdefault("PYTHONFAULTHANDLER", "1")
     return env
 
@@ -363,8 +378,9 @@ def run_tests(test_file, device, *, tests_dir, k=None, select=None,
     while True:
         with open(exclude, "w") as f:
             f.write("".join(i + "\n" for i in records))
+        plugin = "pytorch_suites" if device == "cpu" else "torchtpu.testing.pytorch_suites"
         cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-               "-p", "torchtpu.testing.pytorch_suites", "-q", "--tb=no",
+               "-p", plugin, "-q", "--tb=no",
                "--no-header", "-o", "addopts=", "--rootdir", tests_dir, test_file]
         if k and select is None:
             cmd += ["-k", k]
