@@ -224,7 +224,7 @@ static tt_status lower_masked_scatter(tt_lower_ctx *c) {
                          "have same dtypes but got%s and %s", tt_dtype_torch_name(xt.dtype),
                          tt_dtype_torch_name(st.dtype));
   int64_t n = tt_hlo_numel(&xt), s = tt_hlo_numel(&st);
-  if (n == 0 || s == 0) {
+  if (n == 0) {
     tt_lower_result(c, tt_lower_tensor(c, 0));
     return NULL;
   }
@@ -232,6 +232,16 @@ static tt_status lower_masked_scatter(tt_lower_ctx *c) {
   tt_hv m = tt_hlo_convert(b, tt_lower_tensor(c, 1), TT_BOOL);
   m = flat(c, tt_lower_broadcast_to(c, m, xt.rank, xt.dims));
   tt_hv pos = prefix_sum(c, tt_hlo_convert(b, m, TT_I64));
+  // A true position past source's last element: PyTorch's CPU check, here
+  // on the device (CUDA checks it in its kernel too).
+  tt_lower_check(c, tt_lower_bin(c, TT_HLO_AND, m, tt_hlo_compare(b, TT_HLO_GT, pos,
+                                                                  tt_lower_splat_like(c, pos, s))),
+                 TT_HV_INVALID, TT_INVALID_ARGUMENT,
+                 "Number of elements of source < number of ones in mask", 0, 0);
+  if (s == 0) {
+    tt_lower_result(c, x);
+    return NULL;
+  }
   pos = tt_hlo_clamp(b, tt_hlo_const_i(b, TT_I64, 0),
                      tt_lower_bin(c, TT_HLO_SUB, pos, tt_lower_splat_like(c, pos, 1)),
                      tt_hlo_const_i(b, TT_I64, s - 1));
