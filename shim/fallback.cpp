@@ -87,12 +87,14 @@ struct OpInfo {
   // Read off the schema once, so that a call builds no text and allocates
   // only for the arguments it has.
   const struct OverlapRule *overlap = nullptr;  // how written tensors are checked; null: not
+  const struct Alert *alert = nullptr;  // torch.use_deterministic_algorithms' alert, if any
   ResultLayout layout = ResultLayout::kContiguous;  // how fresh results are laid out
   int32_t nlists = 0;           // arguments described as a list of values
   int32_t nints = 0;            // int[] arguments
 };
 
 const struct OverlapRule *overlap_rule(const std::string &name);
+const struct Alert *alert_of(const std::string &name);
 
 c10::TypePtr unwrap_optional(const c10::TypePtr &t) {
   if (t->kind() == c10::TypeKind::OptionalType) {
@@ -207,6 +209,7 @@ std::unique_ptr<OpInfo> read_schema(const c10::FunctionSchema &schema) {
     }
   }
   if (written) info->overlap = overlap_rule(info->name);
+  info->alert = alert_of(info->name);
   return info;
 }
 
@@ -729,6 +732,42 @@ void check_overlap(const Call &c) {
   }
 }
 
+// --- nondeterministic alerts -----------------------------------------------------
+//
+// Under torch.use_deterministic_algorithms(True), ATen raises (or warns) for
+// these ops on every device, in code the core's rules stand in for: raise the
+// same way. CUDA-only alerts are not repeated (the rules are deterministic).
+
+struct Alert {
+  const char *op;      // base name, its trailing '_' dropped
+  const char *caller;  // the name PyTorch's message gives
+  const char *unless;  // a bool argument that, when true, makes it deterministic
+};
+
+constexpr Alert kAlerts[] = {
+    {"aten::put", "put_", "accumulate"},
+    {"aten::max_unpool2d", "max_unpooling2d_forward_out", nullptr},
+    {"aten::max_unpool3d", "max_unpooling3d_forward_out", nullptr},
+};
+
+const Alert *alert_of(const std::string &name) {
+  std::string base = name.substr(0, name.find('.'));
+  if (!base.empty() && base.back() == '_') base.pop_back();
+  for (const Alert &a : kAlerts) {
+    if (base == a.op) return &a;
+  }
+  return nullptr;
+}
+
+void alert_nondeterministic(const Call &c) {
+  const Alert *a = c.info.alert;
+  if (a == nullptr || !at::globalContext().deterministicAlgorithms()) return;
+  for (size_t i = 0; a->unless != nullptr && i < c.args.size(); i++) {
+    if (c.info.args[i].name == a->unless && c.args[i].isBool() && c.args[i].toBool()) return;
+  }
+  at::globalContext().alertNotDeterministic(a->caller);
+}
+
 // A written tensor with a lazy conj/neg bit: the core would write values
 // where the view's bytes hold their conjugate / negation.
 bool writes_lazy_bits(const Call &c) {
@@ -905,6 +944,7 @@ void boxed_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
   }
   c.device = call_device(c, op.schema());
   check_overlap(c);
+  alert_nondeterministic(c);
   build_values(c);
   build_dests(c);
 

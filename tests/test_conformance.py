@@ -963,3 +963,44 @@ INDEX_REDUCE_CASES = [(f"{r}_{str(dt)[6:]}_{s}", _index_reduce_case(r, dt, s))
 def test_index_reduce_rounds_like_cpu(name, fn):
     rc, rt = fn("cpu"), fn("tpu").cpu()
     torch.testing.assert_close(rt, rc, rtol=0, atol=0)
+
+
+# --- 17. torch.use_deterministic_algorithms, from test_torch's nondeterministic alerts ---------
+# ATen raises for put_ (accumulate=False) and max_unpool2d/3d on every device,
+# and fills fresh memory (empty, empty_strided, what resize_ adds) with NaN or
+# the integer maximum; the core's rules stand in for that ATen code.
+
+@pytest.fixture
+def deterministic():
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
+DETERMINISTIC_CASES = [
+    ("put_", lambda d: torch.zeros(10, device=d).put_(torch.tensor([0, 0], device=d), torch.ones(2, device=d))),
+    ("put", lambda d: torch.zeros(10, device=d).put(torch.tensor([0, 0], device=d), torch.ones(2, device=d))),
+    ("put_accumulate", lambda d: torch.zeros(10, device=d).put_(torch.tensor([0, 0], device=d), torch.ones(2, device=d), accumulate=True)),
+    ("max_unpool1d", lambda d: F.max_unpool1d(torch.ones(1, 1, 7, device=d), torch.zeros(1, 1, 7, dtype=torch.long, device=d), 3, 1)),
+    ("max_unpool2d", lambda d: F.max_unpool2d(torch.ones(1, 1, 4, 4, device=d), torch.zeros(1, 1, 4, 4, dtype=torch.long, device=d), 2)),
+    ("max_unpool3d", lambda d: F.max_unpool3d(torch.ones(1, 1, 2, 2, 2, device=d), torch.zeros(1, 1, 2, 2, 2, dtype=torch.long, device=d), 2)),
+    ("index_put_", lambda d: torch.zeros(10, device=d).index_put_((torch.tensor([0, 0], device=d),), torch.ones(2, device=d))),
+    ("empty_float", lambda d: torch.empty(3, device=d)),
+    ("empty_int", lambda d: torch.empty(3, dtype=torch.int16, device=d)),
+    ("empty_bool", lambda d: torch.empty(3, dtype=torch.bool, device=d)),
+    ("empty_complex", lambda d: torch.empty(3, dtype=torch.complex64, device=d)),
+    ("empty_strided", lambda d: torch.empty_strided((2, 3), (1, 2), device=d)),
+    ("empty_like", lambda d: torch.empty_like(torch.ones(2, 2, device=d))),
+    ("resize_grows", lambda d: torch.arange(3.0, device=d).resize_(6)),
+    ("resize_grows_int", lambda d: torch.arange(3, device=d).resize_(2, 3)),
+]
+
+
+@pytest.mark.parametrize("name,fn", DETERMINISTIC_CASES, ids=[c[0] for c in DETERMINISTIC_CASES])
+def test_deterministic_mode_like_cpu(name, fn, deterministic):
+    rc = assert_like_cpu(fn)
+    if isinstance(rc, torch.Tensor):  # NaN payloads, the integer maximum: bit for bit
+        rt = fn("tpu").cpu()
+        assert torch.equal(rt.contiguous().view(torch.uint8), rc.contiguous().view(torch.uint8)), (rt, rc)
