@@ -938,7 +938,7 @@ def test_complex32_randn_on_tpu():
     assert r.to(torch.complex64).abs().mean().item() > 0.3
 
 
-# --- 16. index_reduce in self's dtype (test_torch's test_index_reduce) -----------------------
+# --- 16. index_reduce and index_add in self's dtype (test_torch's test_index_reduce, test_put)
 # ATen's kernels reduce in self's dtype, so a 16-bit sum or product is
 # rounded at each step; reducing in float32 and rounding once differs by an
 # ulp, past the suite's float16 tolerance.
@@ -953,10 +953,28 @@ def _index_reduce_case(reduce, dt, include_self):
     return fn
 
 
+def _index_add_case(dt, shape, dim):
+    # ATen's CPU kernel rounds a 16-bit sum at each step for a 1-d self or a
+    # middle dim, once (a float accumulator) along a matrix's first/last dim.
+    def fn(d):
+        g = torch.Generator().manual_seed(3)
+        x = (torch.rand(*shape, generator=g) * 18 - 9).to(dt)
+        ss = list(shape)
+        ss[dim] = 12
+        src = (torch.rand(*ss, generator=g) * 18 - 9).to(dt)
+        idx = torch.randint(0, 2, (12,), generator=g)
+        return x.to(d).index_add_(dim, idx.to(d), src.to(d))
+    return fn
+
+
 INDEX_REDUCE_CASES = [(f"{r}_{str(dt)[6:]}_{s}", _index_reduce_case(r, dt, s))
                       for r in ("mean", "prod", "amax", "amin")
                       for dt in (torch.float16, torch.bfloat16, torch.float32)
                       for s in (True, False)]
+INDEX_REDUCE_CASES += [(f"index_add_{str(dt)[6:]}_{len(shape)}d_dim{dim}", _index_add_case(dt, shape, dim))
+                       for dt in (torch.float16, torch.bfloat16, torch.float32, torch.int8)
+                       for shape, dim in (((40,), 0), ((5, 3), 0), ((3, 5), 1), ((4, 5, 3), 1),
+                                          ((4, 5, 3), 2))]
 
 
 @pytest.mark.parametrize("name,fn", INDEX_REDUCE_CASES, ids=[c[0] for c in INDEX_REDUCE_CASES])

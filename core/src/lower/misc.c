@@ -258,8 +258,16 @@ static tt_status lower_index_add(tt_lower_ctx *c) {
   if (!tt_lower_is_none(c, 4))
     src = tt_lower_bin(c, TT_HLO_MUL, src,
                        tt_lower_broadcast_to(c, tt_lower_scalar(c, 4, acc), st.rank, st.dims));
-  tt_hv out = tt_lower_scatter_at(c, tt_hlo_convert(b, x, acc), tt_lower_dim_coords(c, &st, index, dim, rt.dims[dim]),
-                           src, TT_HLO_REDUCE_ADD);
+  // Where ATen's CPU kernel adds one slice at a time (1-d self, a middle
+  // dim) a 16-bit sum is rounded at each step; along the first or last dim
+  // of a matrix it goes through scatter_add's float accumulator (alpha 1,
+  // the common case), rounded once.
+  bool stepwise = rt.rank <= 1 || (dim != 0 && dim != rt.rank - 1);
+  if (stepwise) acc = xt.dtype;
+  src = tt_hlo_convert(b, src, acc);
+  tt_hv out = tt_lower_scatter_at(c, tt_hlo_convert(b, x, acc),
+                                  tt_lower_dim_coords(c, &st, index, dim, rt.dims[dim]),
+                                  src, TT_HLO_REDUCE_ADD);
   tt_lower_result(c, tt_hlo_convert(b, tt_hlo_reshape(b, out, xt.rank, xt.dims), xt.dtype));
   return NULL;
 }
