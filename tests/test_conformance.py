@@ -1022,3 +1022,42 @@ def test_deterministic_mode_like_cpu(name, fn, deterministic):
     if isinstance(rc, torch.Tensor):  # NaN payloads, the integer maximum: bit for bit
         rt = fn("tpu").cpu()
         assert torch.equal(rt.contiguous().view(torch.uint8), rc.contiguous().view(torch.uint8)), (rt, rc)
+
+
+# --- 18. margin losses' shape checks (test_torch's test_scalar_check) ------------------------
+# PyTorch's multi_margin_loss / multilabel_margin_loss check the target's
+# rank as well as its element count: a [1, 1] target of a 1-element input is
+# refused, not flattened.
+
+def _margin(fn, xs, ys, **kw):
+    def run(d):
+        g = torch.Generator().manual_seed(1)
+        x = torch.randn(xs, generator=g).to(d)
+        y = (torch.arange(max(1, torch.Size(ys).numel())) % 2)[:torch.Size(ys).numel()].reshape(ys).to(d)
+        return fn(x, y, **kw)
+    return run
+
+
+MARGIN_CASES = []
+for red in ("none", "mean", "sum"):
+    for xs in ((), (1,), (2,), (1, 1), (2, 2)):
+        for ys in ((), (1,), (2,), (1, 1), (2, 2), (1, 2)):
+            MARGIN_CASES.append((f"multilabel_{red}_{xs}_{ys}",
+                                 _margin(F.multilabel_margin_loss, xs, ys, reduction=red)))
+            MARGIN_CASES.append((f"multi_{red}_{xs}_{ys}",
+                                 _margin(F.multi_margin_loss, xs, ys, reduction=red)))
+MARGIN_CASES += [
+    ("multi_empty_classes", _margin(F.multi_margin_loss, (2, 0), (2,))),
+    ("multilabel_empty_classes", _margin(F.multilabel_margin_loss, (0,), (0,))),
+    ("multi_empty_batch", _margin(F.multi_margin_loss, (0, 3), (0,), reduction="none")),
+    # (an empty batch's sum or mean is uninitialised memory on PyTorch's CPU)
+    ("multi_weight_2d", lambda d: F.multi_margin_loss(torch.ones(2, 3, device=d), torch.zeros(2, dtype=torch.long, device=d),
+                                                      weight=torch.ones(1, 3, device=d))),
+    ("multi_weight_size", lambda d: F.multi_margin_loss(torch.ones(2, 3, device=d), torch.zeros(2, dtype=torch.long, device=d),
+                                                        weight=torch.ones(2, device=d))),
+]
+
+
+@pytest.mark.parametrize("name,fn", MARGIN_CASES, ids=[c[0] for c in MARGIN_CASES])
+def test_margin_loss_shapes_like_cpu(name, fn):
+    assert_like_cpu(fn)
