@@ -295,6 +295,12 @@ struct Call {
 };
 
 [[noreturn]] void wrong_device(const Call &c, size_t i, const at::Tensor &t) {
+  // A host tensor indexed with tpu indices (x[idx], x[idx] = v): the check
+  // ATen's indexing makes, in its words.
+  bool indexed = false;
+  for (const ArgSpec &a : c.info.args) indexed = indexed || a.name == "indices";
+  TORCH_CHECK(!(indexed && c.info.args[i].name == "self"), "indices should be either on ",
+              c10::kCPU, " or on the same device as the indexed tensor (", t.device(), ")");
   // PyTorch's text (its codegen'd device check) first: tests match it.
   TORCH_CHECK(false, "Expected all tensors to be on the same device, but got ",
               c.info.args[i].name, " is on ", t.device(), ", different from other tensors on tpu:",

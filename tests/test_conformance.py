@@ -1061,3 +1061,17 @@ MARGIN_CASES += [
 @pytest.mark.parametrize("name,fn", MARGIN_CASES, ids=[c[0] for c in MARGIN_CASES])
 def test_margin_loss_shapes_like_cpu(name, fn):
     assert_like_cpu(fn)
+
+
+# --- 19. a host tensor indexed with tpu indices (test_torch's test_advancedindex_mixed_devices_error)
+
+@pytest.mark.parametrize("how", ["getitem", "getitem_mixed", "setitem", "index_put_"])
+def test_host_tensor_indexed_with_tpu_indices(how):
+    """ATen's indexing check, in its words (as with CUDA indices)."""
+    x, i = torch.randn(3, 4, 5), torch.tensor([0, 2, 1], device="tpu")
+    fn = {"getitem": lambda: x[i], "getitem_mixed": lambda: x[:, i.cpu()[:2], None, i[:2]],
+          "setitem": lambda: x.__setitem__(i, 1.0),
+          "index_put_": lambda: x.index_put_((i,), torch.tensor(1.0))}[how]
+    with pytest.raises(RuntimeError, match=r"^indices should be either on cpu or on the same "
+                                           r"device as the indexed tensor \(cpu\)"):
+        fn()
