@@ -683,11 +683,13 @@ bool checks_own_overlap(const OpInfo &info) {
 
 // True when `list` ("a,b", "*") names the argument `name`.
 bool names_arg(const char *list, const std::string &name) {
+  if (list[0] == '\0') return false;
   if (std::strcmp(list, "*") == 0) return true;
-  std::stringstream ss(list);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (item == name) return true;
+  for (const char *p = list; *p != '\0';) {  // no allocation: this runs per call
+    const char *end = std::strchr(p, ',');
+    const size_t len = end != nullptr ? static_cast<size_t>(end - p) : std::strlen(p);
+    if (name.size() == len && name.compare(0, len, p, len) == 0) return true;
+    p += len + (end != nullptr ? 1 : 0);
   }
   return false;
 }
@@ -909,11 +911,15 @@ int64_t max_rank(const Call &c) {
 // for (complex32, the float8s): such tensors live on tpu as bytes, and every
 // op on them runs on the CPU, as PyTorch's own kernels define them.
 c10::optional<c10::ScalarType> foreign_dtype(const Call &c) {
+  const auto foreign = [](const c10::IValue &iv) {
+    return iv.isTensor() && is_tpu(iv.toTensor()) &&
+           to_tt_dtype(iv.toTensor().scalar_type()) == TT_DTYPE_NONE;
+  };
   for (const c10::IValue &iv : c.args) {
-    std::vector<at::Tensor> ts;
-    collect_tensors(iv, &ts);
-    for (const at::Tensor &t : ts) {
-      if (to_tt_dtype(t.scalar_type()) == TT_DTYPE_NONE) return t.scalar_type();
+    if (foreign(iv)) return iv.toTensor().scalar_type();
+    if (!iv.isList()) continue;
+    for (const c10::IValue &e : iv.toListRef()) {
+      if (foreign(e)) return e.toTensor().scalar_type();
     }
   }
   return c10::nullopt;
