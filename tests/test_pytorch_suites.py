@@ -139,6 +139,8 @@ def test_k_filter_and_xfail_file(tmp_path):
     cat = {k.split("::")[-1]: v["category"] for k, v in s["tests"].items()}
     assert cat == {"test_a_pass_tpu_float32": "passed", "test_b_fail_tpu_tpu": "xfail"}, s
     assert s["tests"][CLS + "test_b_fail_tpu_tpu"]["xfail_reason"] == "synthetic"
+    # an expected failure is not rerun on the CPU (it is xfail either way)
+    assert s["tests"][CLS + "test_b_fail_tpu_tpu"]["cpu_outcome"] == "missing"
     xf.write_text('[[xfail]]\nid = "x"\n')
     with pytest.raises(ValueError, match="no reason"):
         ps.load_xfails(str(xf))

@@ -540,15 +540,17 @@ def run_suite(suite, tests_dir, *, k=None, timeout=120.0, budget=None,
     tpu, errors = run_tests(path, "tpu", tests_dir=tests_dir, k=k, select=select,
                             timeout=timeout, budget=budget, log=log)
     cpu = {}
+    xfails = xfails if xfails is not None else load_xfails()
+    # Expected failures count as xfail whatever the CPU does: not rerun.
     bad = [cpu_counterpart(i) for i, r in tpu.items()
-           if r["outcome"] in ("failed", "crash", "timeout")]
+           if r["outcome"] in ("failed", "crash", "timeout") and not _xfail_reason(xfails, i)]
     bad = [b for b in bad if b]
     if cpu_rerun and bad:
         log(f"  rerunning {len(bad)} failures on the CPU")
         cpu, cerr = run_tests(path, "cpu", tests_dir=tests_dir, select=bad,
                               timeout=timeout, budget=budget, log=log)
         errors += [f"cpu rerun: {e}" for e in cerr]
-    results = classify(tpu, cpu, xfails if xfails is not None else load_xfails())
+    results = classify(tpu, cpu, xfails)
     return {"counts": summarise(results), "tests": results,
             "clusters": clusters(results),
             "clusters_cpu_too": clusters(results, ("failed_cpu_too",), top=5),
