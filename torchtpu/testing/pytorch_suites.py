@@ -132,6 +132,7 @@ def _bridge_renamed_helpers():
     import torch.testing._internal.common_cuda as cuda
     import torch.testing._internal.common_device_type as device_type
     import torch.testing._internal.common_methods_invocations as cmi
+    import torch.testing._internal.common_nn as cnn
     import torch.testing._internal.common_utils as utils
 
     aliases = (
@@ -143,6 +144,8 @@ def _bridge_renamed_helpers():
         (cmi, "skipOps", lambda: lambda _cls, _test, to_skip: device_type.skipOps(to_skip)),
         # CUDA's TF32 query; no CUDA device is in these runs
         (cuda, "tf32_is_not_fp32", lambda: lambda: False),
+        # the list test_nn iterates, now built by a function
+        (cnn, "new_module_tests", lambda: cnn.get_new_module_tests()),
     )
     for module, name, make in aliases:
         if not hasattr(module, name):
