@@ -369,7 +369,21 @@ at::Tensor wrap_storage(tt_storage *storage, c10::ScalarType dtype,
   return t;
 }
 
-tt_tensor describe(const at::Tensor &t, const std::string &what) {
+tt_dtype copy_dtype(c10::ScalarType t, const std::string &what) {
+  const tt_dtype d = to_tt_dtype(t);
+  if (d != TT_DTYPE_NONE || c10::isQIntType(t)) return to_tt_dtype_checked(t, what);
+  switch (c10::elementSize(t)) {
+    case 1: return TT_U8;
+    case 2: return TT_U16;
+    case 4: return TT_U32;
+    case 8: return TT_U64;
+    default: return to_tt_dtype_checked(t, what);  // throws
+  }
+}
+
+namespace {
+
+tt_tensor describe_as(const at::Tensor &t, tt_dtype dtype, const std::string &what) {
   TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, what,
               ": expected a tpu tensor, got one on ", t.device());
   tt_tensor d;
@@ -377,7 +391,7 @@ tt_tensor describe(const at::Tensor &t, const std::string &what) {
   d.storage = storage_handle(t.storage().unsafeGetStorageImpl());
   TORCH_CHECK(d.storage != nullptr || t.numel() == 0, what,
               ": tpu tensor without device storage");
-  d.dtype = to_tt_dtype_checked(t.scalar_type(), what);
+  d.dtype = dtype;
   // The core's descriptors hold at most TT_MAX_RANK dims; refuse more here,
   // before anything reads sizes into a fixed array.
   TORCH_CHECK(t.dim() <= TT_MAX_RANK, what, ": a tensor of rank ", t.dim(),
@@ -390,9 +404,16 @@ tt_tensor describe(const at::Tensor &t, const std::string &what) {
   return d;
 }
 
+}  // namespace
+
+tt_tensor describe(const at::Tensor &t, const std::string &what) {
+  return describe_as(t, to_tt_dtype_checked(t.scalar_type(), what), what);
+}
+
 CopyView::CopyView(const at::Tensor &t, const std::string &what) {
+  const tt_dtype dtype = copy_dtype(t.scalar_type(), what);
   if (t.dim() <= TT_MAX_RANK) {
-    desc = describe(t, what);
+    desc = describe_as(t, dtype, what);
     return;
   }
   for (int64_t i = 0; i < t.dim(); i++) {
@@ -407,7 +428,7 @@ CopyView::CopyView(const at::Tensor &t, const std::string &what) {
   }
   at::Tensor flat = at::empty({0}, t.options());
   flat.set_(t.storage(), t.storage_offset(), sizes, strides);
-  desc = describe(flat, what);  // refuses when still above TT_MAX_RANK dims
+  desc = describe_as(flat, dtype, what);  // refuses when still above TT_MAX_RANK dims
   desc.sizes = sizes.data();
   desc.strides = strides.data();
 }

@@ -26,6 +26,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -86,13 +87,15 @@ struct OpInfo {
   std::vector<RetSpec> rets;
   // Read off the schema once, so that a call builds no text and allocates
   // only for the arguments it has.
-  bool checks_overlap = false;  // some argument is written and the op is not lenient
+  const struct OverlapRule *overlap = nullptr;  // how written tensors are checked; null: not
+  const struct Alert *alert = nullptr;  // torch.use_deterministic_algorithms' alert, if any
   ResultLayout layout = ResultLayout::kContiguous;  // how fresh results are laid out
   int32_t nlists = 0;           // arguments described as a list of values
   int32_t nints = 0;            // int[] arguments
 };
 
-bool skips_overlap_check(const std::string &name);
+const struct OverlapRule *overlap_rule(const std::string &name);
+const struct Alert *alert_of(const std::string &name);
 
 c10::TypePtr unwrap_optional(const c10::TypePtr &t) {
   if (t->kind() == c10::TypeKind::OptionalType) {
@@ -206,7 +209,8 @@ std::unique_ptr<OpInfo> read_schema(const c10::FunctionSchema &schema) {
       default: break;
     }
   }
-  info->checks_overlap = written && !skips_overlap_check(info->name);
+  if (written) info->overlap = overlap_rule(info->name);
+  info->alert = alert_of(info->name);
   return info;
 }
 
@@ -292,6 +296,12 @@ struct Call {
 };
 
 [[noreturn]] void wrong_device(const Call &c, size_t i, const at::Tensor &t) {
+  // A host tensor indexed with tpu indices (x[idx], x[idx] = v): the check
+  // ATen's indexing makes, in its words.
+  bool indexed = false;
+  for (const ArgSpec &a : c.info.args) indexed = indexed || a.name == "indices";
+  TORCH_CHECK(!(indexed && c.info.args[i].name == "self"), "indices should be either on ",
+              c10::kCPU, " or on the same device as the indexed tensor (", t.device(), ")");
   // PyTorch's text (its codegen'd device check) first: tests match it.
   TORCH_CHECK(false, "Expected all tensors to be on the same device, but got ",
               c.info.args[i].name, " is on ", t.device(), ", different from other tensors on tpu:",
@@ -594,19 +604,93 @@ Fresh wrap_results(tt_op_result *results, int32_t n) {
 // masked/indexed fills, the triangle ops, reductions into out=) keep
 // PyTorch's leniency.
 
-bool skips_overlap_check(const std::string &name) {
+// Most ops refuse an expanded written tensor and one that partly overlaps
+// an input (TensorIterator's checks). The indexed writes (index_add_,
+// scatter_, put_, index_put_, ...) and the gathers into out= (index_select,
+// take, cat, ...) refuse any alias of their inputs, a full one too
+// (assert_no_overlap); index_fill_, index_put_ and masked_fill_ only warn
+// about an expanded self. Argument lists name the inputs checked ("*": all).
+enum class Internal : uint8_t { kRefuse, kWarn, kSkip };
+struct OverlapRule {
+  const char *op;       // base name, its trailing '_' dropped
+  Internal internal;    // a written tensor whose elements share memory
+  const char *warning;  // kWarn's text (PyTorch's)
+  const char *full;     // inputs that may not alias the written tensor at all
+  const char *partial;  // inputs that may not partly overlap it
+};
+
+#define TT_EXPANDED_WARNING(op, example)                                                  \
+  "Use of " op " on expanded tensors is deprecated. Please clone() the tensor before "   \
+  "performing this operation. This also applies to advanced indexing e.g. " example
+
+constexpr OverlapRule kDefaultOverlap = {"", Internal::kRefuse, nullptr, "", "*"};
+constexpr OverlapRule kLenientOverlap = {"", Internal::kSkip, nullptr, "", ""};
+constexpr OverlapRule kOverlapRules[] = {
+    {"aten::index_add", Internal::kRefuse, nullptr, "*", ""},
+    {"aten::index_copy", Internal::kRefuse, nullptr, "*", ""},
+    {"aten::index_reduce", Internal::kRefuse, nullptr, "*", ""},
+    {"aten::put", Internal::kRefuse, nullptr, "*", ""},
+    {"aten::scatter", Internal::kRefuse, nullptr, "*", ""},
+    {"aten::scatter_add", Internal::kRefuse, nullptr, "*", ""},
+    {"aten::scatter_reduce", Internal::kRefuse, nullptr, "*", ""},
+    {"aten::index_select", Internal::kRefuse, nullptr, "*", ""},
+    {"aten::take", Internal::kRefuse, nullptr, "*", ""},
+    {"aten::masked_select", Internal::kRefuse, nullptr, "*", ""},
+    {"aten::cat", Internal::kRefuse, nullptr, "*", ""},
+    {"aten::gather", Internal::kRefuse, nullptr, "self", "index"},
+    {"aten::masked_scatter", Internal::kRefuse, nullptr, "", ""},
+    {"aten::index_fill", Internal::kWarn,
+     TT_EXPANDED_WARNING("index_fill_", "tensor[mask] = scalar"), "index", ""},
+    {"aten::index_put", Internal::kWarn,
+     TT_EXPANDED_WARNING("index_put_", "tensor[indices] = tensor"), "*", ""},
+    {"aten::_index_put_impl", Internal::kWarn,
+     TT_EXPANDED_WARNING("index_put_", "tensor[indices] = tensor"), "*", ""},
+    {"aten::masked_fill", Internal::kWarn,
+     TT_EXPANDED_WARNING("masked_fill_", "tensor[mask] = scalar"), "", "mask"},
+};
+#undef TT_EXPANDED_WARNING
+
+// Ops whose ATen kernels check nothing: fills, the triangle ops, reductions
+// into out=.
+bool skips_overlap_check(const std::string &base) {
   static const char *const kLenient[] = {
-      "aten::fill_", "aten::zero_", "aten::masked_fill_", "aten::masked_scatter_",
-      "aten::index_fill_", "aten::index_put_", "aten::_index_put_impl_",
-      "aten::fill_diagonal_", "aten::tril_", "aten::triu_", "aten::sum",
-      "aten::mean", "aten::prod", "aten::amax", "aten::amin", "aten::max",
+      "aten::fill", "aten::zero", "aten::fill_diagonal", "aten::tril", "aten::triu",
+      "aten::sum", "aten::mean", "aten::prod", "aten::amax", "aten::amin", "aten::max",
       "aten::min", "aten::aminmax", "aten::argmax", "aten::argmin", "aten::norm",
       "aten::linalg_vector_norm", "aten::std", "aten::var", "aten::logsumexp",
-      "aten::any", "aten::all", "aten::nansum", "aten::set_", "aten::resize_",
+      "aten::any", "aten::all", "aten::nansum", "aten::set", "aten::resize",
   };
-  const std::string base = name.substr(0, name.find('.'));
   for (const char *l : kLenient) {
     if (base == l) return true;
+  }
+  return false;
+}
+
+const OverlapRule *overlap_rule(const std::string &name) {
+  std::string base = name.substr(0, name.find('.'));
+  if (!base.empty() && base.back() == '_') base.pop_back();
+  if (skips_overlap_check(base)) return &kLenientOverlap;
+  for (const OverlapRule &r : kOverlapRules) {
+    if (base == r.op) return &r;
+  }
+  return &kDefaultOverlap;
+}
+
+// An op of kOverlapRules: its ATen kernel checks overlaps whatever runs it.
+bool checks_own_overlap(const OpInfo &info) {
+  return info.overlap != nullptr && info.overlap != &kDefaultOverlap &&
+         info.overlap != &kLenientOverlap;
+}
+
+// True when `list` ("a,b", "*") names the argument `name`.
+bool names_arg(const char *list, const std::string &name) {
+  if (list[0] == '\0') return false;
+  if (std::strcmp(list, "*") == 0) return true;
+  for (const char *p = list; *p != '\0';) {  // no allocation: this runs per call
+    const char *end = std::strchr(p, ',');
+    const size_t len = end != nullptr ? static_cast<size_t>(end - p) : std::strlen(p);
+    if (name.size() == len && name.compare(0, len, p, len) == 0) return true;
+    p += len + (end != nullptr ? 1 : 0);
   }
   return false;
 }
@@ -622,24 +706,75 @@ void collect_tensors(const c10::IValue &iv, std::vector<at::Tensor> *out) {
 }
 
 void check_overlap(const Call &c) {
-  if (!c.info.checks_overlap) return;
-  std::vector<at::Tensor> written, read;
+  const OverlapRule *rule = c.info.overlap;
+  if (rule == nullptr) return;
+  std::vector<at::Tensor> written;
   for (size_t i = 0; i < c.args.size(); i++) {
-    collect_tensors(c.args[i], c.info.args[i].written ? &written : &read);
+    if (c.info.args[i].written) collect_tensors(c.args[i], &written);
   }
+  static const char *const kInput =
+      "unsupported operation: some elements of the input tensor and the written-to "
+      "tensor refer to a single memory location. Please clone() the tensor before "
+      "performing the operation. (";
   for (const at::Tensor &w : written) {
-    if (w.numel() <= 1) continue;
-    TORCH_CHECK(at::has_internal_overlap(w) != at::MemOverlap::Yes, c.info.name,
-                ": unsupported operation: more than one element of the written-to "
-                "tensor refers to a single memory location. Please clone() the "
-                "tensor before performing the operation.");
-    for (const at::Tensor &r : read) {
-      TORCH_CHECK(at::get_overlap_status(w, r) != at::MemOverlapStatus::Partial,
-                  c.info.name, ": unsupported operation: some elements of the input "
-                  "tensor and the written-to tensor refer to a single memory location. "
-                  "Please clone() the tensor before performing the operation.");
+    if (w.numel() > 1 && rule->internal != Internal::kSkip &&
+        at::has_internal_overlap(w) == at::MemOverlap::Yes) {
+      TORCH_CHECK(rule->internal == Internal::kWarn,
+                  "unsupported operation: more than one element of the written-to "
+                  "tensor refers to a single memory location. Please clone() the "
+                  "tensor before performing the operation. (", c.info.name, ")");
+      TORCH_WARN(rule->warning);
+    }
+    for (size_t i = 0; i < c.args.size(); i++) {
+      const ArgSpec &a = c.info.args[i];
+      const bool full = names_arg(rule->full, a.name);
+      if (a.written || (!full && !names_arg(rule->partial, a.name))) continue;
+      std::vector<at::Tensor> read;
+      collect_tensors(c.args[i], &read);
+      for (const at::Tensor &r : read) {
+        if (!full && w.numel() <= 1) continue;
+        const at::MemOverlapStatus st = at::get_overlap_status(w, r);
+        TORCH_CHECK(st != at::MemOverlapStatus::Partial &&
+                    !(full && st == at::MemOverlapStatus::Full), kInput, c.info.name, ")");
+      }
     }
   }
+}
+
+// --- nondeterministic alerts -----------------------------------------------------
+//
+// Under torch.use_deterministic_algorithms(True), ATen raises (or warns) for
+// these ops on every device, in code the core's rules stand in for: raise the
+// same way. CUDA-only alerts are not repeated (the rules are deterministic).
+
+struct Alert {
+  const char *op;      // base name, its trailing '_' dropped
+  const char *caller;  // the name PyTorch's message gives
+  const char *unless;  // a bool argument that, when true, makes it deterministic
+};
+
+constexpr Alert kAlerts[] = {
+    {"aten::put", "put_", "accumulate"},
+    {"aten::max_unpool2d", "max_unpooling2d_forward_out", nullptr},
+    {"aten::max_unpool3d", "max_unpooling3d_forward_out", nullptr},
+};
+
+const Alert *alert_of(const std::string &name) {
+  std::string base = name.substr(0, name.find('.'));
+  if (!base.empty() && base.back() == '_') base.pop_back();
+  for (const Alert &a : kAlerts) {
+    if (base == a.op) return &a;
+  }
+  return nullptr;
+}
+
+void alert_nondeterministic(const Call &c) {
+  const Alert *a = c.info.alert;
+  if (a == nullptr || !at::globalContext().deterministicAlgorithms()) return;
+  for (size_t i = 0; a->unless != nullptr && i < c.args.size(); i++) {
+    if (c.info.args[i].name == a->unless && c.args[i].isBool() && c.args[i].toBool()) return;
+  }
+  at::globalContext().alertNotDeterministic(a->caller);
 }
 
 // A written tensor with a lazy conj/neg bit: the core would write values
@@ -773,17 +908,37 @@ int64_t max_rank(const Call &c) {
   return r;
 }
 
+// The first dtype among the call's tpu tensors that the core has no programs
+// for (complex32, the float8s): such tensors live on tpu as bytes, and every
+// op on them runs on the CPU, as PyTorch's own kernels define them.
+c10::optional<c10::ScalarType> foreign_dtype(const Call &c) {
+  const auto foreign = [](const c10::IValue &iv) {
+    return iv.isTensor() && is_tpu(iv.toTensor()) &&
+           to_tt_dtype(iv.toTensor().scalar_type()) == TT_DTYPE_NONE;
+  };
+  for (const c10::IValue &iv : c.args) {
+    if (foreign(iv)) return iv.toTensor().scalar_type();
+    if (!iv.isList()) continue;
+    for (const c10::IValue &e : iv.toListRef()) {
+      if (foreign(e)) return e.toTensor().scalar_type();
+    }
+  }
+  return c10::nullopt;
+}
+
 }  // namespace
 
 void boxed_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
   const OpInfo &info = op_info(op);
-  if (info.id < 0) {
-    run_on_cpu(info, op, stack, "");
-    return;
-  }
   const size_t nargs = op.schema().arguments().size();
   Call c(info);
   c.args.assign(stack->end() - static_cast<std::ptrdiff_t>(nargs), stack->end());
+  if (info.id < 0) {
+    // The CPU sees copies, not the aliases: check what ATen's kernel would.
+    if (checks_own_overlap(info)) check_overlap(c);
+    run_on_cpu(info, op, stack, "");
+    return;
+  }
   if (writes_lazy_bits(c)) {
     run_on_cpu(info, op, stack, "it writes into a lazy conj/neg view");
     return;
@@ -794,8 +949,15 @@ void boxed_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
                " dims; PyTorch allows 64)");
     return;
   }
+  if (const auto dt = foreign_dtype(c)) {
+    check_overlap(c);
+    run_on_cpu(info, op, stack, "dtype " + std::string(c10::getDtypeNames(*dt).first) +
+               " has no tpu programs");
+    return;
+  }
   c.device = call_device(c, op.schema());
   check_overlap(c);
+  alert_nondeterministic(c);
   build_values(c);
   build_dests(c);
 

@@ -10,7 +10,10 @@
 #include "shim.h"
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/Context.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/ResizeCommon.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/conj_physical.h>
@@ -44,6 +47,19 @@ void check_creation(const c10::Device &device, std::optional<c10::Layout> layout
               "tpu: pin_memory applies to CPU tensors only");
 }
 
+// torch.use_deterministic_algorithms(True) (with fill_uninitialized_memory,
+// its default): fresh memory holds NaN, or the integer maximum, as on CPU and
+// CUDA.
+bool fills_uninitialized() {
+  return at::globalContext().deterministicAlgorithms() &&
+         at::globalContext().deterministicFillUninitializedMemory();
+}
+
+at::Tensor filled_if_deterministic(at::Tensor t) {
+  if (fills_uninitialized() && t.numel() > 0) at::native::fill_empty_deterministic_(t);
+  return t;
+}
+
 at::Tensor empty_memory_format(c10::SymIntArrayRef size,
                                std::optional<c10::ScalarType> dtype,
                                std::optional<c10::Layout> layout,
@@ -53,9 +69,9 @@ at::Tensor empty_memory_format(c10::SymIntArrayRef size,
   const c10::Device dev = c10::device_or_default(device);
   check_creation(dev, layout, pin_memory);
   const c10::OptionalDeviceGuard guard(dev);
-  return at::detail::empty_generic(C10_AS_INTARRAYREF_SLOW(size), allocator(),
-                                   kTpuKeys, c10::dtype_or_default(dtype),
-                                   memory_format);
+  return filled_if_deterministic(
+      at::detail::empty_generic(C10_AS_INTARRAYREF_SLOW(size), allocator(), kTpuKeys,
+                                c10::dtype_or_default(dtype), memory_format));
 }
 
 at::Tensor empty_strided(c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
@@ -66,9 +82,9 @@ at::Tensor empty_strided(c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
   const c10::Device dev = c10::device_or_default(device);
   check_creation(dev, layout, pin_memory);
   const c10::OptionalDeviceGuard guard(dev);
-  return at::detail::empty_strided_generic(
+  return filled_if_deterministic(at::detail::empty_strided_generic(
       C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride),
-      allocator(), kTpuKeys, c10::dtype_or_default(dtype));
+      allocator(), kTpuKeys, c10::dtype_or_default(dtype)));
 }
 
 // --- views -------------------------------------------------------------------
@@ -110,8 +126,10 @@ at::Tensor unfold(const at::Tensor &self, int64_t dimension, int64_t size,
 
 const at::Tensor &resize_(const at::Tensor &self, c10::SymIntArrayRef size,
                           std::optional<c10::MemoryFormat> memory_format) {
+  const int64_t old_nbytes = static_cast<int64_t>(self.storage().nbytes());
   resize_impl(self.unsafeGetTensorImpl(), C10_AS_INTARRAYREF_SLOW(size),
               std::nullopt);
+  if (fills_uninitialized()) at::native::fill_resize_deterministic_(self, old_nbytes);
   if (memory_format) {
     TORCH_CHECK(*memory_format != c10::MemoryFormat::Preserve,
                 "Unsupported memory format", *memory_format);

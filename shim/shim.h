@@ -47,6 +47,10 @@ tt_dtype to_tt_dtype(c10::ScalarType t);
 c10::ScalarType to_scalar_type(tt_dtype d);
 // Like to_tt_dtype, but throws "<what>: dtype complex64 is not supported on tpu".
 tt_dtype to_tt_dtype_checked(c10::ScalarType t, const std::string &what);
+// The dtype host copies move `t` as: its own, or for a dtype the core has no
+// programs for (complex32, the float8s) the unsigned integer of its width,
+// since a copy moves bytes. Throws for quantized dtypes.
+tt_dtype copy_dtype(c10::ScalarType t, const std::string &what);
 
 // --- storages and tensors ----------------------------------------------------
 

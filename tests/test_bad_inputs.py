@@ -105,8 +105,8 @@ CASES = [
      "RuntimeError", ["mask", "bool"], True),
     ("out_of_memory", "torch.empty(2**42, device=dev).fill_(1)", "OutOfMemoryError",
      ["fill_", "out of memory"], False),
-    ("complex_dtype", "torch.ones(2, dtype=torch.complex32, device=dev)", "RuntimeError",
-     ["complex"], False),
+    ("float8_arithmetic", "torch.zeros(2, dtype=torch.float8_e4m3fn, device=dev) + 1",
+     "NotImplementedError", ["add", "float8_e4m3fn"], True),
     # --- writes into memory shared between elements or with an input ----------------
     ("inplace_expanded_add_", "torch.zeros(3, device=dev).expand(2, 3).add_(1)",
      "RuntimeError", ["add_", "more than one element of the written-to tensor"], True),

@@ -53,6 +53,12 @@ def _cases():
         "remainder": lambda d: t([7], d) % t([0], d),
         "remainder_scalar": lambda d: t([7], d) % 0,
         "fmod_int32": lambda d: torch.fmod(t([7], d, torch.int32), t([0], d, torch.int32)),
+        # more true positions in the mask than source has elements (was: the
+        # last source element repeated)
+        "masked_scatter_": lambda d: torch.zeros(2, 5, device=d).masked_scatter_(
+            torch.tensor([True, False, True], device=d).repeat(2, 2)[:, :5], torch.ones(4, device=d)),
+        "masked_scatter_empty_source": lambda d: torch.zeros(4, device=d).masked_scatter_(
+            torch.tensor([False, True, False, False], device=d), torch.ones(0, device=d)),
     }
 
 
@@ -110,6 +116,10 @@ VALID = {
     "floor_divide": lambda d: torch.tensor([7, -7], device=d) // torch.tensor([2, 2], device=d),
     "remainder": lambda d: torch.tensor([7, -7], device=d) % 3,
     "float_div_zero": lambda d: torch.tensor([1.0], device=d) // torch.tensor([0.0], device=d),
+    "masked_scatter_": lambda d: torch.zeros(2, 5, device=d).masked_scatter_(
+        torch.tensor([True, False, True, True, False], device=d), torch.arange(6.0, device=d)),
+    "masked_scatter_no_true": lambda d: torch.zeros(4, device=d).masked_scatter_(
+        torch.zeros(4, dtype=torch.bool, device=d), torch.ones(0, device=d)),
 }
 
 

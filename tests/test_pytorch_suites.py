@@ -77,6 +77,8 @@ def test_tpu_names_and_cpu_counterparts():
     assert ps.cpu_counterpart("a.py::TestFooPRIVATEUSE1::test_tpu_things_tpu") == \
         "a.py::TestFooPRIVATEUSE1".replace("PRIVATEUSE1", "CPU") + "::test_tpu_things_cpu"
     assert ps.cpu_counterpart("a.py::TestFooCPU::test_add_cpu") is None
+    # Not instantiated per device: the same test, run without torchtpu.
+    assert ps.cpu_counterpart("a.py::TestFoo::test_add") == "a.py::TestFoo::test_add"
 
 
 def test_cluster_key_strips_numbers_and_names():
@@ -137,6 +139,8 @@ def test_k_filter_and_xfail_file(tmp_path):
     cat = {k.split("::")[-1]: v["category"] for k, v in s["tests"].items()}
     assert cat == {"test_a_pass_tpu_float32": "passed", "test_b_fail_tpu_tpu": "xfail"}, s
     assert s["tests"][CLS + "test_b_fail_tpu_tpu"]["xfail_reason"] == "synthetic"
+    # an expected failure is not rerun on the CPU (it is xfail either way)
+    assert s["tests"][CLS + "test_b_fail_tpu_tpu"]["cpu_outcome"] == "missing"
     xf.write_text('[[xfail]]\nid = "x"\n')
     with pytest.raises(ValueError, match="no reason"):
         ps.load_xfails(str(xf))
@@ -154,3 +158,43 @@ def test_shipped_xfail_file_has_reasons():
     assert os.path.exists(ps.XFAIL_FILE)
     for pattern, reason in ps.load_xfails().items():
         assert reason.strip(), pattern
+
+
+def test_select_runs_only_the_listed_tests(tmp_path):
+    """--select (the not_run tests of an earlier run, say): only those ids of
+    this file run, whatever -k says."""
+    (tmp_path / "test_synth.py").write_text(SUITE)
+    s = ps.run_suite("test_synth", str(tmp_path), k="nothing_matches", timeout=90,
+                     log=lambda m: None, cpu_rerun=False,
+                     select=[CLS + "test_a_pass_tpu_float32", CLS + "test_g_after_tpu",
+                             "test_other.py::TestOtherPRIVATEUSE1::test_x_tpu"])
+    cat = {k.split("::")[-1]: v["category"] for k, v in s["tests"].items()}
+    assert cat == {"test_a_pass_tpu_float32": "passed", "test_g_after_tpu": "passed"}, s
+
+
+PLAIN_SUITE = textwrap.dedent('''
+    import sys
+    from torch.testing._internal.common_utils import TestCase, run_tests
+
+    class TestPlain(TestCase):
+        def test_without_torchtpu(self):
+            self.assertNotIn("torchtpu", sys.modules)
+
+        def test_broken_everywhere(self):
+            self.assertEqual(1, 2)
+
+    if __name__ == "__main__":
+        run_tests()
+''')
+
+
+def test_tests_not_instantiated_per_device_are_rerun_without_torchtpu(tmp_path):
+    """A class not instantiated per device (test_torch's TestTorch) runs in
+    the tpu run too; its CPU counterpart is the same test, run without
+    torchtpu: failing only with torchtpu loaded is ours, failing in both is
+    not."""
+    (tmp_path / "test_plain.py").write_text(PLAIN_SUITE)
+    s = ps.run_suite("test_plain", str(tmp_path), timeout=90, log=lambda m: None)
+    cat = {k.split("::")[-1]: v["category"] for k, v in s["tests"].items()}
+    assert cat == {"test_without_torchtpu": "failed_tpu",
+                   "test_broken_everywhere": "failed_cpu_too"}, s

@@ -46,7 +46,9 @@ test as it starts and its outcome as it ends. The parent is the watchdog:
   - --budget bounds a suite's wall time; tests not reached are "not run".
 
 Then the tpu tests that failed, crashed or timed out are rerun on the CPU
-(the same test with `_cpu` for `_tpu` and class suffix `CPU`), which splits
+(the same test with `_cpu` for `_tpu` and class suffix `CPU`; a test of a
+class not instantiated per device, test_torch's TestTorch, as it is), with
+torchtpu not loaded (TORCH_DEVICE_BACKEND_AUTOLOAD=0), which splits
 "failed, tpu only" from "failed on the CPU too" (broken on this wheel or by a
 version mismatch, not our bug). A tpu test whose CPU counterpart does not
 exist (onlyPRIVATEUSE1 tests) counts as tpu-only.
@@ -93,7 +95,8 @@ XFAIL_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
 CATEGORIES = ("passed", "failed_tpu", "failed_cpu_too", "skipped", "crash",
               "timeout", "xfail", "xpass", "not_run")
 
-_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_REPO_ROOT = os.path.dirname(os.path.dirname(_HERE))
 
 # ---------------------------------------------------------------------------
 # pytest plugin, loaded in the subprocess with `-p torchtpu.testing.pytorch_suites`.
@@ -129,6 +132,7 @@ def _bridge_renamed_helpers():
     import torch.testing._internal.common_cuda as cuda
     import torch.testing._internal.common_device_type as device_type
     import torch.testing._internal.common_methods_invocations as cmi
+    import torch.testing._internal.common_nn as cnn
     import torch.testing._internal.common_utils as utils
 
     aliases = (
@@ -140,6 +144,8 @@ def _bridge_renamed_helpers():
         (cmi, "skipOps", lambda: lambda _cls, _test, to_skip: device_type.skipOps(to_skip)),
         # CUDA's TF32 query; no CUDA device is in these runs
         (cuda, "tf32_is_not_fp32", lambda: lambda: False),
+        # the list test_nn iterates, now built by a function
+        (cnn, "new_module_tests", lambda: cnn.get_new_module_tests()),
     )
     for module, name, make in aliases:
         if not hasattr(module, name):
@@ -258,7 +264,10 @@ def pytest_runtest_makereport(item, call):
 
 
 def cpu_counterpart(nodeid):
-    """`f.py::TestFooPRIVATEUSE1::test_add_tpu_float32` → the CPU test's id."""
+    """`f.py::TestFooPRIVATEUSE1::test_add_tpu_float32` → the CPU test's id.
+    A test of a class that is not instantiated per device (test_torch's
+    TestTorch) is its own counterpart: the CPU run repeats it without
+    torchtpu."""
     parts = nodeid.split("::")
     if len(parts) < 3:
         return None
@@ -268,7 +277,9 @@ def cpu_counterpart(nodeid):
             cls = cls[: -len(suffix)] + "CPU"
             break
     else:
-        return None
+        if re.search(r"(CPU|CUDA|META|MPS|XPU|LAZY)$", cls):
+            return None
+        return nodeid
     # The device suffix sits after the test name and parameters, before the
     # dtype: the last "_tpu" that ends the name or precedes another "_".
     m = None
@@ -334,7 +345,14 @@ def _child_env(device, events, exclude, select):
     # Failure messages stay one line: no "To execute this test, run ..." tail.
     env["PYTORCH_PRINT_REPRO_ON_FAILURE"] = "0"
     env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (_REPO_ROOT, env.get("PYTHONPATH")) if p)
+        p for p in (_REPO_ROOT, _HERE if device == "cpu" else None, env.get("PYTHONPATH"))
+        if p)
+    if device == "cpu":
+        # The reference is PyTorch without torchtpu: a test that fails only
+        # because torchtpu is loaded (pin_memory works once an accelerator is
+        # registered) is ours to explain. The plugin is then loaded as the
+        # top-level module `pytorch_suites`, which does not import torchtpu.
+        env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
     env.setdefault("PYTHONFAULTHANDLER", "1")
     return env
 
@@ -363,8 +381,9 @@ def run_tests(test_file, device, *, tests_dir, k=None, select=None,
     while True:
         with open(exclude, "w") as f:
             f.write("".join(i + "\n" for i in records))
+        plugin = "pytorch_suites" if device == "cpu" else "torchtpu.testing.pytorch_suites"
         cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-               "-p", "torchtpu.testing.pytorch_suites", "-q", "--tb=no",
+               "-p", plugin, "-q", "--tb=no",
                "--no-header", "-o", "addopts=", "--rootdir", tests_dir, test_file]
         if k and select is None:
             cmd += ["-k", k]
@@ -513,24 +532,28 @@ def clusters(results, categories=("failed_tpu",), top=10):
 
 
 def run_suite(suite, tests_dir, *, k=None, timeout=120.0, budget=None,
-              cpu_rerun=True, xfails=None, log=print):
+              cpu_rerun=True, xfails=None, log=print, select=None):
     path = suite if suite.endswith(".py") else suite + ".py"
     if not os.path.exists(os.path.join(tests_dir, path)):
         return {"error": [f"{path} not found in {tests_dir}"], "counts": None,
                 "tests": {}, "clusters": []}
     t0 = time.monotonic()
-    tpu, errors = run_tests(path, "tpu", tests_dir=tests_dir, k=k,
+    if select is not None:  # node ids of this file only
+        select = [i for i in select if i.split("::")[0] == path]
+    tpu, errors = run_tests(path, "tpu", tests_dir=tests_dir, k=k, select=select,
                             timeout=timeout, budget=budget, log=log)
     cpu = {}
+    xfails = xfails if xfails is not None else load_xfails()
+    # Expected failures count as xfail whatever the CPU does: not rerun.
     bad = [cpu_counterpart(i) for i, r in tpu.items()
-           if r["outcome"] in ("failed", "crash", "timeout")]
+           if r["outcome"] in ("failed", "crash", "timeout") and not _xfail_reason(xfails, i)]
     bad = [b for b in bad if b]
     if cpu_rerun and bad:
         log(f"  rerunning {len(bad)} failures on the CPU")
         cpu, cerr = run_tests(path, "cpu", tests_dir=tests_dir, select=bad,
                               timeout=timeout, budget=budget, log=log)
         errors += [f"cpu rerun: {e}" for e in cerr]
-    results = classify(tpu, cpu, xfails if xfails is not None else load_xfails())
+    results = classify(tpu, cpu, xfails)
     return {"counts": summarise(results), "tests": results,
             "clusters": clusters(results),
             "clusters_cpu_too": clusters(results, ("failed_cpu_too",), top=5),
@@ -591,7 +614,14 @@ def main(argv=None):
     p.add_argument("--markdown", default=None, help="write the table and clusters here")
     p.add_argument("--no-cpu-rerun", action="store_true",
                    help="do not rerun tpu failures on the CPU")
+    p.add_argument("--select", default=None, metavar="FILE",
+                   help="run only these tpu node ids (one a line, e.g. the not_run "
+                        "tests of an earlier --json); -k is then ignored")
     args = p.parse_args(argv)
+    select = None
+    if args.select:
+        with open(args.select) as f:
+            select = [line.strip() for line in f if line.strip()]
     tests_dir = os.path.abspath(args.tests_dir)
     xfails = load_xfails()
     report = {"tests_dir": tests_dir, "k": args.k, "timeout": args.timeout,
@@ -605,7 +635,7 @@ def main(argv=None):
         print(f"== {suite}", flush=True)
         s = run_suite(suite, tests_dir, k=args.k, timeout=args.timeout,
                       budget=args.budget, cpu_rerun=not args.no_cpu_rerun,
-                      xfails=xfails, log=lambda m: print(m, flush=True))
+                      xfails=xfails, log=lambda m: print(m, flush=True), select=select)
         report["suites"][suite] = s
         for e in s["error"]:
             print(f"  error: {e[:2000]}")

@@ -258,8 +258,16 @@ static tt_status lower_index_add(tt_lower_ctx *c) {
   if (!tt_lower_is_none(c, 4))
     src = tt_lower_bin(c, TT_HLO_MUL, src,
                        tt_lower_broadcast_to(c, tt_lower_scalar(c, 4, acc), st.rank, st.dims));
-  tt_hv out = tt_lower_scatter_at(c, tt_hlo_convert(b, x, acc), tt_lower_dim_coords(c, &st, index, dim, rt.dims[dim]),
-                           src, TT_HLO_REDUCE_ADD);
+  // Where ATen's CPU kernel adds one slice at a time (1-d self, a middle
+  // dim) a 16-bit sum is rounded at each step; along the first or last dim
+  // of a matrix it goes through scatter_add's float accumulator (alpha 1,
+  // the common case), rounded once.
+  bool stepwise = rt.rank <= 1 || (dim != 0 && dim != rt.rank - 1);
+  if (stepwise) acc = xt.dtype;
+  src = tt_hlo_convert(b, src, acc);
+  tt_hv out = tt_lower_scatter_at(c, tt_hlo_convert(b, x, acc),
+                                  tt_lower_dim_coords(c, &st, index, dim, rt.dims[dim]),
+                                  src, TT_HLO_REDUCE_ADD);
   tt_lower_result(c, tt_hlo_convert(b, tt_hlo_reshape(b, out, xt.rank, xt.dims), xt.dtype));
   return NULL;
 }
@@ -328,7 +336,8 @@ static void finish_loss(tt_lower_ctx *c, tt_hv l, int64_t red, bool rank0, tt_dt
   int64_t n = tt_lower_type(c, l).dims[0];
   if (red != kNone) {
     l = tt_lower_reduce(c, l, all, false, TT_HLO_REDUCE_ADD);
-    if (red == kMean) l = tt_lower_bin(c, TT_HLO_DIV, l, k(c, l, (double)n));
+    if (red == kMean && n > 0) l = tt_lower_bin(c, TT_HLO_DIV, l, k(c, l, (double)n));
+    // an empty batch's mean is 0 on PyTorch's CPU, not 0/0
   } else if (rank0) {
     l = tt_hlo_reshape(b, l, 0, NULL);
   }
@@ -350,10 +359,21 @@ static tt_status margin_args(tt_lower_ctx *c, bool per_class, tt_hv *x, tt_hv *y
                          tt_shape_str(&t, s1, sizeof s1), tt_dtype_name(yt.dtype),
                          tt_shape_str(&yt, s2, sizeof s2));
   int64_t nc[2] = {t.rank == 2 ? t.dims[0] : 1, t.rank ? t.dims[t.rank - 1] : 1};
-  int64_t want = per_class ? nc[0] * nc[1] : nc[0];
-  if (tt_hlo_numel(&yt) != want)
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "inconsistent target size %s for input %s",
-                         tt_shape_str(&yt, s1, sizeof s1), tt_shape_str(&t, s2, sizeof s2));
+  if (t.rank > 0 && nc[1] == 0)  // PyTorch's shape checks, in its order and words
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Expected non-empty vector or matrix with "
+                         "optional 0-dim batch size, but got: %s", tt_shape_str(&t, s1, sizeof s1));
+  bool ok = per_class ? (t.rank <= 1 ? yt.rank <= 1 && tt_hlo_numel(&yt) == nc[1]
+                                     : yt.rank == 2 && yt.dims[0] == nc[0] && yt.dims[1] == nc[1])
+                      : yt.rank <= 1 && tt_hlo_numel(&yt) == nc[0];
+  if (!ok && per_class)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "inconsistent target size: %s for input of "
+                         "size: %s", tt_shape_str(&yt, s1, sizeof s1),
+                         tt_shape_str(&t, s2, sizeof s2));
+  if (!ok)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "multi_margin_loss: target tensor should be "
+                         "1-D with size equal to the number of input samples (batch size). "
+                         "Expected target size [%" PRId64 "], but got %s. Input has shape %s.",
+                         nc[0], tt_shape_str(&yt, s1, sizeof s1), tt_shape_str(&t, s2, sizeof s2));
   *x = tt_hlo_reshape(b, tt_hlo_convert(b, tt_lower_tensor(c, 0), tt_opmath(t.dtype)), 2, nc);
   *y = tt_hlo_reshape(b, tt_hlo_convert(b, tt_lower_tensor(c, 1), TT_I64), per_class ? 2 : 1, nc);
   return NULL;
@@ -385,10 +405,11 @@ static tt_status lower_multi_margin(tt_lower_ctx *c) {
   if (!tt_lower_is_none(c, 4)) {
     tt_hlo_type wt = tt_lower_tensor_type(c, 4, -1);
     char s1[96];
-    if (wt.rank != 1 || wt.dims[0] != xt.dims[1])
-      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "weight must be None or a 1D tensor "
-                           "of size %lld, got %s", (long long)xt.dims[1],
-                           tt_shape_str(&wt, s1, sizeof s1));
+    if (wt.rank != 1)
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "weight must be one-dimensional");
+    if (wt.dims[0] != xt.dims[1])
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "inconsistent weight size, expected %lld "
+                           "but got %s", (long long)xt.dims[1], tt_shape_str(&wt, s1, sizeof s1));
     tt_hv w = tt_hlo_convert(b, tt_lower_tensor(c, 4), xt.dtype);
     int64_t bd1 = 1;
     w = tt_hlo_broadcast_in_dim(b, w, 2, xt.dims, &bd1);

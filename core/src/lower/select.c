@@ -111,7 +111,9 @@ static tt_status lower_index_reduce(tt_lower_ctx *c) {
   if (mean && !tt_dtype_is_float(a.xt.dtype))
     return tt_lower_fail(c, TT_UNIMPLEMENTED, "integer index_reduce mean");
   bool include_self = tt_lower_is_none(c, 5) || tt_lower_bool(c, 5);
-  tt_dtype acc = tt_opmath(a.xt.dtype);
+  // In self's dtype, as ATen's CPU and CUDA kernels do (a 16-bit sum is
+  // rounded at each step, not once at the end).
+  tt_dtype acc = a.xt.dtype;
   tt_hv base = tt_hlo_convert(b, a.x, acc), upd = tt_hlo_convert(b, a.src, acc);
   tt_hlo_type ut = tt_lower_type(c, upd);
   if (!include_self)  // touched positions start from the identity
@@ -222,7 +224,7 @@ static tt_status lower_masked_scatter(tt_lower_ctx *c) {
                          "have same dtypes but got%s and %s", tt_dtype_torch_name(xt.dtype),
                          tt_dtype_torch_name(st.dtype));
   int64_t n = tt_hlo_numel(&xt), s = tt_hlo_numel(&st);
-  if (n == 0 || s == 0) {
+  if (n == 0) {
     tt_lower_result(c, tt_lower_tensor(c, 0));
     return NULL;
   }
@@ -230,6 +232,16 @@ static tt_status lower_masked_scatter(tt_lower_ctx *c) {
   tt_hv m = tt_hlo_convert(b, tt_lower_tensor(c, 1), TT_BOOL);
   m = flat(c, tt_lower_broadcast_to(c, m, xt.rank, xt.dims));
   tt_hv pos = prefix_sum(c, tt_hlo_convert(b, m, TT_I64));
+  // A true position past source's last element: PyTorch's CPU check, here
+  // on the device (CUDA checks it in its kernel too).
+  tt_lower_check(c, tt_lower_bin(c, TT_HLO_AND, m, tt_hlo_compare(b, TT_HLO_GT, pos,
+                                                                  tt_lower_splat_like(c, pos, s))),
+                 TT_HV_INVALID, TT_INVALID_ARGUMENT,
+                 "Number of elements of source < number of ones in mask", 0, 0);
+  if (s == 0) {
+    tt_lower_result(c, x);
+    return NULL;
+  }
   pos = tt_hlo_clamp(b, tt_hlo_const_i(b, TT_I64, 0),
                      tt_lower_bin(c, TT_HLO_SUB, pos, tt_lower_splat_like(c, pos, 1)),
                      tt_hlo_const_i(b, TT_I64, s - 1));
