@@ -140,22 +140,31 @@ static tt_status lower_mul(tt_lower_ctx *c) {
 
 // --- div, remainder, fmod, pow ---------------------------------------------------------------
 
+// x rounded to dtype r and back (r: TT_DTYPE_NONE leaves x as it is).
+static tt_hv round_to(tt_lower_ctx *c, tt_hv x, tt_dtype r) {
+  if (r == TT_DTYPE_NONE) return x;
+  tt_hlo *b = tt_lower_hlo(c);
+  return tt_hlo_convert(b, tt_hlo_convert(b, x, r), type_of(c, x));
+}
+
 // Floor division of floats the way PyTorch's div_floor_floating does it
-// (through fmod, so 1 // 0.1 is 9 like Python, not 10).
-static tt_hv floor_div_float(tt_lower_ctx *c, tt_hv a, tt_hv b) {
-  tt_hv q = tt_lower_bin(c, TT_HLO_DIV, a, b);
-  tt_hv mod = tt_lower_bin(c, TT_HLO_REM, a, b);
-  tt_hv div = tt_lower_bin(c, TT_HLO_DIV, tt_lower_bin(c, TT_HLO_SUB, a, mod), b);
+// (through fmod, so 1 // 0.1 is 9 like Python, not 10). r: the dtype each
+// step is rounded to (PyTorch's Vectorized<Half/BFloat16> path), or none.
+static tt_hv floor_div_float(tt_lower_ctx *c, tt_hv a, tt_hv b, tt_dtype r) {
+  tt_hv q = round_to(c, tt_lower_bin(c, TT_HLO_DIV, a, b), r);
+  tt_hv mod = round_to(c, tt_lower_bin(c, TT_HLO_REM, a, b), r);
+  tt_hv div = round_to(c, tt_lower_bin(c, TT_HLO_SUB, a, mod), r);
+  div = round_to(c, tt_lower_bin(c, TT_HLO_DIV, div, b), r);
   tt_hv off_sign = tt_lower_bin(c, TT_HLO_XOR, cmp(c, TT_HLO_LT, b, k(c, b, 0)),
                        cmp(c, TT_HLO_LT, mod, k(c, mod, 0)));
   tt_hv fix = tt_lower_bin(c, TT_HLO_AND, cmp(c, TT_HLO_NE, mod, k(c, mod, 0)), off_sign);
-  div = sel(c, fix, tt_lower_bin(c, TT_HLO_SUB, div, k(c, div, 1)), div);
-  tt_hv fl = un(c, TT_HLO_FLOOR, div);
-  tt_hv up = cmp(c, TT_HLO_GT, tt_lower_bin(c, TT_HLO_SUB, div, fl), k(c, div, 0.5));
-  fl = sel(c, up, tt_lower_bin(c, TT_HLO_ADD, fl, k(c, fl, 1)), fl);
+  div = sel(c, fix, round_to(c, tt_lower_bin(c, TT_HLO_SUB, div, k(c, div, 1)), r), div);
+  tt_hv fl = round_to(c, un(c, TT_HLO_FLOOR, div), r);
+  tt_hv up = cmp(c, TT_HLO_GT, round_to(c, tt_lower_bin(c, TT_HLO_SUB, div, fl), r), k(c, div, 0.5));
+  fl = sel(c, up, round_to(c, tt_lower_bin(c, TT_HLO_ADD, fl, k(c, fl, 1)), r), fl);
   tt_hv signed_zero = tt_lower_bin(c, TT_HLO_MUL, k(c, q, 0), q);  // copysign(0, a/b)
-  tt_hv r = sel(c, cmp(c, TT_HLO_NE, div, k(c, div, 0)), fl, signed_zero);
-  return sel(c, cmp(c, TT_HLO_EQ, b, k(c, b, 0)), q, r);
+  tt_hv res = sel(c, cmp(c, TT_HLO_NE, div, k(c, div, 0)), fl, signed_zero);
+  return sel(c, cmp(c, TT_HLO_EQ, b, k(c, b, 0)), q, res);
 }
 
 // Floor division of integers: C truncates, so step down when the remainder
@@ -177,6 +186,27 @@ static void check_int_divisor(tt_lower_ctx *c, tt_dtype rt, tt_hv d) {
                    "ZeroDivisionError", 0, 0);
 }
 
+// Whether the divisor (argument 1) takes more than one value over the result:
+// a tensor with a dim of size > 1 and stride != 0 (not TensorIterator's
+// is_scalar operand). PyTorch's CPU kernels for 16-bit floats divide a
+// varying divisor in 16-bit steps: trunc rounds the quotient first, floor
+// rounds every step; a Scalar or one-value divisor divides in float.
+static bool divisor_varies(const tt_lower_ctx *c) {
+  const tt_value *v = tt_lower_arg(c, 1);
+  if (v->kind != TT_VALUE_TENSOR) return false;
+  for (int d = 0; d < v->u.tensor.ndim; d++)
+    if (v->u.tensor.sizes[d] != 1 && v->u.tensor.strides[d] != 0) return true;
+  return false;
+}
+
+// A divisor that XLA's simplifier cannot turn into a multiplication by its
+// reciprocal (it does so for x / broadcast(y), off by an ulp from PyTorch's
+// x / y, and wrong after trunc: 49.0 / 49 gave 0.9999999999999999).
+static tt_hv exact_divisor(tt_lower_ctx *c, tt_hv y) {
+  tt_dtype d = type_of(c, y);
+  return tt_dtype_is_float(d) || tt_dtype_is_complex(d) ? tt_hlo_barrier(tt_lower_hlo(c), y) : y;
+}
+
 // div with rounding_mode None ("true"), "trunc" or "floor" (argument 2).
 static tt_status div_mode(tt_lower_ctx *c, const char *mode) {
   if (mode && strcmp(mode, "trunc") != 0 && strcmp(mode, "floor") != 0)
@@ -194,13 +224,16 @@ static tt_status div_mode(tt_lower_ctx *c, const char *mode) {
   }
   tt_hv r;
   if (mode) check_int_divisor(c, rt, v[1]);
+  v[1] = exact_divisor(c, v[1]);
+  tt_dtype steps = (rt == TT_F16 || rt == TT_BF16) && divisor_varies(c) ? rt : TT_DTYPE_NONE;
   if (!mode) {
     r = tt_lower_bin(c, TT_HLO_DIV, v[0], v[1]);
   } else if (mode[0] == 't') {
     r = tt_lower_bin(c, TT_HLO_DIV, v[0], v[1]);
-    if (tt_dtype_is_float(rt)) r = trunc_float(c, r);
+    if (tt_dtype_is_float(rt)) r = trunc_float(c, round_to(c, r, steps));
   } else {
-    r = tt_dtype_is_float(rt) ? floor_div_float(c, v[0], v[1]) : floor_div_int(c, v[0], v[1]);
+    r = tt_dtype_is_float(rt) ? floor_div_float(c, v[0], v[1], steps)
+                              : floor_div_int(c, v[0], v[1]);
   }
   return out(c, r, rt);
 }
@@ -1079,7 +1112,7 @@ static tt_status addc(tt_lower_ctx *c, tt_hlo_binop op) {
                          "division of tensor1 and tensor2.");
   tt_hv v[3];
   TT_RETURN_IF_ERROR(tt_lower_operands(c, idx, 3, tt_opmath(rt), v));
-  tt_hv t = tt_lower_bin(c, op, v[1], v[2]);
+  tt_hv t = tt_lower_bin(c, op, v[1], op == TT_HLO_DIV ? exact_divisor(c, v[2]) : v[2]);
   if (!tt_lower_is_none(c, 3)) t = mul_(c, scalar_like(c, 3, t), t);
   return out(c, add_(c, v[0], t), rt);
 }
