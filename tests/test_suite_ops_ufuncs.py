@@ -138,3 +138,65 @@ def test_division_exactly_like_cpu(name, fn):
     quotient first: 1 / 0.1 is 10; floor rounds every step), a one-value
     divisor in float; tpu computed every case in float."""
     _exact(fn)
+
+
+# --- 3. searchsorted / bucketize (test_reductions' test_bucketization) ------------------------
+
+def _search_cases():
+    g = torch.Generator().manual_seed(0)
+    s = torch.randn(20, 37, generator=g)
+    v = torch.randn(20, 11, generator=g)
+    s1 = torch.randn(300, generator=g).sort().values
+    v1 = torch.randn(7, 9, generator=g)
+    v3 = torch.tensor([[[1, 3, 5], [2, 4, 6]], [[1, 2, 3], [4, 5, 6]]])
+    nan_s = torch.tensor([0., 1., 2., float("nan")])
+    nan_v = torch.tensor([1., float("nan"), 2., -1., 5.])
+    ints = torch.tensor([1, 3, 3, 3, 7, 9])
+    cases = [
+        ("permuted int32 values, float64 rows (unsorted)", lambda d: torch.searchsorted(
+            v3.permute(2, 1, 0).to(torch.float64).to(d), v3.permute(2, 1, 0).to(torch.int32).to(d))),
+        ("bucketize 2-d boundaries", lambda d: torch.bucketize(v3.to(d), v3[0].to(d))),
+        ("scalar value, 2-d boundaries", lambda d: torch.searchsorted(v3[0].to(d), 1)),
+        ("0-d boundaries", lambda d: torch.searchsorted(torch.tensor(1.).to(d), v1.to(d))),
+        ("rows don't match", lambda d: torch.searchsorted(s.to(d), v1.to(d))),
+        ("sorter of another size", lambda d: torch.searchsorted(s.to(d), v.to(d), sorter=s.argsort(-1)[:, :-1].to(d))),
+        ("int32 sorter", lambda d: torch.searchsorted(s.to(d), v.to(d), sorter=s.argsort(-1).int().to(d))),
+        # checked on the device: raised at the next synchronisation (the .cpu())
+        ("sorter out of range", lambda d: torch.searchsorted(s.to(d), v.to(d), sorter=(s.argsort(-1) + 1).to(d)).cpu()),
+        ("bad side", lambda d: torch.searchsorted(s1.to(d), v1.to(d), side="bad")),
+        ("side left, right=True", lambda d: torch.searchsorted(s1.to(d), v1.to(d), side="left", right=True)),
+    ]
+    for out_dt, i32 in ((torch.float32, False), (torch.int32, False), (torch.int64, True), (torch.int32, True)):
+        cases.append((f"out {out_dt} out_int32={i32}", lambda d, o=out_dt, i=i32: torch.searchsorted(
+            ints.to(d), ints.to(d), out=torch.empty(6, dtype=o).to(d), out_int32=i)))
+    for right in (False, True):
+        r = f" right={right}"
+        cases += [
+            ("unsorted rows" + r, lambda d, r=right: torch.searchsorted(s.to(d), v.to(d), right=r)),
+            ("sorted rows" + r, lambda d, r=right: torch.searchsorted(s.sort(-1).values.to(d), v.to(d), right=r)),
+            ("sorter" + r, lambda d, r=right: torch.searchsorted(s.to(d), v.to(d), right=r, sorter=s.argsort(-1).to(d))),
+            ("bucketize out_int32" + r, lambda d, r=right: torch.bucketize(v1.to(d), s1.to(d), right=r, out_int32=True)),
+            ("one boundary" + r, lambda d, r=right: torch.bucketize(v1.to(d), s1[:1].to(d), right=r)),
+            ("no boundaries" + r, lambda d, r=right: torch.bucketize(v1.to(d), s1[:0].to(d), right=r)),
+            ("python scalar" + r, lambda d, r=right: torch.searchsorted(s1.to(d), 0.3, right=r)),
+            ("NaN" + r, lambda d, r=right: torch.searchsorted(nan_s.to(d), nan_v.to(d), right=r)),
+            ("no values" + r, lambda d, r=right: torch.searchsorted(s1.to(d), torch.empty(0, 3).to(d), right=r)),
+            ("repeated ints" + r, lambda d, r=right: torch.searchsorted(ints.to(d), torch.arange(11).to(d), right=r)),
+        ]
+    return cases
+
+
+SEARCH_CASES = _search_cases()
+
+
+@pytest.mark.parametrize("name,fn", SEARCH_CASES, ids=[c[0] for c in SEARCH_CASES])
+def test_searchsorted_like_cpu(name, fn):
+    """searchsorted / bucketize follow PyTorch's binary search step for step
+    (a count of smaller entries gave other answers for unsorted rows, and
+    compared every value with every boundary: an [N, M] intermediate), use
+    the sorter, and make PyTorch's checks with its texts (sorter size and
+    dtype, scalar values, out= dtype, bucketize's 1-d boundaries)."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # PyTorch's non-contiguous performance warning
+        assert_like_cpu(fn)
