@@ -200,3 +200,34 @@ def test_searchsorted_like_cpu(name, fn):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # PyTorch's non-contiguous performance warning
         assert_like_cpu(fn)
+
+
+# --- 4. integer pow (test_binary_ufuncs' int8 / uint8 / int16 edge values) --------------------
+
+def _int_pow_cases():
+    cases = []
+    for dt in (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64):
+        info = torch.iinfo(dt)
+        vals = sorted({info.min, info.min + 1, -7, -2, -1, 0, 1, 2, 3, 7, 10, info.max - 1, info.max})
+        v = torch.tensor([x for x in vals if info.min <= x <= info.max], dtype=torch.int64).to(dt)
+        a, e = v[:, None].expand(-1, len(v)), v[None, :].expand(len(v), -1)
+        name = str(dt)[6:]
+        cases += [
+            (f"{name} every pair", lambda d, a=a, e=e: torch.pow(a.to(d), e.to(d))),
+            (f"{name} ** 3 (Scalar)", lambda d, a=v: torch.pow(a.to(d), 3)),
+            (f"{name} ** max (Scalar)", lambda d, a=v, m=info.max: torch.pow(a.to(d), m)),
+            (f"3 ** {name} (Scalar base)", lambda d, e=v.clamp(min=0): torch.pow(3, e.to(d))),
+            (f"{name} pow_ in place", lambda d, a=a, e=e: a.contiguous().to(d).pow_(e.to(d))),
+        ]
+    return cases
+
+
+INT_POW_CASES = _int_pow_cases()
+
+
+@pytest.mark.parametrize("name,fn", INT_POW_CASES, ids=[c[0] for c in INT_POW_CASES])
+def test_integer_pow_like_cpu(name, fn):
+    """Integer pow wraps in its dtype as PyTorch's powi does (squaring over
+    every bit of the exponent); XLA's integer power gave other values for
+    large exponents (uint8 3 ** 254: 0, PyTorch 57; int16 3 ** 32767...)."""
+    _exact(fn)

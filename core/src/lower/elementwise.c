@@ -264,11 +264,34 @@ static tt_status lower_fmod(tt_lower_ctx *c) {
   return out(c, tt_lower_bin(c, TT_HLO_REM, v[0], v[1]), rt);
 }
 
+// Integer a ** e as PyTorch's powi: squaring over every bit of e, wrapping
+// in the dtype (XLA's integer power differs for large exponents: uint8
+// 3 ** 254 gave 0, PyTorch 57); a negative e gives 1 for a base of 1, -1 or
+// 1 for -1 (odd or even e), else 0.
+static tt_hv int_pow(tt_lower_ctx *c, tt_hv a, tt_hv e) {
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hlo_type t = tt_lower_type(c, a);
+  int bits = (int)tt_dtype_size(t.dtype) * 8;
+  tt_hv one = tt_hlo_splat_i(b, &t, 1), zero = tt_hlo_splat_i(b, &t, 0);
+  tt_hv r = one, base = a;
+  for (int i = 0; i < bits; i++) {
+    if (i > 0) base = tt_lower_bin(c, TT_HLO_MUL, base, base);
+    tt_hv bit = tt_lower_bin(c, TT_HLO_AND, tt_lower_bin(c, TT_HLO_SHR_L, e, tt_hlo_splat_i(b, &t, i)), one);
+    r = sel(c, cmp(c, TT_HLO_NE, bit, zero), tt_lower_bin(c, TT_HLO_MUL, r, base), r);
+  }
+  tt_hv odd = cmp(c, TT_HLO_NE, tt_lower_bin(c, TT_HLO_AND, e, one), zero);
+  tt_hv m1 = tt_hlo_splat_i(b, &t, -1);
+  tt_hv neg = sel(c, cmp(c, TT_HLO_EQ, a, one), one,
+                  sel(c, cmp(c, TT_HLO_EQ, a, m1), sel(c, odd, m1, one), zero));
+  return sel(c, cmp(c, TT_HLO_LT, e, zero), neg, r);
+}
+
 static tt_status lower_pow(tt_lower_ctx *c) {
   tt_dtype rt;
   tt_hv v[2];
   TT_RETURN_IF_ERROR(two(c, false, &rt, v));
   if (rt == TT_BOOL) return tt_lower_fail(c, TT_UNIMPLEMENTED, "bool pow");
+  if (tt_dtype_is_int(rt)) return out(c, int_pow(c, v[0], v[1]), rt);
   return out(c, tt_lower_bin(c, TT_HLO_POW, v[0], v[1]), rt);
 }
 
