@@ -154,3 +154,16 @@ def test_shipped_xfail_file_has_reasons():
     assert os.path.exists(ps.XFAIL_FILE)
     for pattern, reason in ps.load_xfails().items():
         assert reason.strip(), pattern
+
+
+def test_xfail_patterns_with_inner_wildcards():
+    """A `*` anywhere stands for any run of characters (families such as
+    every test of a dtype); other characters match themselves."""
+    xf = {"a.py::C::test_*_tpu_complex32": "c32", "a.py::C::test_x[*": "prefix",
+          "a.py::C::test_exact": "exact"}
+    assert ps._xfail_reason(xf, "a.py::C::test_abs_tpu_complex32") == "c32"
+    assert ps._xfail_reason(xf, "a.py::C::test_abs_tpu_complex64") is None
+    assert ps._xfail_reason(xf, "a.py::C::test_x[1]") == "prefix"
+    assert ps._xfail_reason(xf, "a.py::C::test_exact") == "exact"
+    assert ps._xfail_reason(xf, "a.py::C::test_exactly") is None
+    assert ps._xfail_reason(xf, "a.py::C::test_y.z") is None

@@ -231,3 +231,23 @@ def test_integer_pow_like_cpu(name, fn):
     every bit of the exponent); XLA's integer power gave other values for
     large exponents (uint8 3 ** 254: 0, PyTorch 57; int16 3 ** 32767...)."""
     _exact(fn)
+
+
+# --- 5. out= dtypes of unary ops (test_unary_ufuncs' test_abs_angle_complex_to_float) ---------
+
+ABS_OUT_CASES = [
+    (f"{fn.__name__} {src} -> out {od}", (lambda fn, src, od: lambda d: fn(
+        torch.tensor([1 + 2j, -3j, 0.5], dtype=src).to(d) if src.is_complex else _t((3,), src).to(d),
+        out=torch.empty(3, dtype=od).to(d)))(fn, src, od))
+    for fn in (torch.abs, torch.angle)
+    for src in (torch.complex64, torch.complex128, torch.float32)
+    for od in (torch.float32, torch.float64, torch.complex64, torch.complex128, torch.int64)
+]
+
+
+@pytest.mark.parametrize("name,fn", ABS_OUT_CASES, ids=[c[0] for c in ABS_OUT_CASES])
+def test_abs_angle_out_dtypes_like_cpu(name, fn):
+    """abs of a complex input writes any out= its real dtype casts to (a
+    float64 out of complex64 abs was refused); a real input or a complex out
+    still needs the same dtype, with PyTorch's text."""
+    assert_like_cpu(fn)
