@@ -251,3 +251,23 @@ def test_abs_angle_out_dtypes_like_cpu(name, fn):
     float64 out of complex64 abs was refused); a real input or a complex out
     still needs the same dtype, with PyTorch's text."""
     assert_like_cpu(fn)
+
+
+# --- 6. histc's range check (test_reductions' test_histc) --------------------------------------
+
+@pytest.mark.parametrize("vals,kw", [([float("inf")], {}), ([1., 2., float("inf")], {}),
+                                     ([float("nan")], {}), ([1., 2.], dict(min=0, max=float("inf")))])
+def test_histc_refuses_a_range_that_is_not_finite(vals, kw):
+    """PyTorch refuses an infinite or NaN range; tpu binned into it silently.
+    The range is data on the device: the check raises at the next
+    synchronisation, and cannot print the values as PyTorch does."""
+    with pytest.raises(RuntimeError, match=r"^torch\.histc: range of \["):
+        torch.histc(torch.tensor(vals), **kw)
+    with pytest.raises(RuntimeError, match=r"^torch\.histc: range of \["):
+        torch.histc(torch.tensor(vals, device="tpu"), **kw).cpu()
+
+
+@pytest.mark.parametrize("vals,kw", [([float("inf")], dict(bins=1, min=0, max=3)),
+                                     ([1., 2., float("inf")], dict(bins=4, max=3)), ([2., 5.], {})])
+def test_histc_finite_range_like_cpu(vals, kw):
+    assert_like_cpu(lambda d: torch.histc(torch.tensor(vals, device=d), **kw))
