@@ -271,3 +271,32 @@ def test_histc_refuses_a_range_that_is_not_finite(vals, kw):
                                      ([1., 2., float("inf")], dict(bins=4, max=3)), ([2., 5.], {})])
 def test_histc_finite_range_like_cpu(vals, kw):
     assert_like_cpu(lambda d: torch.histc(torch.tensor(vals, device=d), **kw))
+
+
+# --- 7. complex special values (test_unary_ufuncs' reference_numerics_extremal) ---------------
+
+def _special_complex(dt):
+    import itertools
+    vals = [0., 1., -1., 2.5, float("inf"), -float("inf"), float("nan")]
+    if dt == torch.complex128:
+        vals += [3e38, -3e38]  # in complex64 their log's imaginary parts are subnormal (flushed)
+    return torch.tensor([complex(a, b) for a, b in itertools.product(vals, vals)], dtype=dt)
+
+
+@pytest.mark.parametrize("dt", [torch.complex64, torch.complex128], ids=["complex64", "complex128"])
+@pytest.mark.parametrize("fn", [torch.abs, torch.exp, torch.exp2, torch.log, torch.log2, torch.log10,
+                                torch.sqrt], ids=lambda f: f.__name__)
+def test_complex_special_values_like_cpu(fn, dt):
+    """PyTorch's CPU follows C99's special values (std::complex): abs with
+    an infinite part is inf, with a NaN part NaN (XLA: abs(1 + iNaN) was
+    sqrt(2)); exp(+-inf + i(inf|NaN)), log and sqrt with NaN or infinite
+    parts; log2/log10 divide by log(b) by parts (log10(inf) had a NaN
+    imaginary part) and exp2 scales by parts."""
+    z = _special_complex(dt)
+    c, t = fn(z), fn(z.to("tpu")).cpu()
+    assert c.dtype == t.dtype
+    parts = ((c.real, t.real), (c.imag, t.imag)) if c.is_complex() else ((c, t),)
+    for a, b in parts:
+        ok = (a == b) | (a.isnan() & b.isnan()) | torch.isclose(a, b, rtol=1e-5, atol=0)
+        bad = (~ok).nonzero().flatten()[:3].tolist()
+        assert ok.all(), [(z[i].item(), c[i].item(), t[i].item()) for i in bad]

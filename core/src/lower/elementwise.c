@@ -305,10 +305,43 @@ static tt_hv float_input(tt_lower_ctx *c, tt_dtype *rt) {
   return tt_hlo_convert(tt_lower_hlo(c), x, tt_opmath(*rt));
 }
 
+// C99 Annex G's special values (std::complex, which PyTorch's CPU kernels
+// use) where XLA's complex exp / log / sqrt differ; r is XLA's op(z).
+static tt_hv complex_special(tt_lower_ctx *c, tt_hlo_unop op, tt_hv z, tt_hv r) {
+  if (!tt_dtype_is_complex(type_of(c, z))) return r;
+  if (op != TT_HLO_EXP && op != TT_HLO_LOG && op != TT_HLO_SQRT) return r;
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hv re = tt_hlo_real(b, z), im = tt_hlo_imag(b, z), rr = tt_hlo_real(b, r), ri = tt_hlo_imag(b, r);
+  tt_hv inf = k(c, re, INFINITY), nan = k(c, re, NAN), zero = k(c, re, 0);
+  tt_hv re_nan = cmp(c, TT_HLO_NE, re, re), im_nan = cmp(c, TT_HLO_NE, im, im);
+  tt_hv re_pinf = cmp(c, TT_HLO_EQ, re, inf), re_ninf = cmp(c, TT_HLO_EQ, re, k(c, re, -INFINITY));
+  tt_hv im_inf = cmp(c, TT_HLO_EQ, un(c, TT_HLO_ABS, im), inf);
+  if (op == TT_HLO_EXP) {  // e^(+inf + i(inf|NaN)) = inf + iNaN; e^(-inf + i(inf|NaN)) = 0
+    tt_hv odd = tt_lower_bin(c, TT_HLO_OR, im_inf, im_nan);
+    tt_hv hi = tt_lower_bin(c, TT_HLO_AND, re_pinf, odd), lo = tt_lower_bin(c, TT_HLO_AND, re_ninf, odd);
+    rr = sel(c, hi, inf, sel(c, lo, zero, rr));
+    ri = sel(c, hi, nan, sel(c, lo, zero, ri));
+  } else if (op == TT_HLO_LOG) {  // a NaN part: NaN + iNaN, or inf + iNaN when the other is infinite
+    tt_hv any_nan = tt_lower_bin(c, TT_HLO_OR, re_nan, im_nan);
+    tt_hv any_inf = tt_lower_bin(c, TT_HLO_OR, tt_lower_bin(c, TT_HLO_OR, re_pinf, re_ninf), im_inf);
+    rr = sel(c, any_nan, sel(c, any_inf, inf, nan), rr);
+    ri = sel(c, any_nan, nan, ri);
+  } else {  // sqrt(x + i inf) = inf + i inf; a NaN imaginary part: inf + iNaN (x = inf),
+            // NaN + i inf (x = -inf), else NaN + iNaN
+    rr = sel(c, im_inf, inf, sel(c, im_nan, sel(c, re_pinf, inf, nan), rr));
+    ri = sel(c, im_inf, im, sel(c, im_nan, sel(c, re_ninf, inf, nan), ri));
+  }
+  return tt_hlo_complex(b, rr, ri);
+}
+
+static tt_hv cun(tt_lower_ctx *c, tt_hlo_unop op, tt_hv x) {
+  return complex_special(c, op, x, un(c, op, x));
+}
+
 static tt_status float_unary(tt_lower_ctx *c, tt_hlo_unop op) {
   tt_dtype rt;
   tt_hv x = float_input(c, &rt);
-  return out(c, un(c, op, x), rt);
+  return out(c, cun(c, op, x), rt);
 }
 
 static tt_status lower_exp(tt_lower_ctx *c) { return float_unary(c, TT_HLO_EXP); }
@@ -360,7 +393,16 @@ static tt_status lower_abs(tt_lower_ctx *c) {
   tt_hv x = tt_lower_tensor(c, 0);
   tt_dtype d = type_of(c, x);
   if (d == TT_BOOL) return tt_lower_fail(c, TT_UNIMPLEMENTED, "abs of bool");
-  tt_lower_result(c, is_unsigned(d) ? x : un(c, TT_HLO_ABS, x));
+  tt_hv r = is_unsigned(d) ? x : un(c, TT_HLO_ABS, x);
+  if (tt_dtype_is_complex(d)) {  // hypot's rules: an infinite part wins, then NaN
+    tt_hlo *b = tt_lower_hlo(c);   // (XLA's abs of 1 + iNaN is sqrt(2))
+    tt_hv re = un(c, TT_HLO_ABS, tt_hlo_real(b, x)), im = un(c, TT_HLO_ABS, tt_hlo_imag(b, x));
+    tt_hv inf = tt_lower_bin(c, TT_HLO_OR, cmp(c, TT_HLO_EQ, re, k(c, re, INFINITY)),
+                             cmp(c, TT_HLO_EQ, im, k(c, im, INFINITY)));
+    tt_hv nan = tt_lower_bin(c, TT_HLO_OR, cmp(c, TT_HLO_NE, re, re), cmp(c, TT_HLO_NE, im, im));
+    r = sel(c, inf, k(c, r, INFINITY), sel(c, nan, k(c, r, NAN), r));
+  }
+  tt_lower_result(c, r);
   return NULL;
 }
 
@@ -869,9 +911,21 @@ static tt_hv f_atanh(tt_lower_ctx *c, tt_hv x) {
   return mul_(c, un(c, TT_HLO_LOG1P, q), k(c, x, 0.5));
 }
 
-static tt_hv f_log2(tt_lower_ctx *c, tt_hv x) { return div_(c, un(c, TT_HLO_LOG, x), k(c, x, M_LN2)); }
-static tt_hv f_log10(tt_lower_ctx *c, tt_hv x) { return div_(c, un(c, TT_HLO_LOG, x), k(c, x, M_LN10)); }
-static tt_hv f_exp2(tt_lower_ctx *c, tt_hv x) { return tt_lower_bin(c, TT_HLO_POW, k(c, x, 2), x); }
+// z op s for a real constant s: a complex z by parts, as std::log10 divides
+// by log(10) (a complex division by s + 0i makes inf * 0: NaN parts).
+static tt_hv by_real(tt_lower_ctx *c, tt_hlo_binop op, tt_hv z, double s) {
+  if (!tt_dtype_is_complex(type_of(c, z))) return tt_lower_bin(c, op, z, k(c, z, s));
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hv re = tt_hlo_real(b, z), im = tt_hlo_imag(b, z);
+  return tt_hlo_complex(b, tt_lower_bin(c, op, re, k(c, re, s)), tt_lower_bin(c, op, im, k(c, im, s)));
+}
+
+static tt_hv f_log2(tt_lower_ctx *c, tt_hv x) { return by_real(c, TT_HLO_DIV, cun(c, TT_HLO_LOG, x), M_LN2); }
+static tt_hv f_log10(tt_lower_ctx *c, tt_hv x) { return by_real(c, TT_HLO_DIV, cun(c, TT_HLO_LOG, x), M_LN10); }
+static tt_hv f_exp2(tt_lower_ctx *c, tt_hv x) {
+  if (tt_dtype_is_complex(type_of(c, x))) return cun(c, TT_HLO_EXP, by_real(c, TT_HLO_MUL, x, M_LN2));
+  return tt_lower_bin(c, TT_HLO_POW, k(c, x, 2), x);
+}
 
 // sinc(x) = sin(pi x) / (pi x), 1 at 0.
 static tt_hv f_sinc(tt_lower_ctx *c, tt_hv x) {
