@@ -64,7 +64,7 @@ CASES = [
     ("index_select_2d_index", "torch.ones(3, 4, device=dev).index_select(0, torch.zeros(2, 2, dtype=torch.long, device=dev))",
      "IndexError", ["index"], True),
     ("gather_rank", "torch.ones(3, 4, device=dev).gather(1, torch.zeros(3, dtype=torch.long, device=dev))",
-     "RuntimeError", ["gather", "index [3]", "[3, 4]"], True),
+     "RuntimeError", ["Index tensor must have the same number of dimensions as input tensor", "gather"], True),
     ("batch_norm_running_mean", "F.batch_norm(torch.randn(2, 3, 4, device=dev), torch.zeros(4, device=dev), torch.ones(4, device=dev))",
      "RuntimeError", ["running_mean should contain 3 elements not 4"], True),
     ("kthvalue_k_zero", "torch.randn(5, device=dev).kthvalue(0)",

@@ -198,3 +198,16 @@ def test_tests_not_instantiated_per_device_are_rerun_without_torchtpu(tmp_path):
     cat = {k.split("::")[-1]: v["category"] for k, v in s["tests"].items()}
     assert cat == {"test_without_torchtpu": "failed_tpu",
                    "test_broken_everywhere": "failed_cpu_too"}, s
+
+
+def test_xfail_patterns_with_inner_wildcards():
+    """A `*` anywhere stands for any run of characters (families such as
+    every test of a dtype); other characters match themselves."""
+    xf = {"a.py::C::test_*_tpu_complex32": "c32", "a.py::C::test_x[*": "prefix",
+          "a.py::C::test_exact": "exact"}
+    assert ps._xfail_reason(xf, "a.py::C::test_abs_tpu_complex32") == "c32"
+    assert ps._xfail_reason(xf, "a.py::C::test_abs_tpu_complex64") is None
+    assert ps._xfail_reason(xf, "a.py::C::test_x[1]") == "prefix"
+    assert ps._xfail_reason(xf, "a.py::C::test_exact") == "exact"
+    assert ps._xfail_reason(xf, "a.py::C::test_exactly") is None
+    assert ps._xfail_reason(xf, "a.py::C::test_y.z") is None

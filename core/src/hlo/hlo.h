@@ -114,6 +114,9 @@ tt_hv tt_hlo_binary(tt_hlo *b, tt_hlo_binop op, tt_hv x, tt_hv y);
 // erf of a float value (chlo.erf: StableHLO has no erf; the PJRT plugins
 // legalise CHLO when they parse the module).
 tt_hv tt_hlo_erf(tt_hlo *b, tt_hv x);
+// x unchanged, through stablehlo.optimization_barrier: XLA's simplifier does
+// not see through it (x / broadcast(y) would become x * broadcast(1 / y)).
+tt_hv tt_hlo_barrier(tt_hlo *b, tt_hv x);
 // Result is bool of the same shape; the comparison type follows the dtype.
 tt_hv tt_hlo_compare(tt_hlo *b, tt_hlo_cmp cmp, tt_hv x, tt_hv y);
 tt_hv tt_hlo_select(tt_hlo *b, tt_hv pred, tt_hv on_true, tt_hv on_false);

@@ -167,6 +167,12 @@ tt_hv tt_hlo_erf(tt_hlo *b, tt_hv x) {
   return tt_hlo_emit(b, "chlo.erf", &x, 1, NULL, &t);
 }
 
+tt_hv tt_hlo_barrier(tt_hlo *b, tt_hv x) {
+  if (!tt_hlo_ok(b, &x, 1)) return TT_HV_INVALID;
+  tt_hlo_type t = *ty(b, x);
+  return tt_hlo_emit(b, "stablehlo.optimization_barrier", &x, 1, NULL, &t);
+}
+
 tt_hv tt_hlo_compare(tt_hlo *b, tt_hlo_cmp cmp, tt_hv x, tt_hv y) {
   static const char *const kDir[] = {"EQ", "NE", "LT", "LE", "GT", "GE"};
   tt_hv xs[2] = {x, y};

@@ -827,6 +827,14 @@ static const exact_out *find_exact_out(const char *op_name) {
 static tt_status check_exact_out(const tt_lower_ctx *c, tt_dtype result, tt_dtype out) {
   const exact_out *e = find_exact_out(c->op_name);
   if (!e) return NULL;
+  // abs of a complex input into a real out= computes in a complex tensor and
+  // copies its real part (unary_op_impl_with_complex_to_float_out): any
+  // dtype its real type casts to; a complex out= must have the input's dtype.
+  tt_dtype in = tt_lower_tensor_type(c, 0, -1).dtype;
+  if (!strcmp(e->op, "abs") && tt_dtype_is_complex(in)) {
+    if (!tt_dtype_is_complex(out) || out == in) return NULL;
+    result = in;
+  }
   const char *rn = e->names == NAMES_CPP ? tt_dtype_cpp_name(result) : tt_dtype_torch_name(result);
   const char *on = e->names == NAMES_CPP ? tt_dtype_cpp_name(out) : tt_dtype_torch_name(out);
 #pragma GCC diagnostic push

@@ -140,22 +140,31 @@ static tt_status lower_mul(tt_lower_ctx *c) {
 
 // --- div, remainder, fmod, pow ---------------------------------------------------------------
 
+// x rounded to dtype r and back (r: TT_DTYPE_NONE leaves x as it is).
+static tt_hv round_to(tt_lower_ctx *c, tt_hv x, tt_dtype r) {
+  if (r == TT_DTYPE_NONE) return x;
+  tt_hlo *b = tt_lower_hlo(c);
+  return tt_hlo_convert(b, tt_hlo_convert(b, x, r), type_of(c, x));
+}
+
 // Floor division of floats the way PyTorch's div_floor_floating does it
-// (through fmod, so 1 // 0.1 is 9 like Python, not 10).
-static tt_hv floor_div_float(tt_lower_ctx *c, tt_hv a, tt_hv b) {
-  tt_hv q = tt_lower_bin(c, TT_HLO_DIV, a, b);
-  tt_hv mod = tt_lower_bin(c, TT_HLO_REM, a, b);
-  tt_hv div = tt_lower_bin(c, TT_HLO_DIV, tt_lower_bin(c, TT_HLO_SUB, a, mod), b);
+// (through fmod, so 1 // 0.1 is 9 like Python, not 10). r: the dtype each
+// step is rounded to (PyTorch's Vectorized<Half/BFloat16> path), or none.
+static tt_hv floor_div_float(tt_lower_ctx *c, tt_hv a, tt_hv b, tt_dtype r) {
+  tt_hv q = round_to(c, tt_lower_bin(c, TT_HLO_DIV, a, b), r);
+  tt_hv mod = round_to(c, tt_lower_bin(c, TT_HLO_REM, a, b), r);
+  tt_hv div = round_to(c, tt_lower_bin(c, TT_HLO_SUB, a, mod), r);
+  div = round_to(c, tt_lower_bin(c, TT_HLO_DIV, div, b), r);
   tt_hv off_sign = tt_lower_bin(c, TT_HLO_XOR, cmp(c, TT_HLO_LT, b, k(c, b, 0)),
                        cmp(c, TT_HLO_LT, mod, k(c, mod, 0)));
   tt_hv fix = tt_lower_bin(c, TT_HLO_AND, cmp(c, TT_HLO_NE, mod, k(c, mod, 0)), off_sign);
-  div = sel(c, fix, tt_lower_bin(c, TT_HLO_SUB, div, k(c, div, 1)), div);
-  tt_hv fl = un(c, TT_HLO_FLOOR, div);
-  tt_hv up = cmp(c, TT_HLO_GT, tt_lower_bin(c, TT_HLO_SUB, div, fl), k(c, div, 0.5));
-  fl = sel(c, up, tt_lower_bin(c, TT_HLO_ADD, fl, k(c, fl, 1)), fl);
+  div = sel(c, fix, round_to(c, tt_lower_bin(c, TT_HLO_SUB, div, k(c, div, 1)), r), div);
+  tt_hv fl = round_to(c, un(c, TT_HLO_FLOOR, div), r);
+  tt_hv up = cmp(c, TT_HLO_GT, round_to(c, tt_lower_bin(c, TT_HLO_SUB, div, fl), r), k(c, div, 0.5));
+  fl = sel(c, up, round_to(c, tt_lower_bin(c, TT_HLO_ADD, fl, k(c, fl, 1)), r), fl);
   tt_hv signed_zero = tt_lower_bin(c, TT_HLO_MUL, k(c, q, 0), q);  // copysign(0, a/b)
-  tt_hv r = sel(c, cmp(c, TT_HLO_NE, div, k(c, div, 0)), fl, signed_zero);
-  return sel(c, cmp(c, TT_HLO_EQ, b, k(c, b, 0)), q, r);
+  tt_hv res = sel(c, cmp(c, TT_HLO_NE, div, k(c, div, 0)), fl, signed_zero);
+  return sel(c, cmp(c, TT_HLO_EQ, b, k(c, b, 0)), q, res);
 }
 
 // Floor division of integers: C truncates, so step down when the remainder
@@ -177,6 +186,27 @@ static void check_int_divisor(tt_lower_ctx *c, tt_dtype rt, tt_hv d) {
                    "ZeroDivisionError", 0, 0);
 }
 
+// Whether the divisor (argument 1) takes more than one value over the result:
+// a tensor with a dim of size > 1 and stride != 0 (not TensorIterator's
+// is_scalar operand). PyTorch's CPU kernels for 16-bit floats divide a
+// varying divisor in 16-bit steps: trunc rounds the quotient first, floor
+// rounds every step; a Scalar or one-value divisor divides in float.
+static bool divisor_varies(const tt_lower_ctx *c) {
+  const tt_value *v = tt_lower_arg(c, 1);
+  if (v->kind != TT_VALUE_TENSOR) return false;
+  for (int d = 0; d < v->u.tensor.ndim; d++)
+    if (v->u.tensor.sizes[d] != 1 && v->u.tensor.strides[d] != 0) return true;
+  return false;
+}
+
+// A divisor that XLA's simplifier cannot turn into a multiplication by its
+// reciprocal (it does so for x / broadcast(y), off by an ulp from PyTorch's
+// x / y, and wrong after trunc: 49.0 / 49 gave 0.9999999999999999).
+static tt_hv exact_divisor(tt_lower_ctx *c, tt_hv y) {
+  tt_dtype d = type_of(c, y);
+  return tt_dtype_is_float(d) || tt_dtype_is_complex(d) ? tt_hlo_barrier(tt_lower_hlo(c), y) : y;
+}
+
 // div with rounding_mode None ("true"), "trunc" or "floor" (argument 2).
 static tt_status div_mode(tt_lower_ctx *c, const char *mode) {
   if (mode && strcmp(mode, "trunc") != 0 && strcmp(mode, "floor") != 0)
@@ -194,13 +224,16 @@ static tt_status div_mode(tt_lower_ctx *c, const char *mode) {
   }
   tt_hv r;
   if (mode) check_int_divisor(c, rt, v[1]);
+  v[1] = exact_divisor(c, v[1]);
+  tt_dtype steps = (rt == TT_F16 || rt == TT_BF16) && divisor_varies(c) ? rt : TT_DTYPE_NONE;
   if (!mode) {
     r = tt_lower_bin(c, TT_HLO_DIV, v[0], v[1]);
   } else if (mode[0] == 't') {
     r = tt_lower_bin(c, TT_HLO_DIV, v[0], v[1]);
-    if (tt_dtype_is_float(rt)) r = trunc_float(c, r);
+    if (tt_dtype_is_float(rt)) r = trunc_float(c, round_to(c, r, steps));
   } else {
-    r = tt_dtype_is_float(rt) ? floor_div_float(c, v[0], v[1]) : floor_div_int(c, v[0], v[1]);
+    r = tt_dtype_is_float(rt) ? floor_div_float(c, v[0], v[1], steps)
+                              : floor_div_int(c, v[0], v[1]);
   }
   return out(c, r, rt);
 }
@@ -269,11 +302,34 @@ static int64_t pow_variant(const tt_op_call *call) {
   return call->nargs < 2 ? POW_GENERAL : pow_class(&call->args[0], &call->args[1]);
 }
 
+// Integer a ** e as PyTorch's powi: squaring over every bit of e, wrapping
+// in the dtype (XLA's integer power differs for large exponents: uint8
+// 3 ** 254 gave 0, PyTorch 57); a negative e gives 1 for a base of 1, -1 or
+// 1 for -1 (odd or even e), else 0.
+static tt_hv int_pow(tt_lower_ctx *c, tt_hv a, tt_hv e) {
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hlo_type t = tt_lower_type(c, a);
+  int bits = (int)tt_dtype_size(t.dtype) * 8;
+  tt_hv one = tt_hlo_splat_i(b, &t, 1), zero = tt_hlo_splat_i(b, &t, 0);
+  tt_hv r = one, base = a;
+  for (int i = 0; i < bits; i++) {
+    if (i > 0) base = tt_lower_bin(c, TT_HLO_MUL, base, base);
+    tt_hv bit = tt_lower_bin(c, TT_HLO_AND, tt_lower_bin(c, TT_HLO_SHR_L, e, tt_hlo_splat_i(b, &t, i)), one);
+    r = sel(c, cmp(c, TT_HLO_NE, bit, zero), tt_lower_bin(c, TT_HLO_MUL, r, base), r);
+  }
+  tt_hv odd = cmp(c, TT_HLO_NE, tt_lower_bin(c, TT_HLO_AND, e, one), zero);
+  tt_hv m1 = tt_hlo_splat_i(b, &t, -1);
+  tt_hv neg = sel(c, cmp(c, TT_HLO_EQ, a, one), one,
+                  sel(c, cmp(c, TT_HLO_EQ, a, m1), sel(c, odd, m1, one), zero));
+  return sel(c, cmp(c, TT_HLO_LT, e, zero), neg, r);
+}
+
 static tt_status lower_pow(tt_lower_ctx *c) {
   tt_dtype rt;
   tt_hv v[2];
   TT_RETURN_IF_ERROR(two(c, false, &rt, v));
   if (rt == TT_BOOL) return tt_lower_fail(c, TT_UNIMPLEMENTED, "bool pow");
+  if (tt_dtype_is_int(rt)) return out(c, int_pow(c, v[0], v[1]), rt);
   tt_hv x = v[0], r;
   switch (pow_class(tt_lower_arg(c, 0), tt_lower_arg(c, 1))) {
     case POW_0: r = k(c, x, 1); break;
@@ -303,10 +359,43 @@ static tt_hv float_input(tt_lower_ctx *c, tt_dtype *rt) {
   return tt_hlo_convert(tt_lower_hlo(c), x, tt_opmath(*rt));
 }
 
+// C99 Annex G's special values (std::complex, which PyTorch's CPU kernels
+// use) where XLA's complex exp / log / sqrt differ; r is XLA's op(z).
+static tt_hv complex_special(tt_lower_ctx *c, tt_hlo_unop op, tt_hv z, tt_hv r) {
+  if (!tt_dtype_is_complex(type_of(c, z))) return r;
+  if (op != TT_HLO_EXP && op != TT_HLO_LOG && op != TT_HLO_SQRT) return r;
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hv re = tt_hlo_real(b, z), im = tt_hlo_imag(b, z), rr = tt_hlo_real(b, r), ri = tt_hlo_imag(b, r);
+  tt_hv inf = k(c, re, INFINITY), nan = k(c, re, NAN), zero = k(c, re, 0);
+  tt_hv re_nan = cmp(c, TT_HLO_NE, re, re), im_nan = cmp(c, TT_HLO_NE, im, im);
+  tt_hv re_pinf = cmp(c, TT_HLO_EQ, re, inf), re_ninf = cmp(c, TT_HLO_EQ, re, k(c, re, -INFINITY));
+  tt_hv im_inf = cmp(c, TT_HLO_EQ, un(c, TT_HLO_ABS, im), inf);
+  if (op == TT_HLO_EXP) {  // e^(+inf + i(inf|NaN)) = inf + iNaN; e^(-inf + i(inf|NaN)) = 0
+    tt_hv odd = tt_lower_bin(c, TT_HLO_OR, im_inf, im_nan);
+    tt_hv hi = tt_lower_bin(c, TT_HLO_AND, re_pinf, odd), lo = tt_lower_bin(c, TT_HLO_AND, re_ninf, odd);
+    rr = sel(c, hi, inf, sel(c, lo, zero, rr));
+    ri = sel(c, hi, nan, sel(c, lo, zero, ri));
+  } else if (op == TT_HLO_LOG) {  // a NaN part: NaN + iNaN, or inf + iNaN when the other is infinite
+    tt_hv any_nan = tt_lower_bin(c, TT_HLO_OR, re_nan, im_nan);
+    tt_hv any_inf = tt_lower_bin(c, TT_HLO_OR, tt_lower_bin(c, TT_HLO_OR, re_pinf, re_ninf), im_inf);
+    rr = sel(c, any_nan, sel(c, any_inf, inf, nan), rr);
+    ri = sel(c, any_nan, nan, ri);
+  } else {  // sqrt(x + i inf) = inf + i inf; a NaN imaginary part: inf + iNaN (x = inf),
+            // NaN + i inf (x = -inf), else NaN + iNaN
+    rr = sel(c, im_inf, inf, sel(c, im_nan, sel(c, re_pinf, inf, nan), rr));
+    ri = sel(c, im_inf, im, sel(c, im_nan, sel(c, re_ninf, inf, nan), ri));
+  }
+  return tt_hlo_complex(b, rr, ri);
+}
+
+static tt_hv cun(tt_lower_ctx *c, tt_hlo_unop op, tt_hv x) {
+  return complex_special(c, op, x, un(c, op, x));
+}
+
 static tt_status float_unary(tt_lower_ctx *c, tt_hlo_unop op) {
   tt_dtype rt;
   tt_hv x = float_input(c, &rt);
-  return out(c, un(c, op, x), rt);
+  return out(c, cun(c, op, x), rt);
 }
 
 static tt_status lower_exp(tt_lower_ctx *c) { return float_unary(c, TT_HLO_EXP); }
@@ -358,7 +447,16 @@ static tt_status lower_abs(tt_lower_ctx *c) {
   tt_hv x = tt_lower_tensor(c, 0);
   tt_dtype d = type_of(c, x);
   if (d == TT_BOOL) return tt_lower_fail(c, TT_UNIMPLEMENTED, "abs of bool");
-  tt_lower_result(c, is_unsigned(d) ? x : un(c, TT_HLO_ABS, x));
+  tt_hv r = is_unsigned(d) ? x : un(c, TT_HLO_ABS, x);
+  if (tt_dtype_is_complex(d)) {  // hypot's rules: an infinite part wins, then NaN
+    tt_hlo *b = tt_lower_hlo(c);   // (XLA's abs of 1 + iNaN is sqrt(2))
+    tt_hv re = un(c, TT_HLO_ABS, tt_hlo_real(b, x)), im = un(c, TT_HLO_ABS, tt_hlo_imag(b, x));
+    tt_hv inf = tt_lower_bin(c, TT_HLO_OR, cmp(c, TT_HLO_EQ, re, k(c, re, INFINITY)),
+                             cmp(c, TT_HLO_EQ, im, k(c, im, INFINITY)));
+    tt_hv nan = tt_lower_bin(c, TT_HLO_OR, cmp(c, TT_HLO_NE, re, re), cmp(c, TT_HLO_NE, im, im));
+    r = sel(c, inf, k(c, r, INFINITY), sel(c, nan, k(c, r, NAN), r));
+  }
+  tt_lower_result(c, r);
   return NULL;
 }
 
@@ -867,9 +965,21 @@ static tt_hv f_atanh(tt_lower_ctx *c, tt_hv x) {
   return mul_(c, un(c, TT_HLO_LOG1P, q), k(c, x, 0.5));
 }
 
-static tt_hv f_log2(tt_lower_ctx *c, tt_hv x) { return div_(c, un(c, TT_HLO_LOG, x), k(c, x, M_LN2)); }
-static tt_hv f_log10(tt_lower_ctx *c, tt_hv x) { return div_(c, un(c, TT_HLO_LOG, x), k(c, x, M_LN10)); }
-static tt_hv f_exp2(tt_lower_ctx *c, tt_hv x) { return tt_lower_bin(c, TT_HLO_POW, k(c, x, 2), x); }
+// z op s for a real constant s: a complex z by parts, as std::log10 divides
+// by log(10) (a complex division by s + 0i makes inf * 0: NaN parts).
+static tt_hv by_real(tt_lower_ctx *c, tt_hlo_binop op, tt_hv z, double s) {
+  if (!tt_dtype_is_complex(type_of(c, z))) return tt_lower_bin(c, op, z, k(c, z, s));
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hv re = tt_hlo_real(b, z), im = tt_hlo_imag(b, z);
+  return tt_hlo_complex(b, tt_lower_bin(c, op, re, k(c, re, s)), tt_lower_bin(c, op, im, k(c, im, s)));
+}
+
+static tt_hv f_log2(tt_lower_ctx *c, tt_hv x) { return by_real(c, TT_HLO_DIV, cun(c, TT_HLO_LOG, x), M_LN2); }
+static tt_hv f_log10(tt_lower_ctx *c, tt_hv x) { return by_real(c, TT_HLO_DIV, cun(c, TT_HLO_LOG, x), M_LN10); }
+static tt_hv f_exp2(tt_lower_ctx *c, tt_hv x) {
+  if (tt_dtype_is_complex(type_of(c, x))) return cun(c, TT_HLO_EXP, by_real(c, TT_HLO_MUL, x, M_LN2));
+  return tt_lower_bin(c, TT_HLO_POW, k(c, x, 2), x);
+}
 
 // sinc(x) = sin(pi x) / (pi x), 1 at 0.
 static tt_hv f_sinc(tt_lower_ctx *c, tt_hv x) {
@@ -1133,7 +1243,7 @@ static tt_status addc(tt_lower_ctx *c, tt_hlo_binop op) {
                          "division of tensor1 and tensor2.");
   tt_hv v[3];
   TT_RETURN_IF_ERROR(tt_lower_operands(c, idx, 3, tt_opmath(rt), v));
-  tt_hv t = tt_lower_bin(c, op, v[1], v[2]);
+  tt_hv t = tt_lower_bin(c, op, v[1], op == TT_HLO_DIV ? exact_divisor(c, v[2]) : v[2]);
   if (!tt_lower_is_none(c, 3)) t = mul_(c, scalar_like(c, 3, t), t);
   return out(c, add_(c, v[0], t), rt);
 }

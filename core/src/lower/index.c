@@ -51,27 +51,68 @@ static tt_hv coords(tt_lower_ctx *c, tt_hv index, int64_t dim, int64_t size) {
   return tt_hlo_concatenate(b, parts, r, r);
 }
 
+// PyTorch's ensure_nonempty_dim / ensure_nonempty_size: a 0-d tensor counts as [1].
+static int nonempty_rank(const tt_hlo_type *t) { return t->rank ? t->rank : 1; }
+static int64_t nonempty_size(const tt_hlo_type *t, int d) { return t->rank ? t->dims[d] : 1; }
+
+// PyTorch's gather/scatter checks, in its order and with its texts
+// (scatter_gather_dtype_check, gather_shape_check, scatter_shape_check): an
+// empty index skips all but the src dtype check. st: src's type, NULL when
+// there is no src tensor.
 static tt_status check_index(tt_lower_ctx *c, const tt_hlo_type *xt, const tt_hlo_type *it,
-                             int64_t dim) {
-  char s1[96], s2[96];
-  if (!tt_dtype_is_int(it->dtype))
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "index must be an integer tensor, got %s",
-                         tt_dtype_name(it->dtype));
-  bool ok = it->rank == xt->rank || (it->rank <= 1 && xt->rank <= 1);
-  for (int d = 0; ok && d < it->rank && it->rank == xt->rank; d++)
-    ok = d == dim || it->dims[d] <= xt->dims[d];
-  if (!ok)
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "index %s doesn't fit self %s along dim %"
-                         PRId64, tt_shape_str(it, s1, sizeof s1), tt_shape_str(xt, s2, sizeof s2), dim);
+                             const tt_hlo_type *st, int64_t dim, bool gather) {
+  char s1[96], s2[96], s3[96];
+  const char *fn = gather ? "gather" : "scatter";
+  bool empty = tt_hlo_numel(it) == 0;
+  if (!empty && it->dtype != TT_I64 && it->dtype != TT_I32)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "%s(): Expected dtype int32/int64 for index", fn);
+  if (st && st->dtype != xt->dtype)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "%s(): Expected self.dtype to be equal to "
+                         "src.dtype", fn);
+  if (empty) return NULL;
+  int r = nonempty_rank(xt);
+  if (r != nonempty_rank(it))
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Index tensor must have the same number of "
+                         "dimensions as %s tensor", gather ? "input" : "self");
+  bool wrong = false;
+  for (int d = 0; d < r && !wrong; d++) {
+    wrong = d != dim && nonempty_size(it, d) > nonempty_size(xt, d);
+    if (gather && wrong)
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Size does not match at dimension %d expected "
+                           "index %s to be no larger than self %s apart from dimension %" PRId64,
+                           d, tt_shape_str(it, s1, sizeof s1), tt_shape_str(xt, s2, sizeof s2), dim);
+  }
+  for (int d = 0; st && !wrong && d < r; d++) {
+    if (st->rank > 0 && d >= st->rank)  // src.size(d) past src's dims: PyTorch's IndexError
+      return tt_lower_fail(c, TT_OUT_OF_RANGE, "Dimension out of range (expected to be in range "
+                           "of [%d, %d], but got %d)", -st->rank, st->rank - 1, d);
+    wrong = nonempty_size(it, d) > nonempty_size(st, d);
+  }
+  if (wrong)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Expected index %s to be no larger than self %s "
+                         "apart from dimension %" PRId64 "%s%s", tt_shape_str(it, s1, sizeof s1),
+                         tt_shape_str(xt, s2, sizeof s2), dim,
+                         st ? " and to be no larger size than src " : "",
+                         st ? tt_shape_str(st, s3, sizeof s3) : "");
+  if (st && nonempty_rank(st) != nonempty_rank(it))
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Index tensor must have the same number of "
+                         "dimensions as src tensor");
   return NULL;
 }
 
-// self (rank >= 1 view of arg 0), wrapped dim (arg 1), index (arg 2).
-static tt_status gs_prepare(tt_lower_ctx *c, tt_hv *x, int64_t *dim, tt_hv *index) {
+// self (rank >= 1 view of arg 0), wrapped dim (arg 1), index (arg 2), after
+// the checks above (src: arg 3 when it is a tensor and src_arg is set).
+// *empty: the index has no elements (the op reads and writes nothing).
+static tt_status gs_prepare(tt_lower_ctx *c, bool gather, tt_hv *x, int64_t *dim, tt_hv *index,
+                            bool *empty) {
   tt_hlo *b = tt_lower_hlo(c);
-  tt_hlo_type xt = tt_lower_tensor_type(c, 0, -1), it = tt_lower_tensor_type(c, 2, -1);
+  tt_hlo_type xt = tt_lower_tensor_type(c, 0, -1), it = tt_lower_tensor_type(c, 2, -1), st;
+  const tt_value *sv = gather ? NULL : tt_lower_arg(c, 3);
+  bool has_src = sv && sv->kind == TT_VALUE_TENSOR && sv->u.tensor.storage;
+  if (has_src) st = tt_lower_tensor_type(c, 3, -1);
   TT_RETURN_IF_ERROR(tt_lower_dim(c, tt_lower_int(c, 1), xt.rank, dim));
-  TT_RETURN_IF_ERROR(check_index(c, &xt, &it, *dim));
+  TT_RETURN_IF_ERROR(check_index(c, &xt, &it, has_src ? &st : NULL, *dim, gather));
+  *empty = tt_hlo_numel(&it) == 0;
   *x = tt_lower_tensor(c, 0);
   *index = tt_lower_tensor(c, 2);
   if (xt.rank == 0) *x = tt_hlo_reshape(b, *x, 1, kOnes);
@@ -85,8 +126,14 @@ static tt_status gs_prepare(tt_lower_ctx *c, tt_hv *x, int64_t *dim, tt_hv *inde
 static tt_status lower_gather(tt_lower_ctx *c) {
   tt_hv x, index;
   int64_t dim;
-  TT_RETURN_IF_ERROR(gs_prepare(c, &x, &dim, &index));
+  bool empty;
+  TT_RETURN_IF_ERROR(gs_prepare(c, true, &x, &dim, &index, &empty));
   tt_hlo_type xt = tt_lower_type(c, x), it = tt_lower_tensor_type(c, 2, -1);
+  if (empty) {  // PyTorch skips its shape checks: the result is index's (empty) shape
+    tt_hlo_type rt = tt_hlo_make_type(xt.dtype, it.rank, it.dims);
+    tt_lower_result(c, tt_hlo_splat(tt_lower_hlo(c), &rt, 0));
+    return NULL;
+  }
   int r = xt.rank;
   tt_hlo_gather_dims gd = {.collapsed_slice_dims = kIota, .n_collapsed = r,
                            .start_index_map = kIota, .n_start_index_map = r,
@@ -142,19 +189,20 @@ static tt_status reduce_kind(tt_lower_ctx *c, const char *s, int *kind, bool *me
 // scatter.src / .value / .reduce / .value_reduce, scatter_add, scatter_reduce.two:
 // (self, dim, index, src|value[, reduce[, include_self]]).
 static tt_status scatter_like(tt_lower_ctx *c, int kind, int reduce_arg, bool with_self_arg) {
-  const tt_value *sv = tt_lower_arg(c, 3);
-  if (sv->kind == TT_VALUE_TENSOR && sv->u.tensor.dtype != tt_lower_tensor_type(c, 0, -1).dtype)
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "scatter(): Expected self.dtype to be equal "
-                         "to src.dtype");
   tt_hv x, index;
   int64_t dim;
-  TT_RETURN_IF_ERROR(gs_prepare(c, &x, &dim, &index));
+  bool empty;
+  TT_RETURN_IF_ERROR(gs_prepare(c, false, &x, &dim, &index, &empty));
   tt_hlo *b = tt_lower_hlo(c);
   tt_hlo_type xt = tt_lower_tensor_type(c, 0, -1), rt = tt_lower_type(c, x);
   bool mean = false, include_self = true;
   const tt_value *rv = tt_lower_arg(c, reduce_arg);
   if (reduce_arg >= 0 && rv->kind == TT_VALUE_STRING)
     TT_RETURN_IF_ERROR(reduce_kind(c, rv->u.str, &kind, &mean));
+  if (empty) {  // nothing scattered: self unchanged
+    tt_lower_result(c, tt_lower_tensor(c, 0));
+    return NULL;
+  }
   if (with_self_arg) include_self = tt_lower_is_none(c, 5) || tt_lower_bool(c, 5);
   if (mean && !tt_dtype_is_float(xt.dtype))
     return tt_lower_fail(c, TT_UNIMPLEMENTED, "integer scatter_reduce mean");

@@ -976,6 +976,12 @@ static tt_status lower_histc(tt_lower_ctx *c) {
   same = tt_hlo_compare(b, TT_HLO_EQ, lo, hi);
   lo = tt_hlo_select(b, same, tt_lower_bin(c, TT_HLO_SUB, lo, tt_hlo_const(b, d, 1)), lo);
   hi = tt_hlo_select(b, same, tt_lower_bin(c, TT_HLO_ADD, hi, tt_hlo_const(b, d, 1)), hi);
+  if (!integral) {  // PyTorch refuses an infinite or NaN range; its values stay on the device
+    tt_hv fin = tt_lower_bin(c, TT_HLO_AND, tt_hlo_unary(b, TT_HLO_IS_FINITE, lo),
+                             tt_hlo_unary(b, TT_HLO_IS_FINITE, hi));
+    tt_lower_check(c, tt_hlo_unary(b, TT_HLO_NOT, fin), TT_HV_INVALID, TT_INVALID_ARGUMENT,
+                   "torch.histc: range of [min, max] is not finite", 0, 0);
+  }
   tt_hv lob = tt_lower_expand_like(c, lo, x), hib = tt_lower_expand_like(c, hi, x);
   tt_hv pos = tt_lower_bin(c, TT_HLO_DIV, tt_lower_bin(c, TT_HLO_MUL,
                            tt_lower_bin(c, TT_HLO_SUB, x, lob), tt_lower_splat_like(c, x, (double)bins)),

@@ -15,7 +15,7 @@
 //
 // Leaves out: complex numbers; igamma / igammac's asymptotic series for
 // large a (see there); checking that searchsorted's sorter is a permutation
-// (it is trusted); polygamma(n >= 2) below x = -32 (see hurwitz_zeta);
+// (its indices are checked on the device, as in range); polygamma(n >= 2) below x = -32 (see hurwitz_zeta);
 // float64 J0 / J1 (they fall back to the CPU).
 #include <inttypes.h>
 #include <math.h>
@@ -494,11 +494,81 @@ static tt_status lower_isin(tt_lower_ctx *c) {
   return NULL;
 }
 
-// Index of each value in the sorted last dim of seq: the count of entries
-// e with !(e >= v) (left; NaN values go last) or !(e > v) (right), as
-// PyTorch's binary search decides. seq is 1-d, or has values' leading dims.
-static tt_status search(tt_lower_ctx *c, int seq_arg, int val_arg, bool out_int32,
-                        bool right) {
+// seq[..., idx[...]] along seq's last dim: seq is 1-d (idx of any shape) or
+// [*B, M] with idx [*B, K]; the result has idx's shape.
+static tt_hv row_gather(tt_lower_ctx *c, tt_hv seq, tt_hv idx) {
+  static const int64_t kIota[TT_MAX_RANK] = {0, 1, 2, 3, 4, 5, 6, 7};
+  static const int64_t kOnes[TT_MAX_RANK] = {1, 1, 1, 1, 1, 1, 1, 1};
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hlo_type st = tt_lower_type(c, seq), it = tt_lower_type(c, idx);
+  int r = it.rank, n = st.rank;
+  int64_t cd[TT_MAX_RANK + 1];
+  memcpy(cd, it.dims, sizeof(int64_t) * (size_t)r);
+  cd[r] = 1;
+  tt_hlo_type i64 = tt_hlo_make_type(TT_I64, r, it.dims);
+  tt_hv parts[TT_MAX_RANK];
+  for (int d = 0; d < n; d++)
+    parts[d] = tt_hlo_reshape(b, d == n - 1 ? idx : tt_hlo_iota(b, &i64, d), r + 1, cd);
+  tt_hlo_gather_dims gd = {.collapsed_slice_dims = kIota, .n_collapsed = n,
+                           .start_index_map = kIota, .n_start_index_map = n,
+                           .index_vector_dim = r};
+  return tt_hlo_gather(b, seq, tt_hlo_concatenate(b, parts, n, r), &gd, kOnes, NULL);
+}
+
+// PyTorch's searchsorted_pre_check, its order and texts (side is checked by
+// the caller): sorter (arg sorter_arg, -1 for none), dims of the boundaries
+// st and values vt, the out= dtype. (The devices match: both are on tpu.)
+static tt_status search_checks(tt_lower_ctx *c, const tt_hlo_type *st, const tt_hlo_type *vt,
+                               int sorter_arg, bool out_int32) {
+  char s1[96], s2[96];
+  if (sorter_arg >= 0 && !tt_lower_is_none(c, sorter_arg)) {
+    tt_hlo_type so = tt_lower_tensor_type(c, sorter_arg, -1);
+    bool same = so.rank == st->rank;
+    for (int d = 0; same && d < st->rank; d++) same = so.dims[d] == st->dims[d];
+    if (!same)
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "torch.searchsorted(): boundary and sorter "
+                           "must have the same size, but got boundary tensor %sand got sorter "
+                           "tensor %s", tt_shape_str(st, s1, sizeof s1), tt_shape_str(&so, s2, sizeof s2));
+    if (so.dtype != TT_I64)
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "torch.searchsorted(): sorter must be a tensor "
+                           "of long dtype but got dtype %s", tt_dtype_torch_name(so.dtype));
+  }
+  if (vt->rank == 0 && st->rank != 1)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "torch.searchsorted(): input value can be a "
+                         "scalar only when boundaries tensor dimension is 1, but we got boundaries "
+                         "tensor dim(%d) and input value's dim(0) numel(1)", (int)st->rank);
+  if (st->rank == 0)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "torch.searchsorted(): boundaries tensor "
+                         "should have positive dimension, but got 0 dimension");
+  bool match = st->rank == 1 || vt->rank == st->rank;
+  for (int d = 0; match && d < st->rank - 1; d++) match = vt->dims[d] == st->dims[d];
+  if (!match)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "torch.searchsorted(): boundaries tensor should "
+                         "be 1 dimension or the first N-1 dimensions of boundaries tensor and "
+                         "input value tensor must match, but we got boundaries tensor %s and "
+                         "input value tensor %s", tt_shape_str(st, s1, sizeof s1),
+                         tt_shape_str(vt, s2, sizeof s2));
+  tt_hlo_type dest;
+  if (tt_lower_dest_type(c, 0, &dest) && dest.dtype != (out_int32 ? TT_I32 : TT_I64))
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "torch.searchsorted(): output tensor's dtype "
+                         "is wrong, it can only be Int(int32) or Long(int64) depending on whether "
+                         "out_int32 flag is True, but we got output tensor's dtype %s and "
+                         "out_int32 flag is %s", tt_dtype_torch_name(dest.dtype),
+                         out_int32 ? "True" : "False");
+  if (out_int32 && st->dims[st->rank - 1] >= INT32_MAX)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "torch.searchsorted(): the size of boundaries' "
+                         "last dimension should be less than %d, but we got %" PRId64, INT32_MAX,
+                         st->dims[st->rank - 1]);
+  return NULL;
+}
+
+// Index of each value in the sorted last dim of seq (through the sorter
+// permutation when given) by PyTorch's binary search, step for step, so
+// unsorted rows give its answers too: go right while !(e >= v) (left; NaN
+// values go last) or !(e > v) (right). seq is 1-d, or has values' leading
+// dims. ceil(log2(M + 1)) gathers per value, not an [N, M] comparison.
+static tt_status search(tt_lower_ctx *c, int seq_arg, int val_arg, int sorter_arg,
+                        bool out_int32, bool right) {
   int idx[2] = {seq_arg, val_arg};
   tt_dtype rt = tt_lower_result_type(c, idx, 2);
   if (rt == TT_DTYPE_NONE || rt == TT_BOOL)
@@ -507,73 +577,52 @@ static tt_status search(tt_lower_ctx *c, int seq_arg, int val_arg, bool out_int3
   tt_hv seq = tt_lower_convert(c, tt_lower_tensor(c, seq_arg), rt);
   tt_hv val = tt_lower_operand(c, val_arg, rt);
   tt_hlo_type st = tt_lower_type(c, seq), vt = tt_lower_type(c, val);
-  if (st.rank == 0)
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "boundaries tensor should be 1 dimension "
-                         "or the first N-1 dimensions of boundaries tensor and input value "
-                         "tensor must match");
+  TT_RETURN_IF_ERROR(search_checks(c, &st, &vt, sorter_arg, out_int32));
   int64_t m = st.dims[st.rank - 1];
-  tt_hlo_type rshape;  // values' shape, or values' shape + [M] when rank allows
-  int64_t bv[TT_MAX_RANK], bs[TT_MAX_RANK];
-  if (st.rank == 1) {
-    val = flat(c, val);
-    int64_t dims[2] = {tt_lower_type(c, val).dims[0], m};
-    bv[0] = 0, bs[0] = 1;
-    rshape = tt_hlo_make_type(rt, 2, dims);
-  } else {
-    bool match = vt.rank == st.rank && vt.rank < TT_MAX_RANK;
-    for (int d = 0; match && d < st.rank - 1; d++) match = vt.dims[d] == st.dims[d];
-    if (!match)
-      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "boundaries tensor should be 1 "
-                           "dimension or the first N-1 dimensions of boundaries tensor and "
-                           "input value tensor must match");
-    rshape = vt;
-    rshape.rank = vt.rank + 1;
-    rshape.dims[vt.rank] = m;
-    for (int d = 0; d < vt.rank; d++) bv[d] = d;
-    for (int d = 0; d < st.rank - 1; d++) bs[d] = d;
-    bs[st.rank - 1] = vt.rank;
+  if (sorter_arg >= 0 && !tt_lower_is_none(c, sorter_arg) && m > 0) {
+    tt_hv so = tt_lower_tensor(c, sorter_arg);
+    tt_lower_check_index(c, so, m, false, TT_INVALID_ARGUMENT,
+                         "torch.searchsorted(): sorter index out of range", 0, 0);
+    seq = row_gather(c, seq, so);
   }
-  int r = rshape.rank;
-  tt_hv sb = tt_hlo_broadcast_in_dim(b, seq, r, rshape.dims, bs);
-  tt_hv vb = tt_hlo_broadcast_in_dim(b, val, r, rshape.dims, bv);
-  tt_hv past = un(c, TT_HLO_NOT, cmp(c, right ? TT_HLO_GT : TT_HLO_GE, sb, vb));
-  tt_dtype od = out_int32 ? TT_I32 : TT_I64;
-  bool mask[TT_MAX_RANK] = {false};
-  mask[r - 1] = true;
-  tt_hv n = tt_lower_reduce(c, tt_lower_convert(c, past, od), mask, false, TT_HLO_REDUCE_ADD);
-  tt_lower_result(c, tt_hlo_reshape(b, n, vt.rank, vt.dims));
+  tt_hlo_type it = tt_hlo_make_type(TT_I64, vt.rank, vt.dims);
+  tt_hv lo = tt_hlo_splat_i(b, &it, 0), hi = tt_hlo_splat_i(b, &it, m);
+  for (int64_t span = m; span > 0 && tt_hlo_numel(&vt) > 0; span >>= 1) {
+    tt_hv active = cmp(c, TT_HLO_LT, lo, hi);
+    tt_hv mid = add_(c, lo, tt_lower_bin(c, TT_HLO_SHR_A, sub_(c, hi, lo), ki(c, lo, 1)));
+    tt_hv e = row_gather(c, seq, tt_lower_bin(c, TT_HLO_MIN, mid, ki(c, mid, m - 1)));
+    tt_hv go = un(c, TT_HLO_NOT, cmp(c, right ? TT_HLO_GT : TT_HLO_GE, e, val));
+    lo = sel(c, tt_lower_bin(c, TT_HLO_AND, active, go), add_(c, mid, ki(c, mid, 1)), lo);
+    hi = sel(c, tt_lower_bin(c, TT_HLO_AND, active, un(c, TT_HLO_NOT, go)), mid, hi);
+  }
+  tt_lower_result(c, tt_lower_convert(c, lo, out_int32 ? TT_I32 : TT_I64));
   return NULL;
 }
 
 // bucketize(self, boundaries, *, out_int32, right).
 static tt_status lower_bucketize(tt_lower_ctx *c) {
-  return search(c, 1, 0, tt_lower_bool(c, 2), tt_lower_bool(c, 3));
+  int rank = tt_lower_tensor_type(c, 1, -1).rank;
+  if (rank != 1)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "boundaries tensor must be 1 dimension, but "
+                         "got dim(%d)", rank);
+  return search(c, 1, 0, -1, tt_lower_bool(c, 2), tt_lower_bool(c, 3));
 }
 
 // searchsorted(sorted_sequence, self, *, out_int32, right, side, sorter).
-// The count doesn't depend on the order of the sequence, so a sorter (a
-// permutation that sorts it) changes nothing; only its shape is checked.
 static tt_status lower_searchsorted(tt_lower_ctx *c) {
-  if (!tt_lower_is_none(c, 5)) {
-    tt_hlo_type st = tt_lower_tensor_type(c, 0, -1), so = tt_lower_tensor_type(c, 5, -1);
-    so.dtype = st.dtype;
-    if (!tt_hlo_same_type(&st, &so))
-      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "boundary and sorter must have the "
-                           "same size");
-  }
   bool right = tt_lower_bool(c, 3);
   const tt_value *side = tt_lower_arg(c, 4);
   if (side->kind == TT_VALUE_STRING) {
     bool r = strcmp(side->u.str, "right") == 0;
     if (!r && strcmp(side->u.str, "left") != 0)
-      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "side can only be 'left' or 'right' "
-                           "but got %s", side->u.str);
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "torch.searchsorted(): side can only be "
+                           "'left' or 'right' but got %s", side->u.str);
     if (right && !r)
-      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "side and right can't be set to "
-                           "opposites, got side of left while right was True");
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "torch.searchsorted(): side and right can't "
+                           "be set to opposites, got side of left while right was True");
     right = r;
   }
-  return search(c, 0, 1, tt_lower_bool(c, 2), right);
+  return search(c, 0, 1, 5, tt_lower_bool(c, 2), right);
 }
 
 // --- orthogonal polynomials ----------------------------------------------------------------
