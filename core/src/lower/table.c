@@ -30,6 +30,7 @@ static const tt_rule_table *const kFamilies[] = {
     &tt_rules_fft,
     &tt_rules_linalg_lu,
     &tt_rules_linalg_qr,
+    &tt_rules_rnn,
 };
 enum { kNumFamilies = (int)(sizeof kFamilies / sizeof kFamilies[0]) };
 
