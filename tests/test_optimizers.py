@@ -152,3 +152,15 @@ def test_mask_index_put_python_syntax_and_errors():
                  # PyTorch's errors (these run through the CPU's checks)
                  "x[x[:, :2] > 3] = 0", "x[x[:, :, 0] > 3] = torch.arange(3.0, device=d)"):
         both(setitem(expr))
+
+
+# --- foreach kernels, from PyTorch's test_foreach -------------------------------------------
+
+@pytest.mark.parametrize("exponent", ["list", True, False, [True, False]])
+def test_foreach_pow_of_bool_as_on_cpu(exponent):
+    """PyTorch's pow takes a bool base only to the powers 0 and 1 (a copy or
+    ones); a bool tensor exponent is refused."""
+    def f(d):
+        xs = [torch.tensor([True, False, True], device=d), torch.tensor([[False, True]], device=d)]
+        return torch.cat([t.flatten() for t in torch._foreach_pow(xs, xs if exponent == "list" else exponent)])
+    both(f)

@@ -94,6 +94,8 @@ static tt_status binary(tt_lower_ctx *c, bop op, form f, bool has_alpha) {
                                       TT_HLO_MAX, TT_HLO_MIN, TT_HLO_POW};
   for (int j = 0; j < n; j++) {
     tt_dtype rt = item_dtype(c, j, 1, f, op == B_DIV);
+    if (op == B_POW && rt == TT_BOOL)  // PyTorch's per-exponent cases: the CPU's
+      return tt_lower_fail(c, TT_UNIMPLEMENTED, "bool pow");
     tt_hv x = tt_hlo_convert(b, tt_lower_list_tensor(c, 0, j), tt_opmath(rt));
     tt_hv y = operand(c, 1, j, f, x);
     if (has_alpha && !tt_lower_is_none(c, 2))
