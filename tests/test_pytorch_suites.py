@@ -154,3 +154,12 @@ def test_shipped_xfail_file_has_reasons():
     assert os.path.exists(ps.XFAIL_FILE)
     for pattern, reason in ps.load_xfails().items():
         assert reason.strip(), pattern
+
+
+def test_bridged_helpers_are_the_installed_ones():
+    """The old names that 2023 test files import resolve to today's helpers
+    (test_foreach's foreach_lerp_op_db: lerp's ForeachFuncInfo)."""
+    import torch.testing._internal.common_methods_invocations as cmi
+    ps._bridge_renamed_helpers()
+    assert [op.name for op in cmi.foreach_lerp_op_db] == ["_foreach_lerp"]
+    assert cmi.foreach_lerp_op_db[0] in cmi.foreach_other_op_db
