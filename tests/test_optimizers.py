@@ -121,7 +121,7 @@ def both(fn):
     (kc, rc), (kt, rt) = out["cpu"], out["tpu"]
     assert kc == kt, (out["cpu"], out["tpu"])
     if kc == "ok":
-        assert torch.equal(rt, rc), (rt, rc)
+        assert rt.dtype == rc.dtype and torch.equal(rt, rc), (rt, rc)
     else:
         assert type(rt) is type(rc) and str(rt).startswith(str(rc).split("\n")[0]), (rt, rc)
 
@@ -164,3 +164,22 @@ def test_foreach_pow_of_bool_as_on_cpu(exponent):
         xs = [torch.tensor([True, False, True], device=d), torch.tensor([[False, True]], device=d)]
         return torch.cat([t.flatten() for t in torch._foreach_pow(xs, xs if exponent == "list" else exponent)])
     both(f)
+
+
+B = lambda d: torch.tensor([True, False], device=d)  # noqa: E731
+I = lambda d: torch.tensor([1, 2], device=d)  # noqa: E731
+
+
+@pytest.mark.parametrize("case", [
+    # PyTorch's sub_check: any bool operand is refused, each with its text
+    lambda d: B(d) - 1, lambda d: I(d) - B(d), lambda d: B(d) - B(d), lambda d: I(d) - True,
+    lambda d: torch.rsub(B(d), 1), lambda d: torch._foreach_sub([B(d)], 1)[0],
+    lambda d: torch._foreach_sub([B(d)], [I(d)])[0], lambda d: torch._foreach_sub([B(d)], [B(d)])[0],
+    # a bool tensor list with an integer Scalar computes in int64, with a bool one in bool
+    lambda d: torch._foreach_add([B(d)], 1)[0], lambda d: torch._foreach_add([B(d)], True)[0],
+    lambda d: torch._foreach_mul([B(d)], [2])[0], lambda d: torch._foreach_maximum([B(d)], 1)[0],
+    lambda d: torch._foreach_clamp_min([B(d)], [1])[0], lambda d: torch._foreach_pow([B(d)], 1)[0],
+    lambda d: torch._foreach_add([B(d)], 2.5)[0], lambda d: torch._foreach_div([B(d)], 2)[0],
+])
+def test_bool_operands_as_on_cpu(case):
+    both(case)

@@ -39,6 +39,16 @@ static tt_status same_lengths(tt_lower_ctx *c, const int *idx, int n) {
   return NULL;
 }
 
+// The dtype of argument i (or its item j): a Scalar's or a tensor's.
+static tt_dtype arg_dtype(const tt_lower_ctx *c, int i, int j, form f) {
+  const tt_value *v = tt_lower_arg(c, i);
+  if ((f == F_SCALARLIST || f == F_LIST) && v->kind == TT_VALUE_LIST && j < v->u.list.n)
+    v = &v->u.list.items[j];
+  if (v->kind == TT_VALUE_SCALAR) return v->u.scalar.dtype;
+  if (v->kind == TT_VALUE_TENSOR) return v->u.tensor.dtype;
+  return TT_DTYPE_NONE;
+}
+
 // Is argument i (or its item j) floating: decides int -> float promotion.
 static bool arg_is_float(const tt_lower_ctx *c, int i, int j, form f) {
   const tt_value *v = tt_lower_arg(c, i);
@@ -55,6 +65,8 @@ static tt_dtype item_dtype(const tt_lower_ctx *c, int j, int i, form f, bool to_
   if (f == F_LIST && i >= 0) d = tt_promote_types(d, tt_lower_tensor_type(c, i, j).dtype);
   if (!tt_dtype_is_float(d) && (to_float || (i >= 0 && arg_is_float(c, i, j, f))))
     d = tt_lower_default_dtype(c);
+  // A bool tensor with an integer Scalar: the Scalar's category wins (int64).
+  if (d == TT_BOOL && i >= 0 && f != F_LIST && arg_dtype(c, i, j, f) != TT_BOOL) d = TT_I64;
   return d;
 }
 
@@ -94,6 +106,12 @@ static tt_status binary(tt_lower_ctx *c, bop op, form f, bool has_alpha) {
                                       TT_HLO_MAX, TT_HLO_MIN, TT_HLO_POW};
   for (int j = 0; j < n; j++) {
     tt_dtype rt = item_dtype(c, j, 1, f, op == B_DIV);
+    if (op == B_SUB && (tt_lower_tensor_type(c, 0, j).dtype == TT_BOOL || arg_dtype(c, 1, j, f) == TT_BOOL))
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Subtraction, the `-` operator, with %s is "
+                           "not supported. %s", rt == TT_BOOL ? "two bool tensors" : "a bool tensor",
+                           rt == TT_BOOL ? "Use the `^` or `logical_xor()` operator instead."
+                           : "If you are trying to invert a mask, use the `~` or `logical_not()` "
+                             "operator instead.");
     if (op == B_POW && rt == TT_BOOL)  // PyTorch's per-exponent cases: the CPU's
       return tt_lower_fail(c, TT_UNIMPLEMENTED, "bool pow");
     tt_hv x = tt_hlo_convert(b, tt_lower_list_tensor(c, 0, j), tt_opmath(rt));
