@@ -3,10 +3,11 @@
 // The core's results are dense row-major. PyTorch's kernels give some
 // results their inputs' layout, and users' code sees it (`is_contiguous`,
 // `stride()`, channels_last models):
-// - convolution, 2-d pooling, max_pool3d, upsampling and batch norm: the
-//   first channels_last argument's memory format (suggest_memory_format);
+// - convolution, 2-d pooling, max_pool3d, upsampling, batch and group norm,
+//   the 2-d/3-d reflection and replication pads: the first channels_last
+//   argument's memory format (suggest_memory_format);
 // - cat: its inputs' common memory format;
-// - pointwise ops (PyTorch's `pointwise` tag, and dropout): TensorIterator's
+// - pointwise ops (PyTorch's `pointwise` tag, dropout, hardswish, prelu, glu): TensorIterator's
 //   rule — the output is dense, its dims ordered as the inputs' strides order
 //   them (TensorIteratorBase::reorder_dimensions), with its fast paths (all
 //   inputs contiguous, all channels_last, all dense with equal strides);
@@ -39,6 +40,9 @@ bool follows_input_format(const std::string &name) {
       "aten::_native_batch_norm_legit", "aten::_batch_norm_with_update",
       "aten::_batch_norm_no_update", "aten::batch_norm_backward", "aten::batch_norm_elemt",
       "aten::batch_norm_backward_elemt",
+      // native_group_norm's Y and dX; the 2-d and 3-d pads and their backwards
+      "aten::native_group_norm", "aten::reflection_pad2d", "aten::reflection_pad3d",
+      "aten::replication_pad2d", "aten::replication_pad3d",
   };
   for (const char *p : kPrefixes) {
     if (name.rfind(p, 0) == 0) return true;
@@ -224,8 +228,10 @@ ResultLayout result_layout(const c10::OperatorHandle &op, const std::string &nam
   if (name == "aten::_scaled_dot_product_flash_attention_for_cpu") return ResultLayout::kAttention;
   if (name == "aten::_scaled_dot_product_flash_attention_for_cpu_backward")
     return ResultLayout::kAttentionBackward;
+  // hardswish, prelu's kernels and glu are TensorIterator ops without the tag
   if (op.hasTag(at::Tag::pointwise) || name.rfind("aten::native_dropout", 0) == 0 ||
-      name.rfind("aten::bernoulli", 0) == 0)
+      name.rfind("aten::bernoulli", 0) == 0 || name.rfind("aten::hardswish", 0) == 0 ||
+      name.rfind("aten::_prelu_kernel", 0) == 0 || name.rfind("aten::glu", 0) == 0)
     return ResultLayout::kPointwise;
   return ResultLayout::kContiguous;
 }

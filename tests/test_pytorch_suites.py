@@ -211,3 +211,12 @@ def test_xfail_patterns_with_inner_wildcards():
     assert ps._xfail_reason(xf, "a.py::C::test_exact") == "exact"
     assert ps._xfail_reason(xf, "a.py::C::test_exactly") is None
     assert ps._xfail_reason(xf, "a.py::C::test_y.z") is None
+
+
+def test_bridged_helpers_are_the_installed_ones():
+    """The old names that 2023 test files import resolve to today's helpers
+    (test_foreach's foreach_lerp_op_db: lerp's ForeachFuncInfo)."""
+    import torch.testing._internal.common_methods_invocations as cmi
+    ps._bridge_renamed_helpers()
+    assert [op.name for op in cmi.foreach_lerp_op_db] == ["_foreach_lerp"]
+    assert cmi.foreach_lerp_op_db[0] in cmi.foreach_other_op_db

@@ -142,6 +142,9 @@ def _bridge_renamed_helpers():
         (cmi, "skip", lambda: device_type.skip),                  # moved
         # moved, and now takes the class and test from the decorated function
         (cmi, "skipOps", lambda: lambda _cls, _test, to_skip: device_type.skipOps(to_skip)),
+        # lerp's ForeachFuncInfo, since moved into foreach_other_op_db
+        (cmi, "foreach_lerp_op_db",
+         lambda: [op for op in cmi.foreach_other_op_db if op.name == "_foreach_lerp"]),
         # CUDA's TF32 query; no CUDA device is in these runs
         (cuda, "tf32_is_not_fp32", lambda: lambda: False),
         # the list test_nn iterates, now built by a function

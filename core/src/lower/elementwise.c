@@ -103,15 +103,34 @@ static tt_hv trunc_float(tt_lower_ctx *c, tt_hv q) {
 
 // --- add, sub, rsub, mul ------------------------------------------------------------------
 
+// Is tensor or Scalar argument i bool.
+static bool arg_is_bool(const tt_lower_ctx *c, int i) {
+  const tt_value *v = tt_lower_arg(c, i);
+  return (v->kind == TT_VALUE_TENSOR && v->u.tensor.dtype == TT_BOOL) ||
+         (v->kind == TT_VALUE_SCALAR && v->u.scalar.dtype == TT_BOOL);
+}
+
+// PyTorch's sub_check: no bool operand, whatever the other (bool - 1 too).
+static tt_status sub_check(tt_lower_ctx *c) {
+  bool b0 = arg_is_bool(c, 0), b1 = arg_is_bool(c, 1);
+  if (b0 && b1)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT,
+                         "Subtraction, the `-` operator, with two bool tensors is not "
+                         "supported. Use the `^` or `logical_xor()` operator instead.");
+  if (b0 || b1)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT,
+                         "Subtraction, the `-` operator, with a bool tensor is not "
+                         "supported. If you are trying to invert a mask, use the `~` or "
+                         "`logical_not()` operator instead.");
+  return NULL;
+}
+
 // self op alpha*other (or other op alpha*self when `reverse`, for rsub).
 static tt_status add_like(tt_lower_ctx *c, tt_hlo_binop op, bool reverse) {
   tt_dtype rt;
   tt_hv v[2];
+  if (op == TT_HLO_SUB) TT_RETURN_IF_ERROR(sub_check(c));
   TT_RETURN_IF_ERROR(two(c, false, &rt, v));
-  if (rt == TT_BOOL && op == TT_HLO_SUB)
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT,
-                         "Subtraction, the `-` operator, with two bool tensors is not "
-                         "supported. Use the `^` or `logical_xor()` operator instead.");
   const tt_value *alpha = tt_lower_arg(c, 2);
   if (alpha->kind == TT_VALUE_SCALAR && !tt_dtype_is_complex(rt) &&
       tt_dtype_is_complex(alpha->u.scalar.dtype))

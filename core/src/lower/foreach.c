@@ -11,7 +11,8 @@
 // The rules replace PyTorch's CompositeExplicitAutograd kernels
 // (TT_RULE_REPLACES_COMPOSITE): the shim registers them for the device.
 //
-// Also the fused Adam / AdamW steps (optim's fused=True, TorchTitan's default).
+// Also the fused Adam / AdamW / SGD / Adagrad steps (optim's fused=True,
+// TorchTitan's default for Adam).
 //
 // Leaves out: the .Tensor overloads of addcmul/addcdiv (their scalars are a
 // CPU tensor), _foreach_copy_, integer pow corner cases, complex numbers.
@@ -38,6 +39,16 @@ static tt_status same_lengths(tt_lower_ctx *c, const int *idx, int n) {
   return NULL;
 }
 
+// The dtype of argument i (or its item j): a Scalar's or a tensor's.
+static tt_dtype arg_dtype(const tt_lower_ctx *c, int i, int j, form f) {
+  const tt_value *v = tt_lower_arg(c, i);
+  if ((f == F_SCALARLIST || f == F_LIST) && v->kind == TT_VALUE_LIST && j < v->u.list.n)
+    v = &v->u.list.items[j];
+  if (v->kind == TT_VALUE_SCALAR) return v->u.scalar.dtype;
+  if (v->kind == TT_VALUE_TENSOR) return v->u.tensor.dtype;
+  return TT_DTYPE_NONE;
+}
+
 // Is argument i (or its item j) floating: decides int -> float promotion.
 static bool arg_is_float(const tt_lower_ctx *c, int i, int j, form f) {
   const tt_value *v = tt_lower_arg(c, i);
@@ -54,6 +65,8 @@ static tt_dtype item_dtype(const tt_lower_ctx *c, int j, int i, form f, bool to_
   if (f == F_LIST && i >= 0) d = tt_promote_types(d, tt_lower_tensor_type(c, i, j).dtype);
   if (!tt_dtype_is_float(d) && (to_float || (i >= 0 && arg_is_float(c, i, j, f))))
     d = tt_lower_default_dtype(c);
+  // A bool tensor with an integer Scalar: the Scalar's category wins (int64).
+  if (d == TT_BOOL && i >= 0 && f != F_LIST && arg_dtype(c, i, j, f) != TT_BOOL) d = TT_I64;
   return d;
 }
 
@@ -93,6 +106,14 @@ static tt_status binary(tt_lower_ctx *c, bop op, form f, bool has_alpha) {
                                       TT_HLO_MAX, TT_HLO_MIN, TT_HLO_POW};
   for (int j = 0; j < n; j++) {
     tt_dtype rt = item_dtype(c, j, 1, f, op == B_DIV);
+    if (op == B_SUB && (tt_lower_tensor_type(c, 0, j).dtype == TT_BOOL || arg_dtype(c, 1, j, f) == TT_BOOL))
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Subtraction, the `-` operator, with %s is "
+                           "not supported. %s", rt == TT_BOOL ? "two bool tensors" : "a bool tensor",
+                           rt == TT_BOOL ? "Use the `^` or `logical_xor()` operator instead."
+                           : "If you are trying to invert a mask, use the `~` or `logical_not()` "
+                             "operator instead.");
+    if (op == B_POW && rt == TT_BOOL)  // PyTorch's per-exponent cases: the CPU's
+      return tt_lower_fail(c, TT_UNIMPLEMENTED, "bool pow");
     tt_hv x = tt_hlo_convert(b, tt_lower_list_tensor(c, 0, j), tt_opmath(rt));
     tt_hv y = operand(c, 1, j, f, x);
     if (has_alpha && !tt_lower_is_none(c, 2))
@@ -348,6 +369,152 @@ static tt_status fused_adam(tt_lower_ctx *c, bool adamw) {
 static tt_status fused_adam_(tt_lower_ctx *c) { return fused_adam(c, false); }
 static tt_status fused_adamw_(tt_lower_ctx *c) { return fused_adam(c, true); }
 
+// --- fused SGD and Adagrad -------------------------------------------------------------------
+//
+// As PyTorch's CPU kernels compute them (fused=True is accepted for "tpu"):
+// grad_scale unscales the grads (written back), maximize negates the step,
+// weight decay adds wd * param; found_inf == 1 leaves everything as it was.
+// Scalars (lr, momentum, dampening, wd, lr_decay, eps) are runtime values;
+// nesterov, maximize and is_first_step shape the program.
+
+// The fused kernels' common pieces for item j: params must be floating.
+typedef struct fused_item {
+  tt_dtype d;        // compute dtype
+  tt_hv p0, g0;      // as given
+  tt_hv p, g;        // in d; g unscaled (the grad written back: gw)
+  tt_hv gw;
+  tt_hv skip;        // bool like p, or TT_HV_INVALID
+} fused_item;
+
+static tt_status fused_read(tt_lower_ctx *c, int j, int scale_arg, int inf_arg, fused_item *it) {
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_dtype pd = tt_lower_tensor_type(c, 0, j).dtype;
+  if (!tt_dtype_is_float(pd))
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "params must be floating, got %s",
+                         tt_dtype_name(pd));
+  it->d = tt_opmath(pd);
+  it->p0 = tt_lower_list_tensor(c, 0, j);
+  it->g0 = tt_lower_list_tensor(c, 1, j);
+  it->p = tt_hlo_convert(b, it->p0, it->d);
+  it->g = tt_hlo_convert(b, it->g0, it->d);
+  if (!tt_lower_is_none(c, scale_arg))
+    it->g = tt_lower_bin(c, TT_HLO_DIV, it->g, tt_lower_expand_like(c, tt_hlo_convert(b, tt_lower_tensor(c, scale_arg), it->d), it->p));
+  it->gw = it->g;
+  it->skip = TT_HV_INVALID;
+  if (!tt_lower_is_none(c, inf_arg)) {
+    tt_hv fi = tt_hlo_convert(b, tt_lower_tensor(c, inf_arg), TT_F32);
+    it->skip = tt_lower_expand_like(c, tt_hlo_compare(b, TT_HLO_EQ, fi, tt_hlo_const(b, TT_F32, 1)), it->p);
+  }
+  return NULL;
+}
+
+// Result of written list `arg` item j: v in the item's dtype, or old where skipped.
+static tt_hv fused_out(tt_lower_ctx *c, const fused_item *it, int arg, int j, tt_hv v, tt_hv old) {
+  tt_hv r = tt_hlo_convert(tt_lower_hlo(c), v, tt_lower_tensor_type(c, arg, j).dtype);
+  return it->skip == TT_HV_INVALID ? r : tt_hlo_select(tt_lower_hlo(c), it->skip, old, r);
+}
+
+static tt_hv scalar_like(tt_lower_ctx *c, int arg, const fused_item *it) {
+  return tt_lower_expand_like(c, tt_lower_scalar(c, arg, it->d), it->p);
+}
+
+// g + wd * p, or g itself when wd (argument `arg`) is 0, as the kernels skip
+// it (an inf param times 0 would make the step NaN).
+static tt_hv decay(tt_lower_ctx *c, int arg, const fused_item *it, tt_hv g) {
+  tt_hv wd = scalar_like(c, arg, it);
+  tt_hv on = tt_hlo_compare(tt_lower_hlo(c), TT_HLO_NE, wd, tt_lower_splat_like(c, wd, 0));
+  return tt_hlo_select(tt_lower_hlo(c), on, tt_lower_bin(c, TT_HLO_ADD, g, tt_lower_bin(c, TT_HLO_MUL, it->p, wd)), g);
+}
+
+// _fused_sgd_(params[], grads[], momentum_buffer_list[], weight_decay, momentum, lr,
+// dampening, nesterov, maximize, is_first_step, grad_scale?, found_inf?): the
+// buffer list is empty when momentum is 0. Results: params, grads, buffers.
+enum { S_BUF = 2, S_WD, S_MOM, S_LR, S_DAMP, S_NESTEROV, S_MAXIMIZE, S_FIRST, S_SCALE, S_INF };
+
+static tt_status fused_sgd_(tt_lower_ctx *c) {
+  int n = list_len(c, 0), nb = list_len(c, S_BUF);
+  static const int lists[] = {1};
+  TT_RETURN_IF_ERROR(same_lengths(c, lists, 1));
+  if (nb != 0 && nb != n)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "momentum_buffer_list must have %d tensors "
+                         "or none, got %d", n, nb);
+  tt_hv *out = calloc((size_t)(3 * n + 1), sizeof *out);
+  if (!out) return tt_make_status(TT_RESOURCE_EXHAUSTED, "out of memory");
+  for (int j = 0; j < n; j++) {
+    fused_item it;
+    tt_status st = fused_read(c, j, S_SCALE, S_INF, &it);
+    if (st) {
+      free(out);
+      return st;
+    }
+    tt_hv g = it.g;
+    if (tt_lower_bool(c, S_MAXIMIZE)) g = tt_hlo_unary(tt_lower_hlo(c), TT_HLO_NEG, g);
+    g = decay(c, S_WD, &it, g);
+    if (nb) {
+      tt_hv mom = scalar_like(c, S_MOM, &it), b0 = tt_lower_list_tensor(c, S_BUF, j), buf = g;
+      if (!tt_lower_bool(c, S_FIRST)) {
+        tt_hv keep = tt_lower_bin(c, TT_HLO_SUB, tt_lower_splat_like(c, g, 1), scalar_like(c, S_DAMP, &it));
+        buf = tt_lower_bin(c, TT_HLO_ADD, tt_lower_bin(c, TT_HLO_MUL, tt_hlo_convert(tt_lower_hlo(c), b0, it.d), mom),
+                           tt_lower_bin(c, TT_HLO_MUL, g, keep));
+      }
+      g = tt_lower_bool(c, S_NESTEROV) ? tt_lower_bin(c, TT_HLO_ADD, g, tt_lower_bin(c, TT_HLO_MUL, buf, mom)) : buf;
+      out[2 * n + j] = fused_out(c, &it, S_BUF, j, buf, b0);
+    }
+    tt_hv p = tt_lower_bin(c, TT_HLO_SUB, it.p, tt_lower_bin(c, TT_HLO_MUL, g, scalar_like(c, S_LR, &it)));
+    out[j] = fused_out(c, &it, 0, j, p, it.p0);
+    out[n + j] = fused_out(c, &it, 1, j, it.gw, it.g0);
+  }
+  for (int i = 0; i < (nb ? 3 : 2) * n; i++) tt_lower_result(c, out[i]);
+  free(out);
+  return NULL;
+}
+
+// _fused_adagrad_(params[], grads[], state_sums[], state_steps[], lr, lr_decay,
+// weight_decay, eps, maximize, grad_scale?, found_inf?): the steps are already
+// incremented. Results: params, grads, state_sums, and (the plain overload,
+// which marks them written) the steps unchanged.
+enum { G_SUM = 2, G_STEP, G_LR, G_DECAY, G_WD, G_EPS, G_MAXIMIZE, G_SCALE, G_INF };
+
+static tt_status fused_adagrad(tt_lower_ctx *c, bool steps_written) {
+  tt_hlo *b = tt_lower_hlo(c);
+  int n = list_len(c, 0);
+  static const int lists[] = {1, G_SUM, G_STEP};
+  TT_RETURN_IF_ERROR(same_lengths(c, lists, 3));
+  int nout = steps_written ? 4 : 3;
+  tt_hv *out = calloc((size_t)(nout * n + 1), sizeof *out);
+  if (!out) return tt_make_status(TT_RESOURCE_EXHAUSTED, "out of memory");
+  for (int j = 0; j < n; j++) {
+    fused_item it;
+    tt_status st = fused_read(c, j, G_SCALE, G_INF, &it);
+    if (st) {
+      free(out);
+      return st;
+    }
+    tt_hv g = it.g, one = tt_lower_splat_like(c, it.p, 1);
+    if (tt_lower_bool(c, G_MAXIMIZE)) g = tt_hlo_unary(b, TT_HLO_NEG, g);
+    g = decay(c, G_WD, &it, g);
+    tt_hv s0 = tt_lower_list_tensor(c, G_SUM, j), step0 = tt_lower_list_tensor(c, G_STEP, j);
+    tt_hv step = tt_lower_expand_like(c, tt_hlo_convert(b, step0, it.d), it.p);
+    // clr = lr / (1 + (step - 1) * lr_decay)
+    tt_hv clr = tt_lower_bin(c, TT_HLO_DIV, scalar_like(c, G_LR, &it),
+                    tt_lower_bin(c, TT_HLO_ADD, one, tt_lower_bin(c, TT_HLO_MUL, tt_lower_bin(c, TT_HLO_SUB, step, one),
+                                                                 scalar_like(c, G_DECAY, &it))));
+    tt_hv sum = tt_lower_bin(c, TT_HLO_ADD, tt_hlo_convert(b, s0, it.d), tt_lower_bin(c, TT_HLO_MUL, g, g));
+    tt_hv std = tt_lower_bin(c, TT_HLO_ADD, tt_hlo_unary(b, TT_HLO_SQRT, sum), scalar_like(c, G_EPS, &it));
+    tt_hv p = tt_lower_bin(c, TT_HLO_SUB, it.p, tt_lower_bin(c, TT_HLO_DIV, tt_lower_bin(c, TT_HLO_MUL, clr, g), std));
+    out[j] = fused_out(c, &it, 0, j, p, it.p0);
+    out[n + j] = fused_out(c, &it, 1, j, it.gw, it.g0);
+    out[2 * n + j] = fused_out(c, &it, G_SUM, j, sum, s0);
+    if (steps_written) out[3 * n + j] = step0;
+  }
+  for (int i = 0; i < nout * n; i++) tt_lower_result(c, out[i]);
+  free(out);
+  return NULL;
+}
+
+static tt_status fused_adagrad_(tt_lower_ctx *c) { return fused_adagrad(c, true); }
+static tt_status fused_adagrad_tensor_lr(tt_lower_ctx *c) { return fused_adagrad(c, false); }
+
 // --- the table -------------------------------------------------------------------------------
 
 #define RC(name, fn) {"aten::_foreach_" name, fn, TT_RULE_REPLACES_COMPOSITE}
@@ -383,6 +550,9 @@ static const tt_rule kRules[] = {
      TT_RULE_REPLACES_COMPOSITE | TT_RULE_SCALARS_IN_SIGNATURE},
     {"aten::_fused_adam_", fused_adam_, 0}, {"aten::_fused_adam_.tensor_lr", fused_adam_, 0},
     {"aten::_fused_adamw_", fused_adamw_, 0}, {"aten::_fused_adamw_.tensor_lr", fused_adamw_, 0},
+    {"aten::_fused_sgd_", fused_sgd_, 0}, {"aten::_fused_sgd_.tensor_lr", fused_sgd_, 0},
+    {"aten::_fused_adagrad_", fused_adagrad_, 0},
+    {"aten::_fused_adagrad_.tensor_lr", fused_adagrad_tensor_lr, 0},
 };
 #undef RC
 #undef BOTH

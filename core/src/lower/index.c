@@ -10,7 +10,8 @@
 // dims where PyTorch puts them (in place of adjacent indexed dims, else
 // first). Negative indices wrap.
 //
-// Leaves out: boolean/uint8 index tensors and nonzero / masked_select /
+// Leaves out: boolean/uint8 index tensors (but index_put with one bool mask
+// and values of a known shape: a select) and nonzero / masked_select /
 // unique (their result sizes depend on the data: they run on the CPU, which
 // syncs; nonzero_static, whose size is given, is in select.c), integer
 // scatter_reduce "mean", repeat_interleave. Index values are checked on the
@@ -354,10 +355,67 @@ static tt_status lower_index(tt_lower_ctx *c) {
   return NULL;
 }
 
+// The one bool mask of an index_put's Tensor?[] (None entries aside): its
+// list position (= the first dim it covers); -1 when there is none, or other
+// index tensors too.
+static int single_mask(const tt_lower_ctx *c) {
+  const tt_value *lv = tt_lower_arg(c, 1);
+  int n = lv->kind == TT_VALUE_LIST ? lv->u.list.n : 0, j = -1;
+  for (int i = 0; i < n; i++) {
+    const tt_value *it = &lv->u.list.items[i];
+    if (it->kind != TT_VALUE_TENSOR || !it->u.tensor.storage) continue;
+    if (j >= 0 || it->u.tensor.dtype != TT_BOOL) return -1;
+    j = i;
+  }
+  return j;
+}
+
+// x[mask] = v where v does not depend on how many elements the mask selects
+// (v broadcasts with size 1 where the selected elements go: a scalar, or a
+// row for every selected row): a select, no data-dependent shape (Rprop's
+// `grad[sign.eq(etaminus)] = 0`, users' `x[x < 0] = 0`). *done stays false
+// for any other form (data-dependent values, a mask of another shape: the
+// general path, or the CPU with PyTorch's own errors).
+static tt_status mask_put(tt_lower_ctx *c, const tt_hlo_type *xt, bool *done) {
+  *done = false;
+  int j = single_mask(c);
+  if (j < 0) return NULL;
+  tt_hlo_type mt = tt_lower_tensor_type(c, 1, j), vt = tt_lower_tensor_type(c, 2, -1);
+  if (vt.dtype != xt->dtype || mt.rank == 0 || j + mt.rank > xt->rank) return NULL;
+  for (int d = 0; d < mt.rank; d++)
+    if (mt.dims[d] != xt->dims[j + d]) return NULL;
+  // The indexed shape [*x[:j], K, *x[j+m:]] and values right-aligned to it.
+  int rr = xt->rank - mt.rank + 1;
+  if (vt.rank > rr) return NULL;
+  int64_t vdims[TT_MAX_RANK], mdims[TT_MAX_RANK];
+  for (int d = 0; d < xt->rank; d++) {
+    bool in_mask = d >= j && d < j + mt.rank;
+    int p = d < j ? d : in_mask ? j : d - mt.rank + 1;  // the indexed shape's dim
+    int i = p - (rr - vt.rank);                        // the values' dim
+    int64_t want = in_mask ? 1 : xt->dims[d];
+    vdims[d] = i >= 0 ? vt.dims[i] : 1;
+    if (vdims[d] != 1 && vdims[d] != want) return NULL;
+    mdims[d] = in_mask ? mt.dims[d - j] : 1;
+  }
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hv x = tt_lower_tensor(c, 0);
+  tt_hv v = tt_hlo_reshape(b, tt_lower_tensor(c, 2), xt->rank, vdims);
+  v = tt_lower_broadcast_to(c, v, xt->rank, xt->dims);
+  tt_hv m = tt_hlo_reshape(b, tt_lower_list_tensor(c, 1, j), xt->rank, mdims);
+  m = tt_lower_broadcast_to(c, m, xt->rank, xt->dims);
+  if (tt_lower_bool(c, 3)) v = tt_lower_bin(c, TT_HLO_ADD, x, v);  // each element once
+  tt_lower_result(c, tt_hlo_select(b, m, v, x));
+  *done = true;
+  return NULL;
+}
+
 // index_put(self, indices, values, accumulate) and _index_put_impl_ (same,
 // plus unsafe): values broadcast to the indexed shape.
 static tt_status lower_index_put(tt_lower_ctx *c) {
   tt_hlo_type xt = tt_lower_tensor_type(c, 0, -1);
+  bool done;
+  TT_RETURN_IF_ERROR(mask_put(c, &xt, &done));
+  if (done) return NULL;
   adv a;
   TT_RETURN_IF_ERROR(adv_prepare(c, &xt, &a));
   tt_hlo *b = tt_lower_hlo(c);
