@@ -1,214 +1,242 @@
-// rnn.c — the fused LSTM and GRU cells PyTorch's RNN modules call on every
-// device but the CPU (aten/src/ATen/native/RNN.cpp: LSTMCell and GRUCell
-// take _thnn_fused_{lstm,gru}_cell when the input is not on the CPU), with
-// their backward. PyTorch implements them for CUDA only, so without these
-// rules nn.LSTM / nn.GRU on "tpu" failed (the CPU fallback has no kernel).
+// rnn.c — the fused RNN cell kernels ATen calls for a non-CPU device:
+// _thnn_fused_lstm_cell / _thnn_fused_gru_cell and their backwards.
 //
-// The gates arrive as two [B, G*H] matmul results (input and hidden) with
-// optional [G*H] biases; the formulas, the gate order and the workspace the
-// backward reads are those of PyTorch's CUDA kernels (RNN.cu), computed in
-// the opmath dtype and rounded once:
-//   LSTM (G = 4: i, f, g, o): i, f, o = sigmoid; g = tanh;
-//     cy = f * cx + i * g, hy = o * tanh(cy); workspace [i, f, g, o] (activated).
-//   GRU (G = 3: r, z, n): r, z = sigmoid(in + hid); n = tanh(in_n + r * hid_n);
-//     hy = n + z * (hx - n); workspace [r, z, n, hx, hid_n] ([B, 5H]).
-// Leaves out: gates that are not 2-d (PyTorch's checks refuse them too).
+// at::lstm_cell / at::gru_cell (nn.LSTMCell, nn.GRUCell, and every time step
+// of nn.LSTM / nn.GRU) compute the two gate matmuls with ordinary ops, then
+// hand the gates to these ops on CUDA, XPU and PrivateUse1 devices; PyTorch
+// has only CUDA kernels for them (the CPU path never calls them), so without
+// these rules LSTM and GRU do not run on "tpu" at all.
+//
+// Gates are [B, k*H] (k = 4 for LSTM: input, forget, cell, output; k = 3 for
+// GRU: reset, update, new), biases [k*H]. The workspace layouts are CUDA's,
+// so each backward reads what its forward stored: LSTM [B, 4H] = the gates
+// after their activations; GRU [B, 5H] = reset, update, new gates, the new
+// gate's hidden part (with its bias), hx. 16-bit floats compute in float32.
+//
+// Leaves out: CUDA's undefined bias gradients when has_bias is false (the
+// column sums are returned anyway; autograd drops them, as the cell had no
+// bias inputs).
 #include <inttypes.h>
 
 #include "lower/lower.h"
 
-// --- helpers ------------------------------------------------------------------------------
+// --- pieces ---------------------------------------------------------------------------------
 
-// Gate k (of width h) of a [B, G*H] value.
-static tt_hv gate(tt_lower_ctx *c, tt_hv x, int64_t k, int64_t h) {
-  tt_hlo_type t = tt_lower_type(c, x);
-  int64_t start[2] = {0, k * h}, limit[2] = {t.dims[0], (k + 1) * h}, step[2] = {1, 1};
-  return tt_hlo_slice(tt_lower_hlo(c), x, start, limit, step);
+// Columns [j*h, (j+1)*h) of a [B, n] value.
+static tt_hv chunk(tt_lower_ctx *c, tt_hv x, int64_t h, int64_t j) {
+  const tt_hlo_type *t = tt_hlo_type_of(tt_lower_hlo(c), x);
+  if (!t) return x;  // the builder holds the error
+  int64_t start[2] = {0, j * h}, limit[2] = {t->dims[0], (j + 1) * h}, stride[2] = {1, 1};
+  return tt_hlo_slice(tt_lower_hlo(c), x, start, limit, stride);
 }
 
-// Tensor argument i in the opmath dtype `m`.
-static tt_hv operand(tt_lower_ctx *c, int i, tt_dtype m) {
-  return tt_lower_convert(c, tt_lower_tensor(c, i), m);
-}
-
-// input_gates + hidden_gates and, when given, both biases (broadcast over
-// the batch); *hid gets hidden_gates (+ hidden_bias) alone, for GRU's n gate.
-static tt_hv sum_gates(tt_lower_ctx *c, tt_dtype m, tt_hv *in, tt_hv *hid) {
-  *in = operand(c, 0, m);
-  *hid = operand(c, 1, m);
-  if (!tt_lower_is_none(c, 3)) {
-    tt_hlo_type t = tt_lower_type(c, *in);
-    int64_t bdim = 1;
-    tt_hlo *b = tt_lower_hlo(c);
-    *in = tt_lower_bin(c, TT_HLO_ADD, *in,
-                       tt_hlo_broadcast_in_dim(b, operand(c, 3, m), 2, t.dims, &bdim));
-    *hid = tt_lower_bin(c, TT_HLO_ADD, *hid,
-                        tt_hlo_broadcast_in_dim(b, operand(c, 4, m), 2, t.dims, &bdim));
+// Tensor argument i in dtype acc; chunk j of it when it is a [k*H] bias
+// (broadcast to [B, H]); 0 when the bias is None.
+static tt_hv bias_chunk(tt_lower_ctx *c, int i, int64_t b, int64_t h, int64_t j, tt_dtype acc) {
+  tt_hlo *hb = tt_lower_hlo(c);
+  int64_t dims[2] = {b, h};
+  if (tt_lower_is_none(c, i)) {
+    tt_hlo_type t = tt_hlo_make_type(acc, 2, dims);
+    return tt_hlo_splat(hb, &t, 0);
   }
-  return tt_lower_bin(c, TT_HLO_ADD, *in, *hid);
+  tt_hv v = tt_lower_convert(c, tt_lower_tensor(c, i), acc);
+  int64_t start = j * h, limit = (j + 1) * h, stride = 1;
+  v = tt_hlo_slice(hb, v, &start, &limit, &stride);
+  return tt_lower_broadcast_to(c, v, 2, dims);
 }
 
-static tt_hv sigmoid(tt_lower_ctx *c, tt_hv x) {
-  return tt_hlo_unary(tt_lower_hlo(c), TT_HLO_LOGISTIC, x);
-}
-
+static tt_hv add(tt_lower_ctx *c, tt_hv x, tt_hv y) { return tt_lower_bin(c, TT_HLO_ADD, x, y); }
+static tt_hv sub(tt_lower_ctx *c, tt_hv x, tt_hv y) { return tt_lower_bin(c, TT_HLO_SUB, x, y); }
+static tt_hv mul(tt_lower_ctx *c, tt_hv x, tt_hv y) { return tt_lower_bin(c, TT_HLO_MUL, x, y); }
+static tt_hv sigmoid(tt_lower_ctx *c, tt_hv x) { return tt_hlo_unary(tt_lower_hlo(c), TT_HLO_LOGISTIC, x); }
 static tt_hv tanh_(tt_lower_ctx *c, tt_hv x) { return tt_hlo_unary(tt_lower_hlo(c), TT_HLO_TANH, x); }
 
-static tt_hv mul(tt_lower_ctx *c, tt_hv x, tt_hv y) { return tt_lower_bin(c, TT_HLO_MUL, x, y); }
-static tt_hv sub(tt_lower_ctx *c, tt_hv x, tt_hv y) { return tt_lower_bin(c, TT_HLO_SUB, x, y); }
-static tt_hv add(tt_lower_ctx *c, tt_hv x, tt_hv y) { return tt_lower_bin(c, TT_HLO_ADD, x, y); }
-// 1 - x
-static tt_hv one_minus(tt_lower_ctx *c, tt_hv x) { return sub(c, tt_lower_splat_like(c, x, 1), x); }
+// s * (1 - s): the derivative of the sigmoid whose value is s.
+static tt_hv dsigmoid(tt_lower_ctx *c, tt_hv s) {
+  return mul(c, s, sub(c, tt_lower_splat_like(c, s, 1), s));
+}
 
-// PyTorch's rnn_cell_checkSizes: 2-d gates of equal shape [B, g*H], 1-d
-// biases of g*H elements, a 2-d previous state (arg 2) of B*H elements.
-static tt_status check_cell(tt_lower_ctx *c, int g, int64_t *h) {
+// 1 - t^2: the derivative of the tanh whose value is t.
+static tt_hv dtanh(tt_lower_ctx *c, tt_hv t) {
+  return sub(c, tt_lower_splat_like(c, t, 1), mul(c, t, t));
+}
+
+// Column sums of a [B, n] value: the bias gradient.
+static tt_hv col_sum(tt_lower_ctx *c, tt_hv x) {
+  bool rows[TT_MAX_RANK] = {true};
+  return tt_lower_reduce(c, x, rows, false, TT_HLO_REDUCE_ADD);
+}
+
+// CUDA's checkSizes: gates (args 0, 1) 2-D of the same size [B, k*H], biases
+// (args 3, 4, when given) 1-D of k*H elements, the previous state (arg 2)
+// [B, H]. Sets *b and *h.
+static tt_status check_cell(tt_lower_ctx *c, int64_t k, int64_t *b, int64_t *h) {
+  char s1[96], s2[96];
   tt_hlo_type ig = tt_lower_tensor_type(c, 0, -1), hg = tt_lower_tensor_type(c, 1, -1);
   tt_hlo_type prev = tt_lower_tensor_type(c, 2, -1);
   if (ig.rank != 2)
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "%d != 2", ig.rank);
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Expected 2-dimensional tensor, but got "
+                         "%d-dimensional tensor for argument #1 'input_gates'", (int)ig.rank);
   if (hg.rank != 2 || hg.dims[0] != ig.dims[0] || hg.dims[1] != ig.dims[1])
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "input_gates and hidden_gates differ in shape");
-  if (!tt_lower_is_none(c, 3)) {
-    tt_hlo_type b1 = tt_lower_tensor_type(c, 3, -1);
-    if (b1.rank != 1 || b1.dims[0] != ig.dims[1] || tt_lower_is_none(c, 4))
-      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "input_bias must be 1-d with %" PRId64
-                           " elements, like hidden_bias", ig.dims[1]);
-    tt_hlo_type b2 = tt_lower_tensor_type(c, 4, -1);
-    if (b2.rank != 1 || b2.dims[0] != b1.dims[0])
-      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "input_bias and hidden_bias differ in shape");
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Expected tensor for argument #1 'input_gates' "
+                         "to have same size as tensor for argument #2 'hidden_gates'; but %s "
+                         "does not equal %s", tt_shape_str(&ig, s1, sizeof s1),
+                         tt_shape_str(&hg, s2, sizeof s2));
+  if (ig.dims[1] % k != 0)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "gates of %" PRId64 " columns are not %" PRId64
+                         " gates", ig.dims[1], k);
+  for (int i = 3; i <= 4; i++) {
+    if (tt_lower_is_none(c, i)) continue;
+    tt_hlo_type bt = tt_lower_tensor_type(c, i, -1);
+    if (bt.rank != 1 || bt.dims[0] != ig.dims[1])
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Expected tensor for argument #%d to have "
+                           "%" PRId64 " elements; but its size is %s", i + 1, ig.dims[1],
+                           tt_shape_str(&bt, s1, sizeof s1));
   }
-  if (ig.dims[1] % g || prev.rank != 2 || prev.dims[0] != ig.dims[0] ||
-      prev.dims[1] != ig.dims[1] / g)
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "the previous state must be [%" PRId64
-                         ", %" PRId64 "] for gates of [%" PRId64 ", %" PRId64 "]", ig.dims[0],
-                         ig.dims[1] / g, ig.dims[0], ig.dims[1]);
-  if (!tt_dtype_is_float(ig.dtype))
-    return tt_lower_fail(c, TT_UNIMPLEMENTED, "fused rnn cell of %s", tt_dtype_name(ig.dtype));
-  *h = ig.dims[1] / g;
+  *b = ig.dims[0];
+  *h = ig.dims[1] / k;
+  if (prev.rank != 2 || prev.dims[0] != *b || prev.dims[1] != *h)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Expected tensor for argument #3 to have size "
+                         "[%" PRId64 ", %" PRId64 "]; but its size is %s", *b, *h,
+                         tt_shape_str(&prev, s1, sizeof s1));
   return NULL;
 }
 
-// --- LSTM ------------------------------------------------------------------------------------
+// Gate j before its activation: input + hidden gates + both biases.
+static tt_hv gate_sum(tt_lower_ctx *c, tt_hv ig, tt_hv hg, int64_t b, int64_t h, int64_t j,
+                      tt_dtype acc) {
+  tt_hv s = add(c, chunk(c, ig, h, j), chunk(c, hg, h, j));
+  return add(c, s, add(c, bias_chunk(c, 3, b, h, j, acc), bias_chunk(c, 4, b, h, j, acc)));
+}
 
-// _thnn_fused_lstm_cell(input_gates, hidden_gates, cx, input_bias?,
-// hidden_bias?) -> (hy, cy, workspace)
+// --- LSTM -----------------------------------------------------------------------------------
+
+// _thnn_fused_lstm_cell(input_gates, hidden_gates, cx, input_bias?, hidden_bias?)
+//   -> (hy, cy, workspace)
 static tt_status lower_lstm_cell(tt_lower_ctx *c) {
-  int64_t h;
-  TT_RETURN_IF_ERROR(check_cell(c, 4, &h));
-  tt_dtype d = tt_lower_tensor_type(c, 0, -1).dtype, m = tt_opmath(d);
-  tt_hv in, hid;
-  tt_hv gates = sum_gates(c, m, &in, &hid);
-  tt_hv i = sigmoid(c, gate(c, gates, 0, h)), f = sigmoid(c, gate(c, gates, 1, h));
-  tt_hv g = tanh_(c, gate(c, gates, 2, h)), o = sigmoid(c, gate(c, gates, 3, h));
-  tt_hv cy = add(c, mul(c, f, operand(c, 2, m)), mul(c, i, g));
-  tt_hv hy = mul(c, o, tanh_(c, cy));
-  tt_hv parts[4] = {i, f, g, o};
+  int64_t b, h;
+  TT_RETURN_IF_ERROR(check_cell(c, 4, &b, &h));
+  tt_dtype d = tt_lower_tensor_type(c, 0, -1).dtype, acc = tt_opmath(d);
+  tt_hv ig = tt_lower_convert(c, tt_lower_tensor(c, 0), acc);
+  tt_hv hg = tt_lower_convert(c, tt_lower_tensor(c, 1), acc);
+  tt_hv cx = tt_lower_convert(c, tt_lower_tensor(c, 2), acc);
+  tt_hv in = sigmoid(c, gate_sum(c, ig, hg, b, h, 0, acc));
+  tt_hv forget = sigmoid(c, gate_sum(c, ig, hg, b, h, 1, acc));
+  tt_hv cell = tanh_(c, gate_sum(c, ig, hg, b, h, 2, acc));
+  tt_hv out = sigmoid(c, gate_sum(c, ig, hg, b, h, 3, acc));
+  tt_hv cy = add(c, mul(c, forget, cx), mul(c, in, cell));
+  tt_hv hy = mul(c, out, tanh_(c, cy));
+  tt_hv gates[4] = {in, forget, cell, out};
   tt_lower_result(c, tt_lower_convert(c, hy, d));
   tt_lower_result(c, tt_lower_convert(c, cy, d));
-  tt_lower_result(c, tt_lower_convert(c, tt_hlo_concatenate(tt_lower_hlo(c), parts, 4, 1), d));
+  tt_lower_result(c, tt_lower_convert(c, tt_hlo_concatenate(tt_lower_hlo(c), gates, 4, 1), d));
   return NULL;
 }
 
-// grad_gates summed over the batch: the biases' gradient.
-static tt_hv batch_sum(tt_lower_ctx *c, tt_hv x) {
-  bool mask[2] = {true, false};
-  return tt_lower_reduce(c, x, mask, false, TT_HLO_REDUCE_ADD);
-}
-
-// _thnn_fused_lstm_cell_backward_impl(grad_hy?, grad_cy?, cx, cy, workspace,
-// has_bias) -> (grad_gates, grad_cx, grad_bias); a missing gradient is zero.
+// _thnn_fused_lstm_cell_backward_impl(grad_hy?, grad_cy?, cx, cy, workspace, has_bias)
+//   -> (grad_gates, grad_cx, grad_bias)
 static tt_status lower_lstm_cell_backward(tt_lower_ctx *c) {
-  tt_hlo_type cxt = tt_lower_tensor_type(c, 2, -1), wt = tt_lower_tensor_type(c, 4, -1);
-  tt_hlo_type cyt = tt_lower_tensor_type(c, 3, -1);
-  if (cxt.rank != 2 || wt.rank != 2 || wt.dims[0] != cxt.dims[0] || wt.dims[1] != 4 * cxt.dims[1] ||
-      cyt.rank != 2 || cyt.dims[0] != cxt.dims[0] || cyt.dims[1] != cxt.dims[1])
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "lstm cell backward: cx, cy [B, H] and "
-                         "workspace [B, 4H] expected");
-  if (!tt_dtype_is_float(cxt.dtype))
-    return tt_lower_fail(c, TT_UNIMPLEMENTED, "fused lstm cell of %s", tt_dtype_name(cxt.dtype));
-  tt_dtype d = cxt.dtype, m = tt_opmath(d);
-  int64_t h = cxt.dims[1];
-  tt_hv cx = operand(c, 2, m), cy = operand(c, 3, m), ws = operand(c, 4, m);
-  tt_hv zero = tt_lower_splat_like(c, cx, 0);
-  tt_hv go = tt_lower_is_none(c, 0) ? zero : operand(c, 0, m);
-  tt_hv goc = tt_lower_is_none(c, 1) ? zero : operand(c, 1, m);
-  tt_hv i = gate(c, ws, 0, h), f = gate(c, ws, 1, h), g = gate(c, ws, 2, h), o = gate(c, ws, 3, h);
-  tt_hv t = tanh_(c, cy);
-  tt_hv gcx = add(c, mul(c, mul(c, go, o), one_minus(c, mul(c, t, t))), goc);
-  tt_hv gi = mul(c, mul(c, mul(c, gcx, g), one_minus(c, i)), i);
-  tt_hv gf = mul(c, mul(c, mul(c, gcx, cx), one_minus(c, f)), f);
-  tt_hv gg = mul(c, mul(c, gcx, i), one_minus(c, mul(c, g, g)));
-  tt_hv gog = mul(c, mul(c, mul(c, go, t), one_minus(c, o)), o);
-  tt_hv parts[4] = {gi, gf, gg, gog};
-  tt_hv grad_gates = tt_lower_convert(c, tt_hlo_concatenate(tt_lower_hlo(c), parts, 4, 1), d);
-  tt_lower_result(c, grad_gates);
-  tt_lower_result(c, tt_lower_convert(c, mul(c, gcx, f), d));
-  // The bias gradient sums the rounded gates, as the CUDA kernel's caller does.
-  tt_lower_result(c, tt_lower_convert(c, batch_sum(c, tt_lower_convert(c, grad_gates, m)), d));
+  tt_hlo_type wt = tt_lower_tensor_type(c, 4, -1), ct = tt_lower_tensor_type(c, 2, -1);
+  if (wt.rank != 2 || ct.rank != 2 || wt.dims[1] != 4 * ct.dims[1] || wt.dims[0] != ct.dims[0])
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "workspace of %" PRId64 " x %" PRId64
+                         " does not hold the 4 gates of a %" PRId64 " x %" PRId64 " cell state",
+                         wt.rank > 0 ? wt.dims[0] : 0, wt.rank > 1 ? wt.dims[1] : 0,
+                         ct.rank > 0 ? ct.dims[0] : 0, ct.rank > 1 ? ct.dims[1] : 0);
+  if (tt_lower_is_none(c, 0) && tt_lower_is_none(c, 1))
+    return tt_lower_fail(c, TT_UNIMPLEMENTED, "neither grad_hy nor grad_cy is defined");
+  int64_t h = ct.dims[1];
+  tt_dtype d = wt.dtype, acc = tt_opmath(d);
+  tt_hv ws = tt_lower_convert(c, tt_lower_tensor(c, 4), acc);
+  tt_hv cx = tt_lower_convert(c, tt_lower_tensor(c, 2), acc);
+  tt_hv cy = tt_lower_convert(c, tt_lower_tensor(c, 3), acc);
+  tt_hv in = chunk(c, ws, h, 0), forget = chunk(c, ws, h, 1);
+  tt_hv cell = chunk(c, ws, h, 2), out = chunk(c, ws, h, 3);
+  tt_hv tanh_cy = tanh_(c, cy);
+  tt_hv zero = tt_lower_splat_like(c, cy, 0);
+  tt_hv ghy = tt_lower_is_none(c, 0) ? zero : tt_lower_convert(c, tt_lower_tensor(c, 0), acc);
+  tt_hv gcy = tt_lower_is_none(c, 1) ? zero : tt_lower_convert(c, tt_lower_tensor(c, 1), acc);
+  // d loss / d cy through hy = out * tanh(cy), plus the direct gradient.
+  tt_hv gc = add(c, mul(c, mul(c, ghy, out), dtanh(c, tanh_cy)), gcy);
+  tt_hv grads[4] = {
+      mul(c, mul(c, gc, cell), dsigmoid(c, in)),
+      mul(c, mul(c, gc, cx), dsigmoid(c, forget)),
+      mul(c, mul(c, gc, in), dtanh(c, cell)),
+      mul(c, mul(c, ghy, tanh_cy), dsigmoid(c, out)),
+  };
+  tt_hv gg = tt_hlo_concatenate(tt_lower_hlo(c), grads, 4, 1);
+  tt_lower_result(c, tt_lower_convert(c, gg, d));
+  tt_lower_result(c, tt_lower_convert(c, mul(c, gc, forget), d));
+  tt_lower_result(c, tt_lower_convert(c, col_sum(c, gg), d));
   return NULL;
 }
 
-// --- GRU ---------------------------------------------------------------------------------------
+// --- GRU ------------------------------------------------------------------------------------
 
-// _thnn_fused_gru_cell(input_gates, hidden_gates, hx, input_bias?,
-// hidden_bias?) -> (hy, workspace)
+// _thnn_fused_gru_cell(input_gates, hidden_gates, hx, input_bias?, hidden_bias?)
+//   -> (hy, workspace)
 static tt_status lower_gru_cell(tt_lower_ctx *c) {
-  int64_t h;
-  TT_RETURN_IF_ERROR(check_cell(c, 3, &h));
-  tt_dtype d = tt_lower_tensor_type(c, 0, -1).dtype, m = tt_opmath(d);
-  tt_hv in, hid;
-  tt_hv sum = sum_gates(c, m, &in, &hid);
-  tt_hv r = sigmoid(c, gate(c, sum, 0, h)), z = sigmoid(c, gate(c, sum, 1, h));
-  tt_hv hn = gate(c, hid, 2, h);
-  tt_hv n = tanh_(c, add(c, gate(c, in, 2, h), mul(c, r, hn)));
-  tt_hv hx = operand(c, 2, m);
-  tt_hv hy = add(c, n, mul(c, z, sub(c, hx, n)));
-  tt_hv parts[5] = {r, z, n, hx, hn};
+  int64_t b, h;
+  TT_RETURN_IF_ERROR(check_cell(c, 3, &b, &h));
+  tt_dtype d = tt_lower_tensor_type(c, 0, -1).dtype, acc = tt_opmath(d);
+  tt_hv ig = tt_lower_convert(c, tt_lower_tensor(c, 0), acc);
+  tt_hv hg = tt_lower_convert(c, tt_lower_tensor(c, 1), acc);
+  tt_hv hx = tt_lower_convert(c, tt_lower_tensor(c, 2), acc);
+  tt_hv reset = sigmoid(c, gate_sum(c, ig, hg, b, h, 0, acc));
+  tt_hv update = sigmoid(c, gate_sum(c, ig, hg, b, h, 1, acc));
+  // The new gate's hidden part is scaled by the reset gate, its bias included.
+  tt_hv hn = add(c, chunk(c, hg, h, 2), bias_chunk(c, 4, b, h, 2, acc));
+  tt_hv in = add(c, chunk(c, ig, h, 2), bias_chunk(c, 3, b, h, 2, acc));
+  tt_hv fresh = tanh_(c, add(c, in, mul(c, reset, hn)));
+  tt_hv hy = add(c, fresh, mul(c, update, sub(c, hx, fresh)));
+  tt_hv ws[5] = {reset, update, fresh, hn, hx};
   tt_lower_result(c, tt_lower_convert(c, hy, d));
-  tt_lower_result(c, tt_lower_convert(c, tt_hlo_concatenate(tt_lower_hlo(c), parts, 5, 1), d));
+  tt_lower_result(c, tt_lower_convert(c, tt_hlo_concatenate(tt_lower_hlo(c), ws, 5, 1), d));
   return NULL;
 }
 
-// _thnn_fused_gru_cell_backward(grad_hy, workspace, has_bias) ->
-// (grad_input_gates, grad_hidden_gates, grad_hx, grad_input_bias,
-// grad_hidden_bias)
+// _thnn_fused_gru_cell_backward(grad_hy, workspace, has_bias)
+//   -> (grad_input_gates, grad_hidden_gates, grad_hx, grad_input_bias, grad_hidden_bias)
 static tt_status lower_gru_cell_backward(tt_lower_ctx *c) {
   tt_hlo_type gt = tt_lower_tensor_type(c, 0, -1), wt = tt_lower_tensor_type(c, 1, -1);
   if (gt.rank != 2 || wt.rank != 2 || wt.dims[0] != gt.dims[0] || wt.dims[1] != 5 * gt.dims[1])
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "gru cell backward: grad_hy [B, H] and "
-                         "workspace [B, 5H] expected");
-  if (!tt_dtype_is_float(gt.dtype))
-    return tt_lower_fail(c, TT_UNIMPLEMENTED, "fused gru cell of %s", tt_dtype_name(gt.dtype));
-  tt_dtype d = gt.dtype, m = tt_opmath(d);
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "workspace of %" PRId64 " x %" PRId64
+                         " does not hold the state of a %" PRId64 " x %" PRId64 " GRU cell",
+                         wt.rank > 0 ? wt.dims[0] : 0, wt.rank > 1 ? wt.dims[1] : 0,
+                         gt.rank > 0 ? gt.dims[0] : 0, gt.rank > 1 ? gt.dims[1] : 0);
   int64_t h = gt.dims[1];
-  tt_hv go = operand(c, 0, m), ws = operand(c, 1, m);
-  tt_hv r = gate(c, ws, 0, h), z = gate(c, ws, 1, h), n = gate(c, ws, 2, h);
-  tt_hv hx = gate(c, ws, 3, h), hn = gate(c, ws, 4, h);
-  tt_hv gz = mul(c, mul(c, mul(c, go, sub(c, hx, n)), one_minus(c, z)), z);
-  tt_hv ghx = mul(c, go, z);
-  tt_hv gn = mul(c, mul(c, go, one_minus(c, z)), one_minus(c, mul(c, n, n)));
-  tt_hv ghn = mul(c, gn, r);
-  tt_hv gr = mul(c, mul(c, mul(c, gn, hn), one_minus(c, r)), r);
-  tt_hlo *b = tt_lower_hlo(c);
-  tt_hv in_parts[3] = {gr, gz, gn}, hid_parts[3] = {gr, gz, ghn};
-  tt_hv gin = tt_lower_convert(c, tt_hlo_concatenate(b, in_parts, 3, 1), d);
-  tt_hv ghid = tt_lower_convert(c, tt_hlo_concatenate(b, hid_parts, 3, 1), d);
-  tt_lower_result(c, gin);
-  tt_lower_result(c, ghid);
-  tt_lower_result(c, tt_lower_convert(c, ghx, d));
-  tt_lower_result(c, tt_lower_convert(c, batch_sum(c, tt_lower_convert(c, gin, m)), d));
-  tt_lower_result(c, tt_lower_convert(c, batch_sum(c, tt_lower_convert(c, ghid, m)), d));
+  tt_dtype d = gt.dtype, acc = tt_opmath(d);
+  tt_hv g = tt_lower_convert(c, tt_lower_tensor(c, 0), acc);
+  tt_hv ws = tt_lower_convert(c, tt_lower_tensor(c, 1), acc);
+  tt_hv reset = chunk(c, ws, h, 0), update = chunk(c, ws, h, 1), fresh = chunk(c, ws, h, 2);
+  tt_hv hn = chunk(c, ws, h, 3), hx = chunk(c, ws, h, 4);
+  tt_hv one = tt_lower_splat_like(c, g, 1);
+  tt_hv gu = mul(c, mul(c, g, sub(c, hx, fresh)), dsigmoid(c, update));
+  tt_hv gn = mul(c, mul(c, g, sub(c, one, update)), dtanh(c, fresh));
+  tt_hv gr = mul(c, mul(c, gn, hn), dsigmoid(c, reset));
+  tt_hv gi[3] = {gr, gu, gn}, gh[3] = {gr, gu, mul(c, gn, reset)};
+  tt_hv gin = tt_hlo_concatenate(tt_lower_hlo(c), gi, 3, 1);
+  tt_hv ghid = tt_hlo_concatenate(tt_lower_hlo(c), gh, 3, 1);
+  tt_lower_result(c, tt_lower_convert(c, gin, d));
+  tt_lower_result(c, tt_lower_convert(c, ghid, d));
+  tt_lower_result(c, tt_lower_convert(c, mul(c, g, update), d));
+  tt_lower_result(c, tt_lower_convert(c, col_sum(c, gin), d));
+  tt_lower_result(c, tt_lower_convert(c, col_sum(c, ghid), d));
   return NULL;
 }
 
-// --- table -----------------------------------------------------------------------------------
+// --- the table ------------------------------------------------------------------------------
 
+#define R(name, fn) {"aten::" name, fn, 0}
 static const tt_rule kRules[] = {
-    {"aten::_thnn_fused_lstm_cell", lower_lstm_cell, 0},
-    {"aten::_thnn_fused_lstm_cell_backward_impl", lower_lstm_cell_backward, 0},
-    {"aten::_thnn_fused_gru_cell", lower_gru_cell, 0},
-    {"aten::_thnn_fused_gru_cell_backward", lower_gru_cell_backward, 0},
+    R("_thnn_fused_lstm_cell", lower_lstm_cell),
+    R("_thnn_fused_lstm_cell.out", lower_lstm_cell),
+    R("_thnn_fused_lstm_cell_backward_impl", lower_lstm_cell_backward),
+    R("_thnn_fused_lstm_cell_backward_impl.out", lower_lstm_cell_backward),
+    R("_thnn_fused_gru_cell", lower_gru_cell),
+    R("_thnn_fused_gru_cell.out", lower_gru_cell),
+    R("_thnn_fused_gru_cell_backward", lower_gru_cell_backward),
+    R("_thnn_fused_gru_cell_backward.out", lower_gru_cell_backward),
 };
+#undef R
 
 const tt_rule_table tt_rules_rnn = {kRules, (int)(sizeof kRules / sizeof kRules[0])};
