@@ -31,6 +31,7 @@ static const tt_rule_table *const kFamilies[] = {
     &tt_rules_linalg_lu,
     &tt_rules_linalg_qr,
     &tt_rules_rnn,
+    &tt_rules_transformer,
 };
 enum { kNumFamilies = (int)(sizeof kFamilies / sizeof kFamilies[0]) };
 
