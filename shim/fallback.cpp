@@ -854,22 +854,30 @@ void resize_outs(Call &c) {
   }
 }
 
-void run_on_cpu(const OpInfo &info, const c10::OperatorHandle &op,
-                torch::jit::Stack *stack, const std::string &why) {
+}  // namespace
+
+void note_cpu_fallback(const std::string &name, const std::string &why) {
   const FallbackMode mode = fallback_mode();
   if (mode == FallbackMode::kError) {
     TORCH_CHECK_NOT_IMPLEMENTED(
-        false, info.name,
+        false, name,
         " has no tpu lowering (set TORCHTPU_FALLBACK=warn to run it on the CPU)",
         why.empty() ? "" : ": ", why);
   }
-  const bool first = tt_runtime_note_fallback(runtime(), info.name.c_str());
+  const bool first = tt_runtime_note_fallback(runtime(), name.c_str());
   if (first && mode == FallbackMode::kWarn) {
-    TORCH_WARN(info.name, " has no tpu lowering: it runs on the CPU, copying its "
+    TORCH_WARN(name, " has no tpu lowering: it runs on the CPU, copying its "
                "tensors to the host and back (set TORCHTPU_FALLBACK=silent to "
                "hide this warning, =error to raise instead)",
                why.empty() ? "" : ". Reason: ", why);
   }
+}
+
+namespace {
+
+void run_on_cpu(const OpInfo &info, const c10::OperatorHandle &op,
+                torch::jit::Stack *stack, const std::string &why) {
+  note_cpu_fallback(info.name, why);
   // PyTorch's fallback moves results back to its first tensor argument's
   // device: a host scalar first (prims.mul(1e-5, x)) would leave them on the
   // CPU. An op on tpu tensors gives tpu results.

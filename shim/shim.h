@@ -143,4 +143,9 @@ enum class FallbackMode { kWarn = 0, kError = 1, kSilent = 2 };
 FallbackMode fallback_mode();
 void set_fallback_mode(FallbackMode mode);
 
+// Before an op runs on the CPU: counts it (torch.tpu's fallback counters),
+// warns once per op in kWarn mode, throws NotImplementedError in kError
+// mode. `why` (may be empty) says what sent it there.
+void note_cpu_fallback(const std::string &name, const std::string &why);
+
 }  // namespace torchtpu

@@ -335,6 +335,7 @@ extern const tt_rule_table tt_rules_linalg_lu;
 extern const tt_rule_table tt_rules_linalg_qr;
 extern const tt_rule_table tt_rules_rnn;
 extern const tt_rule_table tt_rules_norm_sync;
+extern const tt_rule_table tt_rules_transformer;
 
 // Checks the joined built-in tables: every name is "aten::..." and unique,
 // and every rule has a function. The error lists each offender.

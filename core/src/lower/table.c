@@ -32,6 +32,7 @@ static const tt_rule_table *const kFamilies[] = {
     &tt_rules_linalg_qr,
     &tt_rules_rnn,
     &tt_rules_norm_sync,
+    &tt_rules_transformer,
 };
 enum { kNumFamilies = (int)(sizeof kFamilies / sizeof kFamilies[0]) };
 
