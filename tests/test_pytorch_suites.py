@@ -220,3 +220,15 @@ def test_bridged_helpers_are_the_installed_ones():
     ps._bridge_renamed_helpers()
     assert [op.name for op in cmi.foreach_lerp_op_db] == ["_foreach_lerp"]
     assert cmi.foreach_lerp_op_db[0] in cmi.foreach_other_op_db
+
+
+def test_repeated_suite_flags_run_every_suite(tmp_path):
+    """`--suite a --suite b` runs both (argparse's default would keep only the
+    last, silently dropping suites from a long run)."""
+    for name in ("test_one", "test_two"):
+        (tmp_path / f"{name}.py").write_text(PLAIN_SUITE)
+    out = tmp_path / "r.json"
+    ps.main(["--tests-dir", str(tmp_path), "--suite", "test_one", "--suite", "test_two",
+             "--no-cpu-rerun", "--timeout", "90", "--json", str(out)])
+    import json
+    assert sorted(json.loads(out.read_text())["suites"]) == ["test_one", "test_two"]

@@ -615,8 +615,9 @@ def main(argv=None):
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--tests-dir", required=True,
                    help="PyTorch's test/ folder, checked out at the installed version")
-    p.add_argument("--suite", nargs="+", default=list(DEFAULT_SUITES),
-                   help="suite names (files in --tests-dir, .py optional)")
+    p.add_argument("--suite", nargs="+", action="extend", default=None,
+                   help="suite names (files in --tests-dir, .py optional); "
+                        "repeatable: --suite a b --suite c runs all three")
     p.add_argument("-k", default=None, help="pytest -k expression for the tpu run")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per test")
     p.add_argument("--budget", type=float, default=None,
@@ -629,6 +630,7 @@ def main(argv=None):
                    help="run only these tpu node ids (one a line, e.g. the not_run "
                         "tests of an earlier --json); -k is then ignored")
     args = p.parse_args(argv)
+    args.suite = args.suite or list(DEFAULT_SUITES)
     select = None
     if args.select:
         with open(args.select) as f:
