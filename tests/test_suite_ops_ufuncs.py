@@ -300,3 +300,29 @@ def test_complex_special_values_like_cpu(fn, dt):
         ok = (a == b) | (a.isnan() & b.isnan()) | torch.isclose(a, b, rtol=1e-5, atol=0)
         bad = (~ok).nonzero().flatten()[:3].tolist()
         assert ok.all(), [(z[i].item(), c[i].item(), t[i].item()) for i in bad]
+
+
+# --- 8. amax/amin scatters propagate NaN (test_scatter_gather_ops' test_scatter_reduce_amax) ----
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("reduce", ["amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("op", ["scatter_reduce", "index_reduce"])
+def test_max_min_scatters_propagate_nan(op, include_self, reduce, dtype):
+    g = torch.Generator().manual_seed(3)
+    self = torch.randn(5, 4, generator=g).to(dtype)
+    self[1, 2] = float("nan")   # a NaN in self: kept with include_self, replaced without
+    src = torch.randn(6, 4, generator=g).to(dtype)
+    src[0, 0] = src[4, 3] = float("nan")
+    src[2, 1] = float("inf")
+    src[3, 1] = -float("inf")
+    idx = torch.tensor([0, 1, 1, 3, 0, 1])
+    res = []
+    for dev in ("cpu", "tpu"):
+        s, x, i = self.to(dev), src.to(dev), idx.to(dev)
+        if op == "scatter_reduce":
+            r = s.scatter_reduce(0, i[:, None].expand(6, 4), x, reduce, include_self=include_self)
+        else:
+            r = s.index_reduce(0, i, x, reduce, include_self=include_self)
+        res.append(r.cpu())
+    torch.testing.assert_close(res[1], res[0], equal_nan=True, rtol=0, atol=0)

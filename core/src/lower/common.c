@@ -498,12 +498,33 @@ void tt_lower_check_index(tt_lower_ctx *c, tt_hv idx, int64_t size, bool negativ
   tt_lower_check(c, tt_hlo_binary(b, TT_HLO_OR, low, high), idx, code, msg, arg0, arg1);
 }
 
-tt_hv tt_lower_scatter_at(tt_lower_ctx *c, tt_hv x, tt_hv crd, tt_hv upd, int kind) {
+static tt_hv scatter_raw(tt_lower_ctx *c, tt_hv x, tt_hv crd, tt_hv upd, int kind) {
   int r = tt_lower_type(c, x).rank;
   tt_hlo_scatter_dims sd = {.inserted_window_dims = kAllDims, .n_inserted = r,
                             .scatter_dims_to_operand_dims = kAllDims,
                             .n_scatter_to_operand = r, .index_vector_dim = r};
   return tt_hlo_scatter(tt_lower_hlo(c), x, crd, upd, &sd, kind);
+}
+
+// 1 where v is NaN, else 0, in v's type.
+static tt_hv nan_marks(tt_lower_ctx *c, tt_hv v) {
+  tt_hlo *b = tt_lower_hlo(c);
+  return tt_hlo_select(b, tt_hlo_compare(b, TT_HLO_NE, v, v), tt_lower_splat_like(c, v, 1),
+                       tt_lower_splat_like(c, v, 0));
+}
+
+tt_hv tt_lower_scatter_at(tt_lower_ctx *c, tt_hv x, tt_hv crd, tt_hv upd, int kind) {
+  tt_hv out = scatter_raw(c, x, crd, upd, kind);
+  if ((kind != TT_HLO_REDUCE_MAX && kind != TT_HLO_REDUCE_MIN) ||
+      !tt_dtype_is_float(tt_lower_type(c, x).dtype))
+    return out;
+  // A max/min with a NaN taking part is NaN in PyTorch's kernels; XLA CPU's
+  // scatter combiner drops it (maximum(0, NaN) in a scatter region gave 0).
+  // A second scatter of 0/1 NaN marks finds those positions.
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hv any = scatter_raw(c, nan_marks(c, x), crd, nan_marks(c, upd), TT_HLO_REDUCE_MAX);
+  return tt_hlo_select(b, tt_hlo_compare(b, TT_HLO_GT, any, tt_lower_splat_like(c, any, 0)),
+                       tt_lower_splat_like(c, out, NAN), out);
 }
 
 tt_hv tt_lower_dim_coords(tt_lower_ctx *c, const tt_hlo_type *st, tt_hv index,

@@ -146,14 +146,6 @@ static tt_status lower_gather(tt_lower_ctx *c) {
 
 // --- scatter ------------------------------------------------------------------------------
 
-static tt_hv scatter_full(tt_lower_ctx *c, tt_hv x, tt_hv crd, tt_hv upd, int kind) {
-  int r = tt_lower_type(c, x).rank;
-  tt_hlo_scatter_dims sd = {.inserted_window_dims = kIota, .n_inserted = r,
-                            .scatter_dims_to_operand_dims = kIota, .n_scatter_to_operand = r,
-                            .index_vector_dim = r};
-  return tt_hlo_scatter(tt_lower_hlo(c), x, crd, upd, &sd, kind);
-}
-
 // Updates of index's shape: src (arg 3) sliced to it, or the Scalar value.
 static tt_status updates(tt_lower_ctx *c, tt_hv index, tt_dtype d, tt_hv *out) {
   tt_hlo *b = tt_lower_hlo(c);
@@ -215,12 +207,12 @@ static tt_status scatter_like(tt_lower_ctx *c, int kind, int reduce_arg, bool wi
   if (!include_self) {  // touched positions start from the identity
     tt_hv init = tt_lower_broadcast_to(c, tt_lower_reduce_init(c, acc, (tt_hlo_reduce_kind)kind),
                                        tt_lower_type(c, upd).rank, tt_lower_type(c, upd).dims);
-    base = scatter_full(c, base, crd, init, -1);
+    base = tt_lower_scatter_at(c, base, crd, init, -1);
   }
-  tt_hv out = scatter_full(c, base, crd, upd, kind);
+  tt_hv out = tt_lower_scatter_at(c, base, crd, upd, kind);
   if (mean) {
     tt_hv cnt0 = tt_lower_splat_like(c, base, include_self ? 1 : 0);
-    tt_hv cnt = scatter_full(c, cnt0, crd, tt_lower_splat_like(c, upd, 1), TT_HLO_REDUCE_ADD);
+    tt_hv cnt = tt_lower_scatter_at(c, cnt0, crd, tt_lower_splat_like(c, upd, 1), TT_HLO_REDUCE_ADD);
     cnt = tt_hlo_binary(b, TT_HLO_MAX, cnt, tt_lower_splat_like(c, cnt, 1));
     out = tt_hlo_binary(b, TT_HLO_DIV, out, cnt);
   }

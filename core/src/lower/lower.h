@@ -208,7 +208,8 @@ tt_hv tt_lower_wrap_index(tt_lower_ctx *c, tt_hv idx, int64_t size);
 void tt_lower_check_index(tt_lower_ctx *c, tt_hv idx, int64_t size, bool negatives,
                           tt_code code, const char *msg, int64_t arg0, int64_t arg1);
 // Scatter of updates at full coordinates crd ([*upd.shape, rank]) into x;
-// kind is a combiner (TT_HLO_REDUCE_*) or -1 to overwrite.
+// kind is a combiner (TT_HLO_REDUCE_*) or -1 to overwrite; a float max/min
+// gives NaN where a NaN takes part, as PyTorch (XLA CPU's combiner drops it).
 tt_hv tt_lower_scatter_at(tt_lower_ctx *c, tt_hv x, tt_hv crd, tt_hv upd, int kind);
 // Coordinates [*st.dims, rank] of every element of a source of type st whose
 // position along `dim` is index[i] (1-D, wrapped by `size`).
