@@ -326,3 +326,16 @@ def test_max_min_scatters_propagate_nan(op, include_self, reduce, dtype):
             r = s.index_reduce(0, i, x, reduce, include_self=include_self)
         res.append(r.cpu())
     torch.testing.assert_close(res[1], res[0], equal_nan=True, rtol=0, atol=0)
+
+
+# --- 9. sign of NaN and -0 (ATen computes (0 < x) - (x < 0): both give +0) -------------------
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("op", [torch.sign, torch.sgn])
+def test_sign_of_nan_and_negative_zero_is_zero(op, dtype):
+    # normal values only: the CPU plugin flushes subnormals (README)
+    v = torch.tensor([1.5, float("nan"), -2.0, 0.0, -0.0, float("inf"), -float("inf"), -3e-3],
+                     dtype=dtype)
+    want, got = op(v), op(v.to("tpu")).cpu()
+    bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[dtype.itemsize]
+    assert torch.equal(got.view(bits), want.view(bits)), (got, want)

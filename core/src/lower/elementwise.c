@@ -487,6 +487,13 @@ static tt_status lower_sign(tt_lower_ctx *c) {
     tt_lower_result(c, tt_hlo_convert(tt_lower_hlo(c), nz, d));
     return NULL;
   }
+  if (tt_dtype_is_float(d)) {  // (0 < x) - (x < 0), as ATen's kernels: NaN and -0 give 0
+    tt_hlo *b = tt_lower_hlo(c);
+    tt_hv pos = tt_hlo_convert(b, cmp(c, TT_HLO_GT, x, k(c, x, 0)), d);
+    tt_hv neg = tt_hlo_convert(b, cmp(c, TT_HLO_LT, x, k(c, x, 0)), d);
+    tt_lower_result(c, tt_lower_bin(c, TT_HLO_SUB, pos, neg));
+    return NULL;
+  }
   tt_lower_result(c, un(c, TT_HLO_SIGN, x));
   return NULL;
 }
