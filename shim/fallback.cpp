@@ -650,6 +650,14 @@ constexpr OverlapRule kOverlapRules[] = {
 };
 #undef TT_EXPANDED_WARNING
 
+// An op's name without overload and in-place mark: "aten::add_.Tensor" ->
+// "aten::add" (the tables below key on it).
+std::string base_op(const std::string &name) {
+  std::string base = name.substr(0, name.find('.'));
+  if (!base.empty() && base.back() == '_') base.pop_back();
+  return base;
+}
+
 // Ops whose ATen kernels check nothing: fills, the triangle ops, reductions
 // into out=.
 bool skips_overlap_check(const std::string &base) {
@@ -667,8 +675,7 @@ bool skips_overlap_check(const std::string &base) {
 }
 
 const OverlapRule *overlap_rule(const std::string &name) {
-  std::string base = name.substr(0, name.find('.'));
-  if (!base.empty() && base.back() == '_') base.pop_back();
+  const std::string base = base_op(name);
   if (skips_overlap_check(base)) return &kLenientOverlap;
   for (const OverlapRule &r : kOverlapRules) {
     if (base == r.op) return &r;
@@ -760,8 +767,7 @@ constexpr Alert kAlerts[] = {
 };
 
 const Alert *alert_of(const std::string &name) {
-  std::string base = name.substr(0, name.find('.'));
-  if (!base.empty() && base.back() == '_') base.pop_back();
+  const std::string base = base_op(name);
   for (const Alert &a : kAlerts) {
     if (base == a.op) return &a;
   }
@@ -1018,8 +1024,7 @@ bool has_cpu_kernel(const std::string &name, const std::string &overload) {
 // "add_.Tensor" -> "add.out"; "pow.Tensor_Scalar" -> "pow.Tensor_Scalar_out"),
 // or "" when there is none with a CPU kernel.
 std::string structured_out(const c10::OperatorName &n) {
-  std::string base = n.name;
-  if (!base.empty() && base.back() == '_') base.pop_back();
+  const std::string base = base_op(n.name);
   if (has_cpu_kernel(base, "out")) return base + ".out";
   if (!n.overload_name.empty() && has_cpu_kernel(base, n.overload_name + "_out")) {
     return base + "." + n.overload_name + "_out";
