@@ -13,3 +13,15 @@ os.environ["TORCHTPU_CACHE_DIR"] = _cache
 atexit.register(shutil.rmtree, _cache, ignore_errors=True)
 
 import torchtpu  # noqa: F401,E402
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def no_fallback():
+    """No CPU fallback allowed inside the test: an op without a tpu rule raises."""
+    prev = torchtpu.fallback_mode()
+    torchtpu.set_fallback_mode("error")
+    yield
+    torchtpu.set_fallback_mode(prev)

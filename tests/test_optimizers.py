@@ -47,14 +47,6 @@ def steps(info, kwargs, device, n=3):
     return params, [opt.state[p] for p in params]
 
 
-@pytest.fixture
-def no_fallback():
-    old = torchtpu.fallback_mode()
-    torchtpu.set_fallback_mode("error")
-    yield
-    torchtpu.set_fallback_mode(old)
-
-
 @pytest.mark.parametrize("name", sorted(INFOS))
 def test_optimizer_steps_as_on_cpu(name, no_fallback):
     info = INFOS[name]

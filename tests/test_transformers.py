@@ -110,14 +110,6 @@ ARCHS = {
 }
 
 
-@pytest.fixture
-def strict():
-    prev = torchtpu.fallback_mode()
-    torchtpu.set_fallback_mode("error")
-    yield
-    torchtpu.set_fallback_mode(prev)
-
-
 def _inputs(kind, device):
     g = torch.Generator().manual_seed(1)
     if kind == "image":
@@ -160,7 +152,7 @@ def _close(a, b, what, tol=2e-4):
 
 
 @pytest.mark.parametrize("name", list(ARCHS))
-def test_forward_and_adamw_step(name, strict):
+def test_forward_and_adamw_step(name, no_fallback):
     cpu, dev, kind, _ = _pair(name)
     tied = _tied(cpu)
     if tied is not None:
@@ -203,7 +195,7 @@ def _generate(model, x, **kw):
 
 
 @pytest.mark.parametrize("name", GENERATE)
-def test_greedy_generate_with_kv_cache(name, strict):
+def test_greedy_generate_with_kv_cache(name, no_fallback):
     cpu, dev, kind, _ = _pair(name)
     cpu.eval(), dev.eval()
     want = _generate(cpu, _inputs(kind, "cpu"))
@@ -213,7 +205,7 @@ def test_greedy_generate_with_kv_cache(name, strict):
 
 
 @pytest.mark.parametrize("name", STATIC)
-def test_greedy_generate_with_static_cache(name, strict):
+def test_greedy_generate_with_static_cache(name, no_fallback):
     cpu, dev, kind, _ = _pair(name)
     cpu.eval(), dev.eval()
     want = _generate(cpu, _inputs(kind, "cpu"))
@@ -232,7 +224,7 @@ def test_greedy_generate_with_static_cache(name, strict):
 
 
 @pytest.mark.parametrize("name", COMPILE)
-def test_torch_compile_forward(name, strict):
+def test_torch_compile_forward(name, no_fallback):
     cpu, dev, kind, _ = _pair(name)
     cpu.eval(), dev.eval()
     torch._dynamo.reset()

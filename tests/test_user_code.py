@@ -19,15 +19,6 @@ import torch.nn as nn
 import torchtpu
 
 
-@pytest.fixture
-def strict():
-    """No CPU fallback allowed inside the test."""
-    prev = torchtpu.fallback_mode()
-    torchtpu.set_fallback_mode("error")
-    yield
-    torchtpu.set_fallback_mode(prev)
-
-
 # --- tied weights ---------------------------------------------------------------------
 
 
@@ -107,7 +98,7 @@ DTYPE_CASES = {
 
 
 @pytest.mark.parametrize("name", sorted(DTYPE_CASES))
-def test_dtype_argument_is_honoured(name, strict):
+def test_dtype_argument_is_honoured(name, no_fallback):
     fn, x = DTYPE_CASES[name]
     want = fn(x)
     got = fn(x.to("tpu"))
@@ -117,7 +108,7 @@ def test_dtype_argument_is_honoured(name, strict):
 
 
 @pytest.mark.parametrize("fn", [torch.softmax, torch.log_softmax])
-def test_softmax_backward_input_dtype(fn, strict):
+def test_softmax_backward_input_dtype(fn, no_fallback):
     # _softmax_backward_data(..., ScalarType input_dtype) gives the input's dtype.
     grads = []
     for device in ("cpu", "tpu"):
@@ -130,7 +121,7 @@ def test_softmax_backward_input_dtype(fn, strict):
     torch.testing.assert_close(grads[1].cpu(), grads[0], atol=1e-2, rtol=1e-2)
 
 
-def test_memory_format_argument_is_honoured(strict):
+def test_memory_format_argument_is_honoured(no_fallback):
     x = torch.randn(2, 3, 4, 4)
     want = x.clone(memory_format=torch.channels_last)
     got = x.to("tpu").clone(memory_format=torch.channels_last)
@@ -145,7 +136,7 @@ def test_memory_format_argument_is_honoured(strict):
 
 
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8])
-def test_histc_of_integers_follows_cuda(dtype, strict):
+def test_histc_of_integers_follows_cuda(dtype, no_fallback):
     # The CPU has no integer histc; CUDA counts in the input's dtype. For
     # integers the bin index (x - min) * bins / (max - min) is exact in both
     # integer and float arithmetic, so the CPU's float histc is the reference.
@@ -167,7 +158,7 @@ def test_histc_rejects_bad_input_clearly():
         torch.histc(torch.tensor([1.0], device="tpu"), bins=0)
 
 
-def test_moe_routing_path_of_transformers(strict):
+def test_moe_routing_path_of_transformers(no_fallback):
     # transformers' grouped_mm experts: histc of int32 expert ids, cumsum to
     # int32 offsets, then grouped_mm; on CPU the ids go through float.
     torch.manual_seed(0)
@@ -206,7 +197,7 @@ def test_deepcopy_of_tpu_tensors_and_modules_stays_on_device():
     assert sum(torchtpu.fallback_counts().values()) == before
 
 
-def test_views_of_another_element_size_read_and_write_the_bytes(strict):
+def test_views_of_another_element_size_read_and_write_the_bytes(no_fallback):
     want = torch.arange(6, dtype=torch.float32)
     x = want.to("tpu")
     assert torch.equal(x.view(torch.uint8).cpu(), want.view(torch.uint8))
@@ -268,7 +259,7 @@ def test_import_torch_alone_loads_torchtpu(tmp_path):
 # --- torch.compile's default backend -----------------------------------------------------
 
 
-def test_compile_default_backend_on_tpu_tensors(strict):
+def test_compile_default_backend_on_tpu_tensors(no_fallback):
     # Inductor's own "tpu" (Pallas) device would fail with "No module named
     # 'torch_tpu'"; graphs on tpu tensors go to the "tpu" backend.
     torch.manual_seed(0)
@@ -321,7 +312,7 @@ def test_compile_modes_and_options():
     ("AdamW", {}), ("AdamW", {"amsgrad": True}), ("AdamW", {"maximize": True}),
     ("Adam", {"weight_decay": 0.1}), ("AdamW", {"lr": "tensor"}),
 ])
-def test_fused_adam_runs_natively(opt_name, kw, strict):
+def test_fused_adam_runs_natively(opt_name, kw, no_fallback):
     torch.manual_seed(0)
     kw = dict(kw)
     ps = [torch.randn(5, 3), torch.randn(7)]
@@ -342,7 +333,7 @@ def test_fused_adam_runs_natively(opt_name, kw, strict):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
 
 
-def test_fused_adamw_with_grad_scaler_skips_inf_steps(strict):
+def test_fused_adamw_with_grad_scaler_skips_inf_steps(no_fallback):
     # found_inf == 1 leaves params and state untouched; grad_scale unscales.
     p_cpu = torch.randn(4)
     for device in ("cpu", "tpu"):
@@ -364,7 +355,7 @@ def test_fused_adamw_with_grad_scaler_skips_inf_steps(strict):
                 torch.testing.assert_close(a.cpu(), b, atol=1e-6, rtol=1e-6)
 
 
-def test_assert_async(strict):
+def test_assert_async(no_fallback):
     torch._assert_async(torch.tensor(1, device="tpu"))
     torch._assert_async(torch.tensor(0.5, device="tpu"), "unused")
     with pytest.raises(RuntimeError, match="single nonzero value, but got zero"):
