@@ -22,7 +22,8 @@ Names follow DESIGN.md (compatible with Google's TorchTPU where one exists):
     TORCHTPU_CACHE_MAX_BYTES  size bound of that directory (default 2G;
                             suffixes K, M, G, T; 0: unbounded)
     TORCHTPU_PROGRAM_CACHE_MAX_BYTES  bound of the in-memory program cache
-                            (same syntax; default 0: unbounded)
+                            (same syntax; default 1G, about 4,000 programs;
+                            0: unbounded)
     TORCHTPU_FUSE_MAX_INSTRUCTIONS  fused eager's compile-cost bound: a graph
                             is run before it passes this many StableHLO
                             instructions (a positive integer; default 20000)
@@ -164,6 +165,12 @@ def cache_dir():
 
 
 DEFAULT_CACHE_MAX_BYTES = 2 << 30
+# Each loaded program costs the process ~260 KB and ~4 memory mappings on
+# XLA's CPU plugin (the cache's per-entry estimate is 256 KiB plus its text
+# and serialised size): unbounded, a process that compiles ~16,000 shapes
+# runs out of Linux's 65,530 mappings and the plugin crashes mid-compile.
+# 1 GiB keeps about 4,000 programs, least recently used evicted first.
+DEFAULT_PROGRAM_CACHE_MAX_BYTES = 1 << 30
 
 
 _SIZES = "a size in bytes, a whole or decimal number with an optional suffix K, M, G or T " \
@@ -203,8 +210,8 @@ def cache_max_bytes():
 
 def program_cache_max_bytes():
     """TORCHTPU_PROGRAM_CACHE_MAX_BYTES: bound of the in-memory program cache
-    (default 0: unbounded)."""
-    return _size_setting("TORCHTPU_PROGRAM_CACHE_MAX_BYTES", 0)
+    (default 1 GiB; 0: unbounded)."""
+    return _size_setting("TORCHTPU_PROGRAM_CACHE_MAX_BYTES", DEFAULT_PROGRAM_CACHE_MAX_BYTES)
 
 
 def fuse_max_instructions():
