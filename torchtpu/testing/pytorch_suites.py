@@ -156,8 +156,9 @@ def _bridge_renamed_helpers():
 
 
 def pytest_configure(config):
-    if "TORCHTPU_SUITES_EVENTS" in os.environ:
-        _bridge_renamed_helpers()
+    # Also when a person reruns one test by hand with `-p` this plugin (the
+    # crash list's repro lines): the old files need the bridge to import.
+    _bridge_renamed_helpers()
 
 
 # trylast: see the list after -k and -m have deselected theirs.
@@ -661,8 +662,8 @@ def main(argv=None):
     report["clusters"] = clusters(all_tests, top=10)
     report["crashes"] = [
         {"id": i, "signal": r.get("error"), "cpu_outcome": r.get("cpu_outcome"),
-         "repro": f"PYTORCH_TESTING_DEVICE_ONLY_FOR=tpu python -m pytest -p no:cacheprovider "
-                  f"'{os.path.join(tests_dir, i)}'"}
+         "repro": f"cd {tests_dir} && PYTORCH_TESTING_DEVICE_ONLY_FOR=tpu python -m pytest "
+                  f"-p no:cacheprovider -p torchtpu.testing.pytorch_suites '{i}'"}
         for i, r in all_tests.items() if r["category"] == "crash"]
     print()
     print(format_table(report))
