@@ -930,13 +930,26 @@ c10::optional<c10::ScalarType> foreign_dtype(const Call &c) {
     return iv.isTensor() && is_tpu(iv.toTensor()) &&
            to_tt_dtype(iv.toTensor().scalar_type()) == TT_DTYPE_NONE;
   };
+  // A half tensor with a complex operand (a Python complex, a complex 0-dim
+  // tensor) promotes to complex32 as well: `half_tensor * 1j`.
+  bool half = false, complex = false;
+  const auto note = [&](const c10::IValue &iv) {
+    if (iv.isComplexDouble()) complex = true;
+    if (!iv.isTensor() || !iv.toTensor().defined()) return;
+    const c10::ScalarType t = iv.toTensor().scalar_type();
+    half = half || t == c10::ScalarType::Half;
+    complex = complex || c10::isComplexType(t);
+  };
   for (const c10::IValue &iv : c.args) {
     if (foreign(iv)) return iv.toTensor().scalar_type();
+    note(iv);
     if (!iv.isList()) continue;
     for (const c10::IValue &e : iv.toListRef()) {
       if (foreign(e)) return e.toTensor().scalar_type();
+      note(e);
     }
   }
+  if (half && complex) return c10::ScalarType::ComplexHalf;
   return c10::nullopt;
 }
 

@@ -932,6 +932,32 @@ def test_bytes_only_dtypes_like_cpu(name, fn, dt):
         assert torch.equal(rt.view(torch.uint8) if rt.dim() else rt, rc.view(torch.uint8) if rc.dim() else rc)
 
 
+# A half tensor with a complex operand promotes to complex32 (test_type_promotion's
+# test_complex_promotion and test_result_type): the op runs on the CPU as well.
+HALF_COMPLEX_CASES = [
+    ("python_complex", lambda d: _lowp(d, torch.half) * (2 + 1j)),
+    ("complex64_0dim", lambda d: _lowp(d, torch.half) + torch.tensor(1 - 2j, device=d)),
+    ("complex128_0dim", lambda d: torch.tensor(1 + 1j, dtype=torch.complex128, device=d) + _lowp(d, torch.half)),
+    ("complex32_0dim", lambda d: torch.tensor(1 + 1j, dtype=torch.complex32, device=d) * _lowp(d, torch.half)),
+    ("matmul_refused", lambda d: _lowp(d, torch.half) @ _lowp(d, torch.complex64).t()),
+]
+
+
+@pytest.mark.parametrize("name,fn", HALF_COMPLEX_CASES, ids=[c[0] for c in HALF_COMPLEX_CASES])
+def test_half_with_complex_promotes_like_cpu(name, fn):
+    kc, rc = outcome(fn, "cpu")
+    kt, rt = outcome(fn, "tpu")
+    assert kc == kt, f"cpu {kc}: {rc!r}; tpu {kt}: {rt!r}"
+    if kc == "raise":
+        assert type(rt) is type(rc) and first_line(rt).startswith(first_line(rc)), (rc, rt)
+    else:
+        assert rt.dtype == rc.dtype and rt.shape == rc.shape
+        torch.testing.assert_close(rt.to(torch.complex64), rc.to(torch.complex64))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert fn("tpu").device.type == "tpu"
+
+
 def test_complex32_randn_on_tpu():
     r = torch.randn(64, device="tpu", dtype=torch.complex32)
     assert r.device.type == "tpu" and r.dtype == torch.complex32
