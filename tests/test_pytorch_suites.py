@@ -232,3 +232,14 @@ def test_repeated_suite_flags_run_every_suite(tmp_path):
              "--no-cpu-rerun", "--timeout", "90", "--json", str(out)])
     import json
     assert sorted(json.loads(out.read_text())["suites"]) == ["test_one", "test_two"]
+
+
+def test_listed_tests_that_crash_or_hang_are_not_xfail():
+    """An xfail entry says why a test fails; a crash or a timeout of a listed
+    test still counts as a crash or a timeout (it was hidden as xfail)."""
+    xf = {"a.py::CPRIVATEUSE1::test_*": "listed"}
+    tpu = {f"a.py::CPRIVATEUSE1::test_{o}_tpu": {"outcome": o}
+           for o in ("failed", "crash", "timeout", "passed")}
+    got = {k.split("::")[-1]: v["category"] for k, v in ps.classify(tpu, {}, xf).items()}
+    assert got == {"test_failed_tpu": "xfail", "test_crash_tpu": "crash",
+                   "test_timeout_tpu": "timeout", "test_passed_tpu": "xpass"}

@@ -59,6 +59,7 @@ message with numbers, hex addresses and quoted names normalised, so
 
 Expected failures live in pytorch_suites_xfail.toml next to this file, each
 with a reason; they still run, and count as "xfail" (or "xpass" when they pass).
+A listed test that crashes or times out counts as a crash or a timeout.
 Nothing is skipped silently.
 
 % tpu-pass is passed / (passed + tpu-only failures + tpu-only crashes and
@@ -493,7 +494,9 @@ def classify(tpu, cpu, xfails):
         cid = cpu_counterpart(nodeid)
         crec = cpu.get(cid) if cid else None
         reason = _xfail_reason(xfails, nodeid)
-        if o in ("failed", "crash", "timeout") and reason:
+        # An entry says why a test fails; a crash or a hang is never expected
+        # and stays counted as one.
+        if o == "failed" and reason:
             cat = "xfail"
         elif o == "passed" and reason:
             cat = "xpass"
@@ -558,7 +561,8 @@ def run_suite(suite, tests_dir, *, k=None, timeout=120.0, budget=None,
     xfails = xfails if xfails is not None else load_xfails()
     # Expected failures count as xfail whatever the CPU does: not rerun.
     bad = [cpu_counterpart(i) for i, r in tpu.items()
-           if r["outcome"] in ("failed", "crash", "timeout") and not _xfail_reason(xfails, i)]
+           if r["outcome"] in ("crash", "timeout")
+           or (r["outcome"] == "failed" and not _xfail_reason(xfails, i))]
     bad = [b for b in bad if b]
     if cpu_rerun and bad:
         log(f"  rerunning {len(bad)} failures on the CPU")
