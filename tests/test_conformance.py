@@ -669,6 +669,13 @@ INT_EDGE_CASES = [
     ("int pow_ -1", lambda d: torch.tensor([2, 3], device=d).pow_(-1)),
     ("int ** -1.0 (float)", lambda d: torch.tensor([2, 3], device=d) ** -1.0),
     ("int ** tensor of negatives", lambda d: torch.tensor([2, 3], device=d) ** torch.tensor([-1, 2], device=d)),
+] + [  # ATen's alpha_check, in its order (test_binary_ufuncs' test_add)
+    (f"{fn.__name__} {dt} alpha={alpha!r}", (lambda fn, dt, alpha: lambda d: fn(
+        torch.tensor([1, 2], device=d).to(dt), torch.tensor([3, 1], device=d).to(dt),
+        alpha=alpha))(fn, dt, alpha))
+    for fn in (torch.add, torch.sub)
+    for dt in (torch.int8, torch.float32, torch.bool)
+    for alpha in (True, 1.5, 0.5j, 2)
 ]
 
 

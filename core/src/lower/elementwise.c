@@ -132,14 +132,18 @@ static tt_status add_like(tt_lower_ctx *c, tt_hlo_binop op, bool reverse) {
   if (op == TT_HLO_SUB) TT_RETURN_IF_ERROR(sub_check(c));
   TT_RETURN_IF_ERROR(two(c, false, &rt, v));
   const tt_value *alpha = tt_lower_arg(c, 2);
+  // ATen's alpha_check, in its order.
+  if (alpha->kind == TT_VALUE_SCALAR && alpha->u.scalar.dtype == TT_BOOL && rt != TT_BOOL)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Boolean alpha only supported for Boolean "
+                         "results.");
+  if (alpha->kind == TT_VALUE_SCALAR && !tt_dtype_is_float(rt) && !tt_dtype_is_complex(rt) &&
+      (tt_dtype_is_float(alpha->u.scalar.dtype) || tt_dtype_is_complex(alpha->u.scalar.dtype)))
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "For integral input tensors, "
+                         "argument alpha must not be a floating point number.");
   if (alpha->kind == TT_VALUE_SCALAR && !tt_dtype_is_complex(rt) &&
       tt_dtype_is_complex(alpha->u.scalar.dtype))
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "For non-complex input tensors, "
                          "argument alpha must not be a complex number.");
-  if (alpha->kind == TT_VALUE_SCALAR && !tt_dtype_is_float(rt) && !tt_dtype_is_complex(rt) &&
-      tt_dtype_is_float(alpha->u.scalar.dtype))
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "For integral input tensors, "
-                         "argument alpha must not be a floating point number.");
   tt_hv x = v[reverse ? 1 : 0], y = v[reverse ? 0 : 1];
   if (!tt_lower_is_none(c, 2)) y = tt_lower_bin(c, TT_HLO_MUL, y, scalar_like(c, 2, y));
   return out(c, tt_lower_bin(c, op, x, y), rt);
