@@ -146,6 +146,19 @@ def test_polynomial_large_n_loop():
     _same(torch.special.laguerre_polynomial_l, torch.linspace(0, 5, 33), n)
 
 
+def test_zeta_domain_like_cpu():
+    """PyTorch's zeta: x == 1 gives inf, x < 1 NaN (we gave inf at q's poles
+    for x < 1: the int64 OpInfo sweep's one wrong result), a NaN x at a
+    pole inf, x = inf inf/1/NaN as q is below/at/above 1."""
+    v = torch.tensor([-3.0, -2.5, -2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 7.5,
+                      float("nan"), float("inf"), -float("inf")])
+    x, q = torch.meshgrid(v, v, indexing="ij")
+    for dt in (torch.float32, torch.float64):
+        _same(torch.special.zeta, x.to(dt), q.to(dt))
+    xi, qi = torch.meshgrid(torch.arange(-3, 6), torch.arange(-3, 6), indexing="ij")
+    _same(torch.special.zeta, xi, qi)
+
+
 def test_zeta_entr_erfcx_j0_edges():
     x, q = torch.meshgrid(torch.tensor([0.5, 1.0, 1.5, 2.0, 3.0, 4.5, 10.0]),
                           torch.tensor([-2.0, -1.5, 0.0, 0.5, 1.0, 3.0, 100.0]), indexing="ij")

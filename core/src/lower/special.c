@@ -806,11 +806,22 @@ static tt_status lower_zeta(tt_lower_ctx *c) {
   TT_RETURN_IF_ERROR(tt_lower_operands(c, idx, 2, tt_opmath(rt), v));
   tt_hv x = v[0], q = v[1];
   tt_hv z = tt_hlo_chlo_binary(tt_lower_hlo(c), "chlo.zeta", x, q);
-  // The poles q = 0, -1, -2, ... give inf for x > 1, as in PyTorch's zeta.
+  // PyTorch's zeta (Cephes), its cases in its order, applied last to first:
+  // x == 1 gives inf; x < 1 NaN; a pole q = 0, -1, -2, ... inf (a NaN x
+  // too); x = +inf sums terms (q + n)^-inf: inf if q < 1, 1 if q == 1,
+  // else NaN (its tail term is 0 * inf). chlo.zeta gave inf for x < 1 at
+  // the poles.
+  tt_hv one = k(c, q, 1);
+  tt_hv xinf = tt_lower_bin(c, TT_HLO_AND, cmp(c, TT_HLO_EQ, x, k(c, x, INFINITY)),
+                            cmp(c, TT_HLO_EQ, q, q));
+  tt_hv at_inf = sel(c, cmp(c, TT_HLO_LT, q, one), k(c, q, INFINITY),
+                     sel(c, cmp(c, TT_HLO_EQ, q, one), one, k(c, q, NAN)));
+  z = sel(c, xinf, at_inf, z);
   tt_hv pole = tt_lower_bin(c, TT_HLO_AND, cmp(c, TT_HLO_LE, q, k(c, q, 0)),
                             cmp(c, TT_HLO_EQ, q, un(c, TT_HLO_FLOOR, q)));
-  pole = tt_lower_bin(c, TT_HLO_AND, pole, cmp(c, TT_HLO_GT, x, k(c, x, 1)));
   z = sel(c, pole, k(c, z, INFINITY), z);
+  z = sel(c, cmp(c, TT_HLO_LT, x, k(c, x, 1)), k(c, z, NAN), z);
+  z = sel(c, cmp(c, TT_HLO_EQ, x, k(c, x, 1)), k(c, z, INFINITY), z);
   tt_lower_result(c, tt_lower_convert(c, z, rt));
   return NULL;
 }
