@@ -125,25 +125,31 @@ static tt_status sub_check(tt_lower_ctx *c) {
   return NULL;
 }
 
+// ATen's alpha_check, in its order, for a result of dtype rt.
+static tt_status alpha_check(tt_lower_ctx *c, tt_dtype rt) {
+  const tt_value *alpha = tt_lower_arg(c, 2);
+  if (alpha->kind != TT_VALUE_SCALAR) return NULL;
+  const tt_dtype ad = alpha->u.scalar.dtype;
+  const bool inexact_alpha = tt_dtype_is_float(ad) || tt_dtype_is_complex(ad);
+  if (ad == TT_BOOL && rt != TT_BOOL)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Boolean alpha only supported for Boolean "
+                         "results.");
+  if (!tt_dtype_is_float(rt) && !tt_dtype_is_complex(rt) && inexact_alpha)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "For integral input tensors, "
+                         "argument alpha must not be a floating point number.");
+  if (!tt_dtype_is_complex(rt) && tt_dtype_is_complex(ad))
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "For non-complex input tensors, "
+                         "argument alpha must not be a complex number.");
+  return NULL;
+}
+
 // self op alpha*other (or other op alpha*self when `reverse`, for rsub).
 static tt_status add_like(tt_lower_ctx *c, tt_hlo_binop op, bool reverse) {
   tt_dtype rt;
   tt_hv v[2];
   if (op == TT_HLO_SUB) TT_RETURN_IF_ERROR(sub_check(c));
   TT_RETURN_IF_ERROR(two(c, false, &rt, v));
-  const tt_value *alpha = tt_lower_arg(c, 2);
-  // ATen's alpha_check, in its order.
-  if (alpha->kind == TT_VALUE_SCALAR && alpha->u.scalar.dtype == TT_BOOL && rt != TT_BOOL)
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Boolean alpha only supported for Boolean "
-                         "results.");
-  if (alpha->kind == TT_VALUE_SCALAR && !tt_dtype_is_float(rt) && !tt_dtype_is_complex(rt) &&
-      (tt_dtype_is_float(alpha->u.scalar.dtype) || tt_dtype_is_complex(alpha->u.scalar.dtype)))
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "For integral input tensors, "
-                         "argument alpha must not be a floating point number.");
-  if (alpha->kind == TT_VALUE_SCALAR && !tt_dtype_is_complex(rt) &&
-      tt_dtype_is_complex(alpha->u.scalar.dtype))
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "For non-complex input tensors, "
-                         "argument alpha must not be a complex number.");
+  TT_RETURN_IF_ERROR(alpha_check(c, rt));
   tt_hv x = v[reverse ? 1 : 0], y = v[reverse ? 0 : 1];
   if (!tt_lower_is_none(c, 2)) y = tt_lower_bin(c, TT_HLO_MUL, y, scalar_like(c, 2, y));
   return out(c, tt_lower_bin(c, op, x, y), rt);
