@@ -820,8 +820,9 @@ static tt_status lower_zeta(tt_lower_ctx *c) {
   tt_hv pole = tt_lower_bin(c, TT_HLO_AND, cmp(c, TT_HLO_LE, q, k(c, q, 0)),
                             cmp(c, TT_HLO_EQ, q, un(c, TT_HLO_FLOOR, q)));
   z = sel(c, pole, k(c, z, INFINITY), z);
-  z = sel(c, cmp(c, TT_HLO_LT, x, k(c, x, 1)), k(c, z, NAN), z);
-  z = sel(c, cmp(c, TT_HLO_EQ, x, k(c, x, 1)), k(c, z, INFINITY), z);
+  tt_hv xone = k(c, x, 1);
+  z = sel(c, cmp(c, TT_HLO_LT, x, xone), k(c, z, NAN), z);
+  z = sel(c, cmp(c, TT_HLO_EQ, x, xone), k(c, z, INFINITY), z);
   tt_lower_result(c, tt_lower_convert(c, z, rt));
   return NULL;
 }
