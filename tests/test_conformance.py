@@ -6,6 +6,7 @@ uint16/32/64 tensors and integer convolutions.
 Every case runs the same call on "cpu" and "tpu": both must raise, or both
 succeed with the same dtype and values. Where both raise, the tpu message
 must START with the CPU's (our context follows it)."""
+import random
 import re
 import warnings
 
@@ -1104,3 +1105,33 @@ def test_host_tensor_indexed_with_tpu_indices(how):
     with pytest.raises(RuntimeError, match=r"^indices should be either on cpu or on the same "
                                            r"device as the indexed tensor \(cpu\)"):
         fn()
+
+
+# --- 20. linspace/logspace points bit for bit (the bfloat16 OpInfo sweep's wrong results) -----
+
+def _spaced_args(seed):
+    g = random.Random(seed)
+    args = []
+    for _ in range(12):
+        s = g.uniform(-100, 100) if g.random() < 0.7 else g.randint(-20, 20)
+        e = g.uniform(-100, 100) if g.random() < 0.7 else g.randint(-20, 20)
+        args.append((s, e, g.choice([1, 2, 3, 5, 17, 50, 255, 300, 1000])))
+    return args
+
+
+@pytest.mark.parametrize("dt", [torch.bfloat16, torch.float16, torch.float32, torch.int32],
+                         ids=str)
+@pytest.mark.parametrize("fn", ["linspace", "logspace", "logspace_base2"])
+def test_spaced_points_exactly_like_cpu(fn, dt):
+    """PyTorch's CPU kernels: 16-bit dtypes round each operation (bounds, end -
+    start, the step divided by steps - 1 in that dtype, step * i, the sum);
+    float32 takes start + step * i in one FMA; logspace raises the base in
+    double (steps == 1: the unrounded start). All but float64 match bit for bit."""
+    for s, e, n in _spaced_args(f"{fn} {dt}"):
+        if fn == "linspace":
+            make = lambda d: torch.linspace(s, e, n, dtype=dt, device=d)
+        else:
+            base = 2.0 if fn.endswith("2") else 10.0
+            make = lambda d: torch.logspace(s / 40, e / 40, n, base=base, dtype=dt, device=d)
+        cpu, tpu = make("cpu"), make("tpu").cpu()
+        assert torch.equal(cpu, tpu), (fn, dt, s, e, n, (cpu != tpu).nonzero()[:4].flatten().tolist())

@@ -128,44 +128,62 @@ static tt_dtype out_dtype(const tt_lower_ctx *c) {
   return tt_lower_dest_type(c, 0, &dest) ? dest.dtype : tt_lower_default_dtype(c);
 }
 
-// `steps` points from start to end the way PyTorch's CPU kernel walks them:
+// `steps` points from start to end the way PyTorch's CPU kernels walk them:
 // the first half forward from start, the second half back from end (so both
-// ends are exact). Integer results take truncated bounds and a double step;
-// float ones compute in their own dtype (float32 for the 16-bit ones).
-// Returns the points in *acc (the arithmetic dtype).
-static tt_status spaced(tt_lower_ctx *c, tt_dtype d, tt_hv *out, tt_dtype *acc) {
+// ends are exact). The bounds are rounded to the result's dtype (integer
+// results: int64) and end - start is taken there; the step and the points are
+// then computed in `arith`. c10's Half and BFloat16 round every operation, so
+// a 16-bit `arith` rounds where the CPU's scalar_t arithmetic does.
+static tt_status spaced(tt_lower_ctx *c, tt_dtype d, tt_dtype arith, tt_hv *out) {
   int64_t n = tt_lower_int(c, 2);
   if (n < 0) return tt_lower_fail(c, TT_INVALID_ARGUMENT, "number of steps must be non-negative");
   tt_hlo *b = tt_lower_hlo(c);
   bool fl = tt_dtype_is_float(d);
-  *acc = fl ? (d == TT_F64 ? TT_F64 : TT_F32) : TT_F64;
-  tt_dtype bound = fl ? *acc : TT_I64;
-  tt_hlo_type t = tt_hlo_make_type(*acc, 1, &n);
-  tt_hv start = tt_hlo_convert(b, tt_lower_scalar(c, 0, bound), *acc);
-  tt_hv end = tt_hlo_convert(b, tt_lower_scalar(c, 1, bound), *acc);
-  if (n <= 1) {
-    *out = tt_lower_broadcast_to(c, start, 1, &n);
+  // Scalars reach a 16-bit dtype through float (c10's conversion from double).
+  tt_dtype bound = !fl ? TT_I64 : d == TT_F64 ? TT_F64 : TT_F32, rd = fl ? d : TT_I64;
+  tt_hv start = tt_hlo_convert(b, tt_lower_scalar(c, 0, bound), rd);
+  tt_hv end = tt_hlo_convert(b, tt_lower_scalar(c, 1, bound), rd);
+  if (n <= 1) {  // the CPU fills with the start as given (logspace: in double)
+    tt_hv v = tt_lower_scalar(c, 0, tt_dtype_is_float(arith) && arith != TT_F64 ? TT_F32 : arith);
+    *out = tt_lower_broadcast_to(c, tt_hlo_convert(b, v, arith), 1, &n);
     return NULL;
   }
+  // Indices count in float32 or double and are rounded to arith where used.
+  tt_dtype ix = arith == TT_F64 ? TT_F64 : TT_F32;
+  tt_hlo_type t = tt_hlo_make_type(ix, 1, &n);
   tt_hv i = tt_hlo_iota(b, &t, 0);
-  tt_hv step = tt_hlo_binary(b, TT_HLO_DIV, tt_hlo_binary(b, TT_HLO_SUB, end, start),
-                             tt_hlo_const(b, *acc, (double)(n - 1)));
-  step = tt_lower_broadcast_to(c, step, 1, &n);
-  tt_hv fwd = tt_hlo_binary(b, TT_HLO_ADD, tt_lower_broadcast_to(c, start, 1, &n),
-                            tt_hlo_binary(b, TT_HLO_MUL, step, i));
+  // XLA divides by a constant as a multiplication by its rounded reciprocal,
+  // an ulp off PyTorch's quotient at times (and many in half precision): the
+  // step is divided in double where there is one, then rounded to arith.
+  tt_dtype wide = arith == TT_F64 || tt_lower_supports_f64(c) ? TT_F64 : TT_F32;
+  tt_hv span = tt_hlo_convert(b, tt_hlo_convert(b, tt_hlo_binary(b, TT_HLO_SUB, end, start),
+                                                arith), wide);
+  tt_hv den = tt_hlo_convert(b, tt_hlo_const(b, arith, (double)(n - 1)), wide);  // arith's n - 1
+  tt_hv step = tt_hlo_binary(b, TT_HLO_DIV, span, den);
+  // start + step * i: the CPU's vectorized builds fuse it into one FMA for
+  // float32 (one rounding), which double arithmetic reproduces; c10's 16-bit
+  // types round the product on their own.
+  tt_dtype mac = arith == TT_F32 ? wide : arith;
+  step = tt_lower_broadcast_to(c, tt_hlo_convert(b, tt_hlo_convert(b, step, arith), mac), 1, &n);
+  start = tt_lower_broadcast_to(c, tt_hlo_convert(b, start, mac), 1, &n);
+  end = tt_lower_broadcast_to(c, tt_hlo_convert(b, end, mac), 1, &n);
+  tt_hv fwd = tt_hlo_binary(b, TT_HLO_ADD, start, tt_hlo_binary(b, TT_HLO_MUL, step,
+                            tt_hlo_convert(b, tt_hlo_convert(b, i, arith), mac)));
   tt_hv back_i = tt_hlo_binary(b, TT_HLO_SUB, tt_hlo_splat(b, &t, (double)(n - 1)), i);
-  tt_hv bwd = tt_hlo_binary(b, TT_HLO_SUB, tt_lower_broadcast_to(c, end, 1, &n),
-                            tt_hlo_binary(b, TT_HLO_MUL, step, back_i));
+  tt_hv bwd = tt_hlo_binary(b, TT_HLO_SUB, end, tt_hlo_binary(b, TT_HLO_MUL, step,
+                            tt_hlo_convert(b, tt_hlo_convert(b, back_i, arith), mac)));
   tt_hv first = tt_hlo_compare(b, TT_HLO_LT, i, tt_hlo_splat(b, &t, (double)(n / 2)));
-  *out = tt_hlo_select(b, first, fwd, bwd);
+  *out = tt_hlo_convert(b, tt_hlo_select(b, first, fwd, bwd), arith);
   return NULL;
 }
 
-// linspace.out(start, end, steps, *, out)
+// linspace.out(start, end, steps, *, out): floats step in their own dtype
+// (float32 where float64 is missing), integers in double.
 static tt_status lower_linspace(tt_lower_ctx *c) {
-  tt_dtype d = out_dtype(c), acc;
+  tt_dtype d = out_dtype(c);
+  tt_dtype arith = !tt_dtype_is_float(d) || d == TT_F64 ? TT_F64 : d;
   tt_hv v;
-  TT_RETURN_IF_ERROR(spaced(c, d, &v, &acc));
+  TT_RETURN_IF_ERROR(spaced(c, d, arith, &v));
   tt_hlo *b = tt_lower_hlo(c);
   if (!tt_dtype_is_float(d)) {
     // XLA turns the division by the constant steps - 1 into a multiplication
@@ -180,16 +198,20 @@ static tt_status lower_linspace(tt_lower_ctx *c) {
   return NULL;
 }
 
-// logspace.out(start, end, steps, base, *, out): base ** linspace.
+// logspace.out(start, end, steps, base, *, out): base ** linspace, where the
+// CPU takes the step, the exponents and the power in double for every real
+// dtype (float32 here without float64), then stores through float.
 static tt_status lower_logspace(tt_lower_ctx *c) {
-  tt_dtype d = out_dtype(c), acc;
+  tt_dtype d = out_dtype(c);
+  tt_dtype pw = tt_lower_supports_f64(c) || d == TT_F64 ? TT_F64 : TT_F32;
   tt_hv v;
-  TT_RETURN_IF_ERROR(spaced(c, d, &v, &acc));
+  TT_RETURN_IF_ERROR(spaced(c, d, pw, &v));
   tt_hlo *b = tt_lower_hlo(c);
-  tt_hv base = tt_lower_is_none(c, 3) ? tt_hlo_const(b, acc, 10) : tt_lower_scalar(c, 3, acc);
+  tt_hv base = tt_lower_is_none(c, 3) ? tt_hlo_const(b, pw, 10) : tt_lower_scalar(c, 3, pw);
   const tt_hlo_type *t = tt_hlo_type_of(b, v);
   if (!t) return NULL;
   tt_hv p = tt_hlo_binary(b, TT_HLO_POW, tt_lower_broadcast_to(c, base, 1, t->dims), v);
+  if (tt_dtype_is_float(d) && d != TT_F64) p = tt_hlo_convert(b, p, TT_F32);
   result_points(c, tt_hlo_convert(b, p, d));
   return NULL;
 }
