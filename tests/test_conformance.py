@@ -1135,3 +1135,30 @@ def test_spaced_points_exactly_like_cpu(fn, dt):
             make = lambda d: torch.logspace(s / 40, e / 40, n, base=base, dtype=dt, device=d)
         cpu, tpu = make("cpu"), make("tpu").cpu()
         assert torch.equal(cpu, tpu), (fn, dt, s, e, n, (cpu != tpu).nonzero()[:4].flatten().tolist())
+
+
+# --- 21. hash_tensor natively (the float32 OpInfo sweep's CPU fallback) ------------------------
+
+@pytest.mark.parametrize("dt", [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int64,
+                                torch.int32, torch.int8, torch.uint8, torch.bool], ids=str)
+def test_hash_tensor_like_cpu(dt):
+    """The XOR of each element's 64-bit pattern (floats as double, integers as
+    int64), uint64, over all dims or the given ones, computed on the device."""
+    x = (torch.randn(3, 4, 5, generator=torch.Generator().manual_seed(1)) * 50).to(dt)
+    if dt.is_floating_point:
+        x[0, 0, :3] = torch.tensor([float("nan"), -0.0, float("inf")])
+    for kw in ({}, {"dim": 1}, {"dim": (0, 2)}, {"dim": -1, "keepdim": True}, {"dim": []}):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no CPU fallback
+            got = torch.hash_tensor(x.to("tpu"), **kw)
+        assert got.device.type == "tpu" and torch.equal(got.cpu(), torch.hash_tensor(x, **kw)), kw
+
+
+@pytest.mark.parametrize("name,fn", [
+    ("empty_all", lambda d: torch.hash_tensor(torch.ones(0, 3, device=d))),
+    ("empty_dim", lambda d: torch.hash_tensor(torch.ones(0, 3, device=d), dim=0)),
+    ("empty_rows", lambda d: torch.hash_tensor(torch.ones(0, 3, device=d), dim=1)),
+    ("mode", lambda d: torch.hash_tensor(torch.ones(2, device=d), mode=1)),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_hash_tensor_edges_like_cpu(name, fn):
+    assert_like_cpu(fn)

@@ -461,6 +461,7 @@ void tt_hlo_combiner_region(tt_hlo *b, const tt_dtype *dtypes, int n,
       [TT_HLO_REDUCE_ADD] = TT_HLO_ADD, [TT_HLO_REDUCE_MUL] = TT_HLO_MUL,
       [TT_HLO_REDUCE_MAX] = TT_HLO_MAX, [TT_HLO_REDUCE_MIN] = TT_HLO_MIN,
       [TT_HLO_REDUCE_AND] = TT_HLO_AND, [TT_HLO_REDUCE_OR] = TT_HLO_OR,
+      [TT_HLO_REDUCE_XOR] = TT_HLO_XOR,
   };
   tt_dtype both[2 * TT_MAX_RANK] = {TT_BOOL};
   tt_hv args[2 * TT_MAX_RANK] = {0}, res[TT_MAX_RANK] = {0};

@@ -183,6 +183,7 @@ tt_hv tt_hlo_triangular_solve(tt_hlo *b, tt_hv a, tt_hv rhs, bool left_side, boo
 typedef enum tt_hlo_reduce_kind {
   TT_HLO_REDUCE_ADD, TT_HLO_REDUCE_MUL, TT_HLO_REDUCE_MAX, TT_HLO_REDUCE_MIN,
   TT_HLO_REDUCE_AND, TT_HLO_REDUCE_OR,
+  TT_HLO_REDUCE_XOR,  // reduce only (scatter, windows and collectives refuse it)
 } tt_hlo_reduce_kind;
 
 // Reduces `dims` of x with `init` (0-d, x's dtype); reduced dims are removed.

@@ -684,7 +684,7 @@ tt_hv tt_hlo_reduce(tt_hlo *b, tt_hv x, tt_hv init, const int64_t *dims,
   tt_hlo_type t;
   const tt_hlo_type *it = ty(b, init);
   if (!reduced_type(ty(b, x), dims, ndims, &t) || it->rank != 0 ||
-      it->dtype != ty(b, x)->dtype || kind < TT_HLO_REDUCE_ADD || kind > TT_HLO_REDUCE_OR) {
+      it->dtype != ty(b, x)->dtype || kind < TT_HLO_REDUCE_ADD || kind > TT_HLO_REDUCE_XOR) {
     char s[96];
     tt_hlo_failf(b, "reduce of %s: bad dims, init or kind %d",
                  type_str(ty(b, x), s, sizeof s), (int)kind);

@@ -425,7 +425,8 @@ tt_hv tt_lower_reduce_init(tt_lower_ctx *c, tt_dtype d, tt_hlo_reduce_kind kind)
     case TT_HLO_REDUCE_MAX: return fl ? tt_hlo_const(b, d, -INFINITY) : tt_hlo_const_i(b, d, lo);
     case TT_HLO_REDUCE_MIN: return fl ? tt_hlo_const(b, d, INFINITY) : tt_hlo_const_i(b, d, hi);
     case TT_HLO_REDUCE_AND: return tt_hlo_const_i(b, d, 1);
-    case TT_HLO_REDUCE_OR: return tt_hlo_const_i(b, d, 0);
+    case TT_HLO_REDUCE_OR:
+    case TT_HLO_REDUCE_XOR: return tt_hlo_const_i(b, d, 0);
   }
   return TT_HV_INVALID;
 }

@@ -7,10 +7,11 @@
 // an explicit dtype= converts the input first, and out= variants without a
 // dtype take the out tensor's dtype.
 //
-// Also: var_mean/std_mean, nansum, count_nonzero, and vector norms
+// Also: var_mean/std_mean, nansum, count_nonzero, hash_tensor, and vector norms
 // (linalg_vector_norm, norm), whose order p is part of the signature.
 //
 // Leaves out: nanmean/nanmedian, reductions over named dims.
+#include <inttypes.h>
 #include <math.h>
 #include <string.h>
 
@@ -279,6 +280,28 @@ static tt_status lower_count_nonzero(tt_lower_ctx *c) {
   return NULL;
 }
 
+// hash_tensor(self, dim=[], *, keepdim, mode): uint64, the XOR of the
+// elements' 64-bit patterns (floats widened to double, integers and bool to
+// int64), as ATen's xor_sum. What the CPU refuses or raises on (other modes,
+// the wide unsigned and complex dtypes, an empty reduction) goes to it for
+// its texts; so do floats where the device has no float64.
+static tt_status lower_hash_tensor(tt_lower_ctx *c) {
+  tt_hv x = tt_lower_tensor(c, 0);
+  tt_hlo_type t = tt_lower_type(c, x);
+  bool mask[TT_MAX_RANK];
+  TT_RETURN_IF_ERROR(tt_lower_dim_mask(c, 1, t.rank, true, mask));
+  bool fl = tt_dtype_is_float(t.dtype), empty = t.rank > 0 && reduced_count(&t, mask) == 0;
+  bool wide_uint = t.dtype == TT_U16 || t.dtype == TT_U32 || t.dtype == TT_U64;
+  if (tt_lower_int(c, 3) != 0 || wide_uint || tt_dtype_is_complex(t.dtype) || empty ||
+      (fl && !tt_lower_supports_f64(c)))
+    return tt_lower_fail(c, TT_UNIMPLEMENTED, "hash_tensor of %s (mode %" PRId64 ")",
+                         tt_dtype_name(t.dtype), tt_lower_int(c, 3));
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hv bits = tt_hlo_bitcast(b, tt_lower_convert(c, x, fl ? TT_F64 : TT_I64), TT_U64);
+  tt_lower_result(c, tt_lower_reduce(c, bits, mask, tt_lower_bool(c, 2), TT_HLO_REDUCE_XOR));
+  return NULL;
+}
+
 // The value of the Scalar argument i (in the signature: the rule is flagged
 // TT_RULE_SCALARS_IN_SIGNATURE), or dflt when it is None.
 static double scalar_value(const tt_lower_ctx *c, int i, double dflt) {
@@ -437,6 +460,7 @@ static const tt_rule kRules[] = {
     R("count_nonzero.dim_IntList", lower_count_nonzero),
     R("count_nonzero.dim_IntList_out", lower_count_nonzero),
     R("count_nonzero", lower_count_nonzero), R("count_nonzero.out", lower_count_nonzero),
+    R("hash_tensor", lower_hash_tensor), R("hash_tensor.out", lower_hash_tensor),
     S("linalg_vector_norm", lower_vector_norm), S("linalg_vector_norm.out", lower_vector_norm),
     S("norm.ScalarOpt_dim", lower_norm_dim), S("norm.out", lower_norm_dim),
     S("norm.ScalarOpt_dim_dtype", lower_norm_dim_dtype), S("norm.dtype_out", lower_norm_dim_dtype),
