@@ -44,6 +44,10 @@ from . import distributed  # noqa: E402  c10d backend "tpu" / "tpu_dist"
 
 distributed._register()
 
+from . import _data_dependent  # noqa: E402
+
+_data_dependent.install()  # nonzero, masked_select on the device (their shape is the data's)
+
 from . import _flex_attention  # noqa: E402
 
 _flex_attention.install()  # flex_attention accepts "tpu" (TorchTitan's llama3 attention)

@@ -1,0 +1,101 @@
+"""nonzero, argwhere and masked_select on "tpu" (torchtpu/_data_dependent.py),
+against PyTorch's CPU results: every shape (0-d and empty ones too), dtype and
+selection density, out= variants, error texts, autograd through masked_select,
+and no CPU fallback."""
+import warnings
+
+import pytest
+import torch
+
+import torchtpu  # noqa: F401
+
+SHAPES = [(), (0,), (1,), (7,), (3, 4), (2, 3, 4), (0, 3), (1, 1, 5), (64, 33)]
+DTYPES = [torch.float32, torch.bfloat16, torch.int64, torch.uint8, torch.bool, torch.complex64]
+
+
+def sample(shape, dtype, density, seed):
+    g = torch.Generator().manual_seed(seed)
+    keep = torch.rand(shape, generator=g) < density
+    vals = torch.randn(shape, generator=g) * 10 + 20
+    if dtype.is_floating_point and len(shape) and shape[0] > 1:
+        vals.view(-1)[0] = float("nan")  # NaN counts as nonzero
+    return (vals * keep).to(dtype)
+
+
+def no_fallback(fn):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a CPU fallback warns
+        return fn()
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("density", [0.0, 0.3, 1.0])
+def test_nonzero_like_cpu(dtype, density):
+    for i, shape in enumerate(SHAPES):
+        x = sample(shape, dtype, density, i)
+        xt = x.to("tpu")
+        for fn in (torch.nonzero, torch.argwhere):
+            got = no_fallback(lambda: fn(xt))
+            want = fn(x)
+            assert got.device.type == "tpu" and got.dtype == torch.long and got.is_contiguous()
+            assert got.shape == want.shape and torch.equal(got.cpu(), want), (fn, shape)
+        for a, b in zip(no_fallback(lambda: torch.nonzero(xt, as_tuple=True)),
+                        torch.nonzero(x, as_tuple=True)):
+            assert torch.equal(a.cpu(), b)
+
+
+@pytest.mark.parametrize("dtype", [d for d in DTYPES if d != torch.complex64], ids=str)
+def test_masked_select_like_cpu(dtype):
+    for i, shape in enumerate(SHAPES):
+        x = sample(shape, dtype, 1.0, i)
+        for mshape in (shape, shape[1:]):  # the mask broadcast against self too
+            m = torch.rand(mshape, generator=torch.Generator().manual_seed(i)) < 0.4
+            got = no_fallback(lambda: torch.masked_select(x.to("tpu"), m.to("tpu")))
+            want = torch.masked_select(x, m)
+            assert got.device.type == "tpu", (shape, mshape)
+            torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0, equal_nan=True)
+
+
+def test_masked_select_grad_like_cpu():
+    x = torch.randn(3, 4, requires_grad=True)
+    xt = x.detach().to("tpu").requires_grad_()
+    m = torch.tensor([True, False, True, True])
+    (torch.masked_select(x, m) * torch.arange(9.)).sum().backward()
+    (torch.masked_select(xt, m.to("tpu")) * torch.arange(9., device="tpu")).sum().backward()
+    assert torch.equal(xt.grad.cpu(), x.grad)
+
+
+def test_out_variants_like_cpu():
+    x = sample((5, 6), torch.float32, 0.5, 3)
+    out = torch.empty(2, dtype=torch.long, device="tpu")
+    r = torch.nonzero(x.to("tpu"), out=out)
+    assert r is out and torch.equal(out.cpu(), torch.nonzero(x))
+    m = x > 20
+    out = torch.empty(0, device="tpu")
+    torch.masked_select(x.to("tpu"), m.to("tpu"), out=out)
+    assert torch.equal(out.cpu(), torch.masked_select(x, m))
+
+
+@pytest.mark.parametrize("name,fn", [
+    ("nonzero_out_dtype", lambda d: torch.nonzero(torch.ones(2, device=d), out=torch.empty(0, device=d))),
+    ("mask_dtype", lambda d: torch.masked_select(torch.ones(3, 4, device=d), torch.ones(3, 4, device=d).int())),
+    ("mask_shape", lambda d: torch.masked_select(torch.ones(3, 4, device=d), torch.ones(5, device=d, dtype=torch.bool))),
+    ("out_dtype", lambda d: torch.masked_select(torch.ones(3, device=d), torch.ones(3, device=d, dtype=torch.bool),
+                                                 out=torch.empty(0, dtype=torch.long, device=d))),
+])
+def test_errors_like_cpu(name, fn):
+    with pytest.raises(RuntimeError) as cpu:
+        fn("cpu")
+    with pytest.raises(RuntimeError) as tpu:
+        fn("tpu")
+    assert str(tpu.value) == str(cpu.value)
+
+
+def test_programs_per_bucket_not_per_count():
+    """Counts 5..8 share a bucket: after the first, no new program compiles."""
+    xs = [(torch.arange(40) < k).float().to("tpu") for k in (5, 6, 7, 8)]
+    torch.nonzero(xs[0])
+    before = torch.tpu._get_cache_stats()["compiles"]
+    for k, x in zip((6, 7, 8), xs[1:]):
+        assert torch.equal(torch.nonzero(x).cpu(), torch.arange(k)[:, None])
+    assert torch.tpu._get_cache_stats()["compiles"] == before

@@ -1,0 +1,119 @@
+"""nonzero and masked_select on "tpu": ops whose result's shape is the data's.
+
+A compiled program has static shapes, so the core has no rule for these and
+they used to run on the CPU (the tensor copied to the host and back). Here
+they run on the device from ops the core lowers. As on CUDA, the count of
+selected elements is read to the host (one synchronisation; the result's
+shape depends on it). The positions come from one sort, for every input
+shape the same program: selected positions keep their index as the key, the
+others get `numel`, so the first `count` sorted keys are the selected flat
+positions in order. What follows works on the first `bucket` keys, `count`
+rounded up to a power of two, and the result is a view of its first `count`
+rows: programs are compiled per (shape, bucket), about log2(numel) of them,
+not once per count, for at most twice the result's memory.
+
+Registered under PrivateUse1, below autograd: masked_select keeps PyTorch's
+derivative. Tensors on other devices (a CPU mask) take PyTorch's CPU kernel,
+as the boxed CPU fallback did.
+"""
+import torch
+
+_LIB = None
+
+
+def _selected_positions(mask):
+    """The flat positions of the True elements of bool `mask` (on tpu), in
+    order, as the first rows of a bucketed int64 tensor; and their count."""
+    n = mask.numel()
+    count = int(mask.sum())  # the one synchronisation
+    if count == 0:
+        return mask.new_empty((0,), dtype=torch.long), 0
+    flat = mask.reshape(-1)
+    pos = torch.arange(n, device=mask.device)
+    keys = torch.where(flat, pos, torch.full_like(pos, n)).sort().values
+    bucket = min(n, 1 << (count - 1).bit_length())
+    return keys[:bucket].clamp(max=n - 1), count  # rows past count: any valid position
+
+
+def nonzero(self):
+    shape = self.shape
+    if self.numel() == 0:
+        return self.new_empty((0, len(shape)), dtype=torch.long)
+    first, count = _selected_positions(self != 0)
+    if count == 0 or not shape:
+        return self.new_empty((count, len(shape)), dtype=torch.long)
+    cols = []
+    for size in reversed(shape):  # row-major unravel, last dim first
+        cols.append(first % size)
+        first = torch.div(first, size, rounding_mode="floor")
+    return torch.stack(cols[::-1], dim=1)[:count]
+
+
+def nonzero_out(self, *, out):
+    _check_no_overlap(out, self)
+    if out.dtype != torch.long:
+        raise RuntimeError("nonzero: Expected out tensor to have scalar type Long but got "
+                           f"scalar type{_aten_name(out.dtype)}")
+    r = nonzero(self)
+    out.resize_(r.shape)
+    return out.copy_(r)
+
+
+def masked_select(self, mask):
+    if mask.dtype != torch.bool:
+        raise RuntimeError("masked_select: expected BoolTensor for mask")
+    if self.device != mask.device:
+        return torch.ops.aten.masked_select(self.cpu(), mask.cpu()).to(self.device)
+    m, src = torch.broadcast_tensors(mask, self)  # in ATen's order (its size error names them so)
+    first, count = _selected_positions(m)
+    if count == 0:
+        return self.new_empty((0,))
+    return src.reshape(-1).index_select(0, first)[:count]
+
+
+def masked_select_out(self, mask, *, out):
+    _check_no_overlap(out, self, mask)
+    if out.dtype != self.dtype:
+        raise RuntimeError("masked_select(): self and result must have the same scalar type")
+    r = masked_select(self, mask)
+    out.resize_(r.shape)
+    return out.copy_(r)
+
+
+def _check_no_overlap(out, *inputs):
+    """ATen's assert_no_overlap for contiguous tensors: `out` may not share memory
+    with an input (what the boxed path checks for the other ops)."""
+    def span(t):
+        start = t.storage_offset() * t.element_size()
+        return start, start + t.numel() * t.element_size()
+    if not out.is_contiguous() or out.numel() == 0:
+        return
+    for t in inputs:
+        if (t.device == out.device and t.numel() and t.is_contiguous()
+                and t.untyped_storage().data_ptr() == out.untyped_storage().data_ptr()):
+            (a, b), (c, d) = span(out), span(t)
+            if a < d and c < b:
+                raise RuntimeError(
+                    "unsupported operation: some elements of the input tensor and the written-to "
+                    "tensor refer to a single memory location. Please clone() the tensor before "
+                    "performing the operation.")
+
+
+def _aten_name(dtype):
+    """PyTorch's ScalarType name ("Float" for torch.float32) as its messages print it."""
+    return {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half",
+            torch.bfloat16: "BFloat16", torch.int32: "Int", torch.int16: "Short",
+            torch.int8: "Char", torch.uint8: "Byte", torch.bool: "Bool"}.get(dtype, str(dtype))
+
+
+def install():
+    """Registers the kernels for "tpu" (once; idempotent)."""
+    global _LIB
+    if _LIB is not None:
+        return
+    lib = torch.library.Library("aten", "IMPL")
+    lib.impl("nonzero", nonzero, "PrivateUse1")
+    lib.impl("nonzero.out", nonzero_out, "PrivateUse1")
+    lib.impl("masked_select", masked_select, "PrivateUse1")
+    lib.impl("masked_select.out", masked_select_out, "PrivateUse1")
+    _LIB = lib
