@@ -4,13 +4,12 @@ A compiled program has static shapes, so the core has no rule for these and
 they used to run on the CPU (the tensor copied to the host and back). Here
 they run on the device from ops the core lowers. As on CUDA, the count of
 selected elements is read to the host (one synchronisation; the result's
-shape depends on it). The positions come from one sort, for every input
-shape the same program: selected positions keep their index as the key, the
-others get `numel`, so the first `count` sorted keys are the selected flat
-positions in order. What follows works on the first `bucket` keys, `count`
-rounded up to a power of two, and the result is a view of its first `count`
-rows: programs are compiled per (shape, bucket), about log2(numel) of them,
-not once per count, for at most twice the result's memory.
+shape depends on it). The positions come from nonzero_static, which the core
+lowers, with `size` the count: a program per (shape, count), as every op on
+the result compiles per its shape anyway. (A power-of-two bucket and a view
+of its first rows would compile fewer selections, but the result would then
+not own its storage exactly, and nested tensors, built from masked_select's
+buffer, read the storage's size.)
 
 Registered under PrivateUse1, below autograd: masked_select keeps PyTorch's
 derivative. Tensors on other devices (a CPU mask) take PyTorch's CPU kernel,
@@ -21,32 +20,19 @@ import torch
 _LIB = None
 
 
-def _selected_positions(mask):
-    """The flat positions of the True elements of bool `mask` (on tpu), in
-    order, as the first rows of a bucketed int64 tensor; and their count."""
-    n = mask.numel()
-    count = int(mask.sum())  # the one synchronisation
-    if count == 0:
-        return mask.new_empty((0,), dtype=torch.long), 0
-    flat = mask.reshape(-1)
-    pos = torch.arange(n, device=mask.device)
-    keys = torch.where(flat, pos, torch.full_like(pos, n)).sort().values
-    bucket = min(n, 1 << (count - 1).bit_length())
-    return keys[:bucket].clamp(max=n - 1), count  # rows past count: any valid position
+def _count(mask):
+    """The number of True elements of bool `mask`, read to the host (the one
+    synchronisation)."""
+    return int(torch.count_nonzero(mask)) if mask.numel() else 0
 
 
 def nonzero(self):
     shape = self.shape
-    if self.numel() == 0:
-        return self.new_empty((0, len(shape)), dtype=torch.long)
-    first, count = _selected_positions(self != 0)
+    mask = self != 0  # bool for every dtype (complex ones too)
+    count = _count(mask)
     if count == 0 or not shape:
         return self.new_empty((count, len(shape)), dtype=torch.long)
-    cols = []
-    for size in reversed(shape):  # row-major unravel, last dim first
-        cols.append(first % size)
-        first = torch.div(first, size, rounding_mode="floor")
-    return torch.stack(cols[::-1], dim=1)[:count]
+    return torch.nonzero_static(mask, size=count)
 
 
 def nonzero_out(self, *, out):
@@ -65,10 +51,11 @@ def masked_select(self, mask):
     if self.device != mask.device:
         return torch.ops.aten.masked_select(self.cpu(), mask.cpu()).to(self.device)
     m, src = torch.broadcast_tensors(mask, self)  # in ATen's order (its size error names them so)
-    first, count = _selected_positions(m)
+    count = _count(m)
     if count == 0:
         return self.new_empty((0,))
-    return src.reshape(-1).index_select(0, first)[:count]
+    pos = torch.nonzero_static(m.reshape(-1), size=count)[:, 0]
+    return src.reshape(-1).index_select(0, pos)
 
 
 def masked_select_out(self, mask, *, out):
