@@ -955,6 +955,59 @@ c10::optional<c10::ScalarType> foreign_dtype(const Call &c) {
 
 }  // namespace
 
+namespace {
+
+bool is_mask(const std::optional<at::Tensor> &t) {
+  return t && t->defined() &&
+         (t->scalar_type() == c10::ScalarType::Bool || t->scalar_type() == c10::ScalarType::Byte);
+}
+
+// ATen's indexing with masks (expandTensors, which CPU and CUDA share): in a
+// Tensor?[] of indices (index, index_put), a bool (or uint8) index of k dims
+// stands for the k long indices of its nonzero() columns. When the core
+// refuses the masks, the tpu ones become long indices here, on the device
+// (nonzero reads one count to the host, as on CUDA), and the call is retried;
+// a 0-d mask or one on the CPU is left to the CPU's kernel. Returns whether
+// the indices (argument 1 of the `nargs` on the stack) changed.
+bool expand_index_masks(torch::jit::Stack *stack, size_t nargs) {
+  if (nargs < 2) return false;
+  const size_t base = stack->size() - nargs;
+  c10::IValue &arg = (*stack)[base + 1];
+  if (!arg.isOptionalTensorList() || !(*stack)[base].isTensor()) return false;
+  const at::Tensor self = (*stack)[base].toTensor();
+  const auto list = arg.toOptionalTensorList();
+  bool any = false;
+  for (const std::optional<at::Tensor> t : list) {
+    if (!is_mask(t)) continue;
+    if (t->dim() == 0 || !is_tpu(*t)) return false;
+    any = true;
+  }
+  if (!any) return false;
+  c10::List<std::optional<at::Tensor>> out;
+  for (const std::optional<at::Tensor> t : list) {
+    if (!is_mask(t)) {
+      out.push_back(t);
+      continue;
+    }
+    if (t->scalar_type() == c10::ScalarType::Byte) {
+      TORCH_WARN("indexing with dtype torch.uint8 is now deprecated, please use a dtype "
+                 "torch.bool instead.");
+    }
+    for (int64_t j = 0; j < t->dim(); j++) {
+      const int64_t src = static_cast<int64_t>(out.size()) + j;
+      TORCH_CHECK_INDEX(t->size(j) == self.size(src), "The shape of the mask ", t->sizes(),
+                        " at index ", j, " does not match the shape of the indexed tensor ",
+                        self.sizes(), " at index ", src);
+    }
+    const at::Tensor nz = t->nonzero();
+    for (int64_t j = 0; j < t->dim(); j++) out.push_back(nz.select(1, j));
+  }
+  arg = out;
+  return true;
+}
+
+}  // namespace
+
 void boxed_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
   const OpInfo &info = op_info(op);
   const size_t nargs = op.schema().arguments().size();
@@ -991,7 +1044,8 @@ void boxed_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
   tt_runtime *rt = runtime();
   const c10::DeviceGuard guard(
       c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(c.device)));
-  for (int attempt = 0;; attempt++) {
+  bool masks_expanded = false, resized = false;  // each retried once
+  for (;;) {
     const tt_op_call call = make_call(c);
     c10::SmallVector<tt_op_result, 4> results(std::max<size_t>(c.dests.size(), 1));
     int32_t n = 0;
@@ -1008,10 +1062,18 @@ void boxed_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
     if (code == TT_UNIMPLEMENTED) {
       const std::string why = tt_status_message(s) ? tt_status_message(s) : "";
       tt_status_free(s);
+      if (!masks_expanded && expand_index_masks(stack, nargs)) {
+        masks_expanded = true;
+        c.args.assign(stack->end() - static_cast<std::ptrdiff_t>(nargs), stack->end());
+        build_values(c);
+        build_dests(c);
+        continue;
+      }
       run_on_cpu(info, op, stack, why);
       return;
     }
-    if (code == TT_OUT_RESIZE && attempt == 0) {
+    if (code == TT_OUT_RESIZE && !resized) {
+      resized = true;
       tt_status_free(s);
       resize_outs(c);
       build_values(c);

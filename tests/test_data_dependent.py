@@ -104,3 +104,59 @@ def test_same_count_compiles_nothing_new():
     assert torch.equal(got.cpu(), torch.nonzero(xs[1].cpu()))
     assert got.untyped_storage().nbytes() == got.numel() * 8
     assert sel.untyped_storage().nbytes() == sel.numel() * 4
+
+
+MASK_INDEXING = [
+    ("all", lambda a, m: a[m]),
+    ("leading", lambda a, m: a[m[:, :, 0]]),
+    ("middle", lambda a, m: a[:, m[0, :, 0]]),
+    ("then_slice", lambda a, m: a[m[..., 0, 0], 1:3]),
+    ("after_ellipsis", lambda a, m: a[..., m[0, 0]]),
+    ("with_long", lambda a, m: a[torch.tensor([0, 2], device=a.device), m[0, :, 0]]),
+    ("split_by_slice", lambda a, m: a[m[:, 0, 0], :, torch.tensor([1], device=a.device)]),
+]
+
+
+@pytest.mark.parametrize("name,fn", MASK_INDEXING, ids=[c[0] for c in MASK_INDEXING])
+def test_bool_mask_indexing_like_cpu(name, fn):
+    """x[mask] (aten::index with bool indices) on the device: the masks
+    become their nonzero() columns, as ATen's expandTensors does."""
+    x = torch.randn(3, 4, 5, generator=torch.Generator().manual_seed(2))
+    m = x > -0.2
+    got = no_fallback(lambda: fn(x.to("tpu"), m.to("tpu")))
+    assert got.device.type == "tpu" and torch.equal(got.cpu(), fn(x, m))
+
+
+def test_bool_mask_writes_and_grad_like_cpu():
+    x = torch.randn(3, 4, 5, generator=torch.Generator().manual_seed(4))
+    m = x[:, :, 0] > 0
+    xt, mt = x.to("tpu"), m.to("tpu")
+    want = x.clone()
+    want[m] += torch.arange(5.)
+    got = xt.clone()
+    no_fallback(lambda: got.__setitem__(mt, got[mt] + torch.arange(5., device="tpu")))
+    assert torch.equal(got.cpu(), want)
+    y, yt = x.clone().requires_grad_(), xt.clone().requires_grad_()
+    (y[m] * 3).sum().backward()
+    no_fallback(lambda: (yt[mt] * 3).sum().backward())  # index_put with the mask, accumulating
+    assert torch.equal(yt.grad.cpu(), y.grad)
+
+
+@pytest.mark.parametrize("name,fn", [
+    ("mask_shape", lambda d: torch.ones(3, 4, device=d)[torch.ones(4, dtype=torch.bool, device=d)]),
+    ("too_many", lambda d: torch.ones(3, 4, device=d)[:, :, torch.ones(2, dtype=torch.bool, device=d)]),
+])
+def test_bool_mask_index_errors_like_cpu(name, fn):
+    with pytest.raises(IndexError) as cpu:
+        fn("cpu")
+    with pytest.raises(IndexError) as tpu:
+        fn("tpu")
+    assert str(tpu.value) == str(cpu.value)
+
+
+def test_uint8_mask_warns_like_cpu():
+    x = torch.arange(6.).reshape(2, 3)
+    m = torch.tensor([[1, 0, 1], [0, 1, 1]], dtype=torch.uint8)
+    with pytest.warns(UserWarning, match="indexing with dtype torch.uint8 is now deprecated"):
+        got = x.to("tpu")[m.to("tpu")]
+    assert torch.equal(got.cpu(), x[m.bool()])

@@ -427,10 +427,19 @@ static tt_status lower_index_put(tt_lower_ctx *c) {
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Index put requires the source and destination "
                          "dtypes match, got %s for the destination and %s for the source.",
                          tt_dtype_torch_name(xt.dtype), tt_dtype_torch_name(vt.dtype));
-  if (vt.rank > rr) {
-    char s[96];
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "values %s have more dims than the indexed "
-                         "result (%d)", tt_shape_str(&vt, s, sizeof s), rr);
+  // PyTorch's check (index_put_ via TensorIterator): the values broadcast to
+  // the indexing result's shape.
+  bool fits = vt.rank <= rr;
+  for (int i = 0; fits && i < vt.rank; i++) {
+    int64_t have = vt.dims[vt.rank - 1 - i], want = rshape[rr - 1 - i];
+    fits = have == want || have == 1;
+  }
+  if (!fits) {
+    char s[96], r[96];
+    tt_hlo_type res = tt_hlo_make_type(xt.dtype, rr, rshape);
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "shape mismatch: value tensor of shape %s "
+                         "cannot be broadcast to indexing result of shape %s",
+                         tt_shape_str(&vt, s, sizeof s), tt_shape_str(&res, r, sizeof r));
   }
   tt_hv v = tt_hlo_convert(b, tt_lower_tensor(c, 2), xt.dtype);
   v = tt_lower_broadcast_to(c, v, rr, rshape);
