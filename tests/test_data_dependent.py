@@ -84,9 +84,14 @@ def test_out_variants_like_cpu():
                                                  out=torch.empty(0, dtype=torch.long, device=d))),
 ])
 def test_errors_like_cpu(name, fn):
-    with pytest.raises(RuntimeError) as cpu:
+    raises_like_cpu(fn, RuntimeError)
+
+
+def raises_like_cpu(fn, exc):
+    """fn("tpu") raises exc with the text fn("cpu") raises."""
+    with pytest.raises(exc) as cpu:
         fn("cpu")
-    with pytest.raises(RuntimeError) as tpu:
+    with pytest.raises(exc) as tpu:
         fn("tpu")
     assert str(tpu.value) == str(cpu.value)
 
@@ -147,11 +152,7 @@ def test_bool_mask_writes_and_grad_like_cpu():
     ("too_many", lambda d: torch.ones(3, 4, device=d)[:, :, torch.ones(2, dtype=torch.bool, device=d)]),
 ])
 def test_bool_mask_index_errors_like_cpu(name, fn):
-    with pytest.raises(IndexError) as cpu:
-        fn("cpu")
-    with pytest.raises(IndexError) as tpu:
-        fn("tpu")
-    assert str(tpu.value) == str(cpu.value)
+    raises_like_cpu(fn, IndexError)
 
 
 def test_uint8_mask_warns_like_cpu():
