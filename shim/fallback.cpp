@@ -953,10 +953,6 @@ c10::optional<c10::ScalarType> foreign_dtype(const Call &c) {
   return c10::nullopt;
 }
 
-}  // namespace
-
-namespace {
-
 bool is_mask(const std::optional<at::Tensor> &t) {
   return t && t->defined() &&
          (t->scalar_type() == c10::ScalarType::Bool || t->scalar_type() == c10::ScalarType::Byte);
