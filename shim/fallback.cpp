@@ -963,13 +963,19 @@ bool is_mask(const std::optional<at::Tensor> &t) {
 // stands for the k long indices of its nonzero() columns. When the core
 // refuses the masks, the tpu ones become long indices here, on the device
 // (nonzero reads one count to the host, as on CUDA), and the call is retried;
-// a 0-d mask or one on the CPU is left to the CPU's kernel. Returns whether
-// the indices (argument 1 of the `nargs` on the stack) changed.
+// a 0-d mask or one on the CPU is left to the CPU's kernel, and so is an
+// index_put of a one-element host value, which ATen turns into a masked_fill
+// that casts the value (CUDA too; an index_put would refuse its dtype).
+// Returns whether the indices (argument 1 of the `nargs` on the stack) changed.
 bool expand_index_masks(torch::jit::Stack *stack, size_t nargs) {
   if (nargs < 2) return false;
   const size_t base = stack->size() - nargs;
   c10::IValue &arg = (*stack)[base + 1];
   if (!arg.isOptionalTensorList() || !(*stack)[base].isTensor()) return false;
+  if (nargs > 2 && (*stack)[base + 2].isTensor()) {
+    const at::Tensor &value = (*stack)[base + 2].toTensor();
+    if (value.defined() && value.device().is_cpu() && value.numel() == 1) return false;
+  }
   const at::Tensor self = (*stack)[base].toTensor();
   const auto list = arg.toOptionalTensorList();
   bool any = false;

@@ -423,12 +423,8 @@ static tt_status lower_index_put(tt_lower_ctx *c) {
     inv[perm[i]] = i;
   }
   tt_hlo_type vt = tt_lower_tensor_type(c, 2, -1);
-  if (vt.dtype != xt.dtype)
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Index put requires the source and destination "
-                         "dtypes match, got %s for the destination and %s for the source.",
-                         tt_dtype_torch_name(xt.dtype), tt_dtype_torch_name(vt.dtype));
-  // PyTorch's check (index_put_ via TensorIterator): the values broadcast to
-  // the indexing result's shape.
+  // PyTorch's checks, in its order: the values broadcast to the indexing
+  // result's shape, then their dtype.
   bool fits = vt.rank <= rr;
   for (int i = 0; fits && i < vt.rank; i++) {
     int64_t have = vt.dims[vt.rank - 1 - i], want = rshape[rr - 1 - i];
@@ -441,6 +437,10 @@ static tt_status lower_index_put(tt_lower_ctx *c) {
                          "cannot be broadcast to indexing result of shape %s",
                          tt_shape_str(&vt, s, sizeof s), tt_shape_str(&res, r, sizeof r));
   }
+  if (vt.dtype != xt.dtype)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Index put requires the source and destination "
+                         "dtypes match, got %s for the destination and %s for the source.",
+                         tt_dtype_torch_name(xt.dtype), tt_dtype_torch_name(vt.dtype));
   tt_hv v = tt_hlo_convert(b, tt_lower_tensor(c, 2), xt.dtype);
   v = tt_lower_broadcast_to(c, v, rr, rshape);
   v = tt_hlo_transpose(b, v, inv);
