@@ -180,3 +180,49 @@ def test_mask_assign_host_scalar_of_other_dtype_like_cpu():
         x[x > -1] = torch.tensor(v).to(d)
     for v in ([], [1, 2, 3]):
         raises_like_cpu(lambda d: g(d, v), RuntimeError)
+
+
+UNIQUE_SHAPES = [(), (0,), (1,), (7,), (3, 4), (2, 3, 4), (0, 3), (50,)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.uint8, torch.bool],
+                         ids=str)
+def test_unique_like_cpu(dtype):
+    """torch.unique (no dim) and unique_consecutive on the device: values,
+    inverse and counts as the CPU gives them. NaNs are each their own value,
+    as on the CPU; which NaN's group comes first is left to the sort (the
+    CPU's std::sort leaves it unspecified), so with NaNs the inverse is
+    checked by rebuilding the input from it."""
+    g = torch.Generator().manual_seed(5)
+    for shape in UNIQUE_SHAPES:
+        x = torch.randint(0, 4, shape, generator=g).to(dtype)
+        nan = dtype.is_floating_point and x.numel() > 2
+        if nan:
+            x.view(-1)[1] = x.view(-1)[-1] = float("nan")
+        for flags in [(True, False, False), (True, True, True), (False, True, False), (False, False, True)]:
+            want = torch.ops.aten._unique2(x, *flags)
+            got = no_fallback(lambda: torch.ops.aten._unique2(x.to("tpu"), *flags))
+            check_unique(got, want, x, nan and flags[1])
+        for flags in [(False, False), (True, True), (True, False)]:
+            want = torch.ops.aten.unique_consecutive(x, *flags)
+            got = no_fallback(lambda: torch.ops.aten.unique_consecutive(x.to("tpu"), *flags))
+            check_unique(got, want, x, False)
+
+
+def check_unique(got, want, x, inverse_up_to_nan_order):
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert g.device.type == "tpu" and g.shape == w.shape and g.dtype == w.dtype, (i, g, w)
+        if i == 1 and inverse_up_to_nan_order:
+            torch.testing.assert_close(got[0].cpu()[g.cpu()], x, rtol=0, atol=0, equal_nan=True)
+        else:
+            torch.testing.assert_close(g.cpu(), w, rtol=0, atol=0, equal_nan=True)
+
+
+def test_unique_over_dim_and_complex_stay_on_cpu():
+    x = torch.tensor([[1, 2], [1, 2], [0, 5]])
+    got = torch.unique(x.to("tpu"), dim=0, return_counts=True)
+    for g, w in zip(got, torch.unique(x, dim=0, return_counts=True)):
+        assert g.device.type == "tpu" and torch.equal(g.cpu(), w)
+    z = torch.tensor([1 + 1j, 1 + 1j, 2j])
+    raises_like_cpu(lambda d: torch.unique_consecutive(z.to(d), return_counts=True),
+                    NotImplementedError)  # the CPU's "not implemented for 'ComplexFloat'"

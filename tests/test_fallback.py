@@ -11,21 +11,23 @@ import torchtpu
 
 from torchtpu import _core
 
-# Ops with a CPU kernel and (so far) no tpu lowering; the first one still
-# unlowered exercises the fallback.
+# Ops with a CPU kernel and (so far) no tpu lowering, each called on a float32
+# [3, 3] `x`; the first one still unlowered exercises the fallback.
 _CANDIDATES = [
-    ("aten::special_airy_ai", torch.special.airy_ai),
-    ("aten::special_bessel_j0", torch.special.bessel_j0),
-    ("aten::special_bessel_y0", torch.special.bessel_y0),
-    ("aten::_unique2", torch.unique),  # output size depends on the data
+    ("aten::unique_dim", "torch.unique(x, dim=0)"),  # output size depends on the data
+    ("aten::linalg_eig", "torch.linalg.eig(x)[0]"),  # no eig on XLA's CPU plugin
 ]
-UNLOWERED_NAME, UNLOWERED = next((n, f) for n, f in _CANDIDATES if not _core.has_rule(n))
+UNLOWERED_NAME, EXPR = next((n, e) for n, e in _CANDIDATES if not _core.has_rule(n))
 SHORT = UNLOWERED_NAME.split("::")[1]
+
+
+def UNLOWERED(x):
+    return eval(EXPR, {"torch": torch, "x": x})
 
 
 def test_fallback_counts_and_result():
     torchtpu.set_fallback_mode("warn")
-    x = torch.randn(5)
+    x = torch.randn(3, 3)
     before = torchtpu.fallback_counts().get(UNLOWERED_NAME, 0)
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
@@ -42,7 +44,7 @@ def test_strict_mode_raises():
     torchtpu.set_fallback_mode("error")
     try:
         with pytest.raises(NotImplementedError, match=SHORT):
-            UNLOWERED(torch.randn(3, device="tpu"))
+            UNLOWERED(torch.randn(3, 3, device="tpu"))
     finally:
         torchtpu.set_fallback_mode("warn")
     # The process is still usable.
@@ -52,7 +54,8 @@ def test_strict_mode_raises():
 def test_strict_mode_from_environment():
     code = ("import torch, torchtpu\n"
             "try:\n"
-            f"    torch.ops.{UNLOWERED_NAME.replace('::', '.')}(torch.randn(3, device='tpu'))\n"
+            "    x = torch.randn(3, 3, device='tpu')\n"
+            f"    {EXPR}\n"
             "except NotImplementedError as e:\n"
             f"    print('raised', {SHORT!r} in str(e))\n")
     env = dict(__import__("os").environ, TORCHTPU_FALLBACK="error")
@@ -67,8 +70,8 @@ def test_fallback_summary_at_exit():
     import json
     import os
     code = ("import torch, torchtpu\n"
-            "x = torch.randn(3, device='tpu')\n"
-            f"for _ in range(3): torch.ops.{UNLOWERED_NAME.replace('::', '.')}(x)\n"
+            "x = torch.randn(3, 3, device='tpu')\n"
+            f"for _ in range(3): {EXPR}\n"
             "(x + 1).cpu()\n")
     env = dict(os.environ, TORCHTPU_FALLBACK="silent", TORCHTPU_FALLBACK_SUMMARY="1")
     env["PYTHONPATH"] = os.pathsep.join(

@@ -1,4 +1,5 @@
-"""nonzero and masked_select on "tpu": ops whose result's shape is the data's.
+"""nonzero, masked_select and unique on "tpu": ops whose result's shape is
+the data's.
 
 A compiled program has static shapes, so the core has no rule for these and
 they used to run on the CPU (the tensor copied to the host and back). Here
@@ -10,6 +11,13 @@ the result compiles per its shape anyway. (A power-of-two bucket and a view
 of its first rows would compile fewer selections, but the result would then
 not own its storage exactly, and nested tensors, built from masked_select's
 buffer, read the storage's size.)
+
+unique (torch.unique without dim: _unique2) sorts the flattened input,
+marks where each run of equal values starts (NaNs each start one, as on the
+CPU) and takes those; unique_consecutive marks runs in place. The inverse is
+the running count of starts (scattered back through the sort's order), the
+counts the gaps between starts. unique over a dim, and complex inputs, stay
+on the CPU.
 
 Registered under PrivateUse1, below autograd: masked_select keeps PyTorch's
 derivative. Tensors on other devices (a CPU mask) take PyTorch's CPU kernel,
@@ -67,6 +75,61 @@ def masked_select_out(self, mask, *, out):
     return out.copy_(r)
 
 
+def _on_cpu(op, self, *args):
+    """op on a host copy of self, results moved back (the CPU fallback's way)."""
+    return tuple(r.to(self.device) for r in op(self.cpu(), *args))
+
+
+def _runs(vals):
+    """The bool mask of where each run of equal values of 1-D `vals` starts."""
+    if vals.numel() < 2:
+        return torch.ones_like(vals, dtype=torch.bool)
+    head = torch.ones(1, dtype=torch.bool, device=vals.device)
+    return torch.cat([head, vals[1:] != vals[:-1]])
+
+
+def _grouped(vals, starts, shape, return_inverse, return_counts, order=None):
+    """(values, inverse, counts) of the runs of 1-D `vals` that `starts` marks;
+    `order` maps vals' positions back to the input's (a sort's indices)."""
+    n, count = vals.numel(), _count(starts)
+    pos = torch.nonzero_static(starts, size=count)[:, 0]
+    empty = vals.new_empty((0,), dtype=torch.long)
+    inverse = counts = empty
+    if return_inverse:
+        group = starts.long().cumsum(0) - 1
+        if order is not None:
+            group = torch.empty_like(group).scatter_(0, order, group)
+        inverse = group.reshape(shape)
+    if return_counts:
+        counts = torch.cat([pos[1:], pos.new_full((1,), n)]) - pos
+    return vals.index_select(0, pos), inverse, counts
+
+
+def _empty_unique(self, return_inverse):
+    inverse = self.new_empty(self.shape if return_inverse else (0,), dtype=torch.long)
+    return self.new_empty((0,)), inverse, self.new_empty((0,), dtype=torch.long)
+
+
+def unique2(self, sorted=True, return_inverse=False, return_counts=False):
+    # The CPU returns sorted values whatever `sorted` says; so does this.
+    if self.is_complex():
+        return _on_cpu(torch.ops.aten._unique2, self, sorted, return_inverse, return_counts)
+    if self.numel() == 0:
+        return _empty_unique(self, return_inverse)
+    vals, order = self.reshape(-1).sort(stable=True)
+    return _grouped(vals, _runs(vals), self.shape, return_inverse, return_counts, order)
+
+
+def unique_consecutive(self, return_inverse=False, return_counts=False, dim=None):
+    if dim is not None or self.is_complex():
+        return _on_cpu(torch.ops.aten.unique_consecutive, self, return_inverse,
+                       return_counts, dim)
+    if self.numel() == 0:
+        return _empty_unique(self, return_inverse)
+    flat = self.reshape(-1)
+    return _grouped(flat, _runs(flat), self.shape, return_inverse, return_counts)
+
+
 def _check_no_overlap(out, *inputs):
     """ATen's assert_no_overlap for contiguous tensors: `out` may not share memory
     with an input (what the boxed path checks for the other ops)."""
@@ -103,4 +166,6 @@ def install():
     lib.impl("nonzero.out", nonzero_out, "PrivateUse1")
     lib.impl("masked_select", masked_select, "PrivateUse1")
     lib.impl("masked_select.out", masked_select_out, "PrivateUse1")
+    lib.impl("_unique2", unique2, "PrivateUse1")
+    lib.impl("unique_consecutive", unique_consecutive, "PrivateUse1")
     _LIB = lib
