@@ -141,13 +141,13 @@ static tt_status spaced(tt_lower_ctx *c, tt_dtype d, tt_dtype arith, tt_hv *out)
   bool fl = tt_dtype_is_float(d);
   // Scalars reach a 16-bit dtype through float (c10's conversion from double).
   tt_dtype bound = !fl ? TT_I64 : d == TT_F64 ? TT_F64 : TT_F32, rd = fl ? d : TT_I64;
-  tt_hv start = tt_hlo_convert(b, tt_lower_scalar(c, 0, bound), rd);
-  tt_hv end = tt_hlo_convert(b, tt_lower_scalar(c, 1, bound), rd);
   if (n <= 1) {  // the CPU fills with the start as given (logspace: in double)
     tt_hv v = tt_lower_scalar(c, 0, tt_dtype_is_float(arith) && arith != TT_F64 ? TT_F32 : arith);
     *out = tt_lower_broadcast_to(c, tt_hlo_convert(b, v, arith), 1, &n);
     return NULL;
   }
+  tt_hv start = tt_hlo_convert(b, tt_lower_scalar(c, 0, bound), rd);
+  tt_hv end = tt_hlo_convert(b, tt_lower_scalar(c, 1, bound), rd);
   // Indices count in float32 or double and are rounded to arith where used.
   tt_dtype ix = arith == TT_F64 ? TT_F64 : TT_F32;
   tt_hlo_type t = tt_hlo_make_type(ix, 1, &n);
