@@ -226,3 +226,46 @@ def test_unique_over_dim_and_complex_stay_on_cpu():
     z = torch.tensor([1 + 1j, 1 + 1j, 2j])
     raises_like_cpu(lambda d: torch.unique_consecutive(z.to(d), return_counts=True),
                     NotImplementedError)  # the CPU's "not implemented for 'ComplexFloat'"
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32], ids=str)
+def test_repeat_interleave_like_cpu(dtype):
+    g = torch.Generator().manual_seed(0)
+    cases = [[2, 0, 3], [0, 0], [], [5], [1, 1, 1], [0, 4, 0, 0, 2, 0]]
+    cases.append(torch.randint(0, 4, (50,), generator=g).tolist())
+    for reps in cases:
+        r = torch.tensor(reps, dtype=dtype)
+        got = no_fallback(lambda: torch.repeat_interleave(r.to("tpu")))
+        want = torch.repeat_interleave(r)
+        assert got.device.type == "tpu" and got.dtype == want.dtype, reps
+        assert torch.equal(got.cpu(), want), reps
+        if reps:  # output_size given: the same, checked as the CPU checks it
+            got = torch.repeat_interleave(r.to("tpu"), output_size=int(r.sum()))
+            assert torch.equal(got.cpu(), want), reps
+    # the index list of repeat_interleave(x, repeats, dim), and its gradient
+    x = torch.randn(4, 3, requires_grad=True)
+    reps = torch.tensor([1, 0, 2, 3], dtype=dtype)
+    xt = x.detach().to("tpu").requires_grad_()
+    for d in (0, 1):
+        rr = reps if d == 0 else reps[:3]
+        got = no_fallback(lambda: torch.repeat_interleave(xt, rr.to("tpu"), dim=d))
+        want = torch.repeat_interleave(x, rr, dim=d)
+        assert torch.equal(got.detach().cpu(), want.detach())
+        got.sum().backward()
+        want.sum().backward()
+        torch.testing.assert_close(xt.grad.cpu(), x.grad)
+
+
+@pytest.mark.parametrize("name,fn,exc", [
+    ("float_repeats", lambda d: torch.repeat_interleave(torch.tensor([1., 2.], device=d)), NotImplementedError),
+    ("2d_repeats", lambda d: torch.repeat_interleave(torch.tensor([[1, 2]], device=d)), RuntimeError),
+    ("negative", lambda d: torch.repeat_interleave(torch.tensor([1, -2], device=d)), RuntimeError),
+    ("negative_sized", lambda d: torch.repeat_interleave(torch.tensor([2, -1, 3], device=d), output_size=4),
+     RuntimeError),
+    ("wrong_output_size", lambda d: torch.repeat_interleave(torch.tensor([2, 0, 3], device=d), output_size=4),
+     RuntimeError),
+    ("repeats_size", lambda d: torch.repeat_interleave(torch.ones(2, 3, device=d), torch.tensor([1, 2, 3], device=d),
+                                                        dim=0), RuntimeError),
+])
+def test_repeat_interleave_errors_like_cpu(name, fn, exc):
+    raises_like_cpu(fn, exc)

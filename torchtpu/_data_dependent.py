@@ -1,5 +1,5 @@
-"""nonzero, masked_select and unique on "tpu": ops whose result's shape is
-the data's.
+"""nonzero, masked_select, unique and repeat_interleave on "tpu": ops whose
+result's shape is the data's.
 
 A compiled program has static shapes, so the core has no rule for these and
 they used to run on the CPU (the tensor copied to the host and back). Here
@@ -130,6 +130,31 @@ def unique_consecutive(self, return_inverse=False, return_counts=False, dim=None
     return _grouped(flat, _runs(flat), self.shape, return_inverse, return_counts)
 
 
+def repeat_interleave(repeats, output_size=None):
+    """repeat_interleave.Tensor: each index i repeated repeats[i] times (the
+    index list torch.repeat_interleave(x, repeats, dim) selects with). The
+    total and the sign check are read in one synchronisation (the CPU checks
+    both, also when output_size is given); the positions are a searchsorted
+    of the running total."""
+    if repeats.dtype not in (torch.int32, torch.int64):
+        raise NotImplementedError(
+            f'"repeat_interleave_cpu" not implemented for \'{_aten_name(repeats.dtype)}\'')
+    if repeats.dim() != 1:
+        raise RuntimeError("repeat_interleave only accept 1D vector as repeat")
+    if repeats.numel() == 0:
+        return torch.empty_like(repeats, memory_format=torch.contiguous_format)
+    ends = repeats.cumsum(0)  # int64
+    total, negative = torch.stack([ends[-1], (repeats < 0).any().long()]).tolist()
+    if output_size is not None and output_size != total:
+        raise RuntimeError("allocated size does not match required size")
+    if negative:
+        raise RuntimeError("repeats can not be negative")
+    if total == 0:
+        return repeats.new_empty((0,))
+    pos = torch.arange(total, device=repeats.device)
+    return torch.searchsorted(ends, pos, right=True).to(repeats.dtype)
+
+
 def _check_no_overlap(out, *inputs):
     """ATen's assert_no_overlap for contiguous tensors: `out` may not share memory
     with an input (what the boxed path checks for the other ops)."""
@@ -168,4 +193,5 @@ def install():
     lib.impl("masked_select.out", masked_select_out, "PrivateUse1")
     lib.impl("_unique2", unique2, "PrivateUse1")
     lib.impl("unique_consecutive", unique_consecutive, "PrivateUse1")
+    lib.impl("repeat_interleave.Tensor", repeat_interleave, "PrivateUse1")
     _LIB = lib
