@@ -48,6 +48,10 @@ from . import _data_dependent  # noqa: E402
 
 _data_dependent.install()  # nonzero, masked_select on the device (their shape is the data's)
 
+from . import _embedding_bag  # noqa: E402
+
+_embedding_bag.install()  # EmbeddingBag's gradients on the device
+
 from . import _flex_attention  # noqa: E402
 
 _flex_attention.install()  # flex_attention accepts "tpu" (TorchTitan's llama3 attention)

@@ -521,7 +521,7 @@ enum { kBagSum = 0, kBagMean = 1, kBagMax = 2 };
 // scale_grad_by_freq, mode, sparse, per_sample_weights?, include_last_offset,
 // padding_idx) -> (output [B, D], offset2bag [L], bag_size [B], max_indices
 // [B, D] for max, else [B]); also _embedding_bag, the same op when the
-// weight needs a gradient (its backward runs on the CPU). Bag b holds
+// weight needs a gradient (its backward: torchtpu/_embedding_bag.py). Bag b holds
 // indices offsets[b] <= i < offsets[b + 1] (or L), less padding_idx; a mask
 // [B, L] sums (a dot), averages or maxes their rows, and an empty bag gives
 // zeros.
