@@ -1162,3 +1162,24 @@ def test_hash_tensor_like_cpu(dt):
 ], ids=lambda v: v if isinstance(v, str) else "")
 def test_hash_tensor_edges_like_cpu(name, fn):
     assert_like_cpu(fn)
+
+
+# --- 22. addr's bool beta/alpha checks (test_linalg's test_addr_float_and_complex) ------------
+
+def _addr(d, dtype, **kw):
+    m, a, b = t(d, 3, 4, dtype=dtype), t(d, 3, dtype=dtype), t(d, 4, dtype=dtype)
+    return torch.addr(m, a, b, **kw)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64, torch.int64, torch.bool], ids=str)
+@pytest.mark.parametrize("kw", [{"beta": True, "alpha": 1}, {"beta": 2, "alpha": True},
+                                {"beta": 0, "alpha": 2}, {"beta": 0.5, "alpha": 2}], ids=str)
+def test_addr_scalars_like_cpu(dtype, kw):
+    """A bool beta or alpha raises ATen's text unless the result is bool;
+    beta 0 ignores self (NaN too)."""
+    if dtype == torch.bool and not isinstance(kw["beta"], bool):
+        kw = {"beta": True, "alpha": False}
+    if dtype == torch.int64 and isinstance(kw["beta"], float):
+        kw = {"beta": 2, "alpha": 3}
+    assert_like_cpu(lambda d: _addr(d, dtype, **kw))
+    assert_like_cpu(lambda d: _addr(d, dtype, **kw).addr_(t(d, 3, dtype=dtype), t(d, 4, dtype=dtype), **kw))

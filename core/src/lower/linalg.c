@@ -197,6 +197,13 @@ static tt_status lower_addr(tt_lower_ctx *c) {
                          "vec2, but got %dD and %dD", (int)a.rank, (int)b.rank);
   if (a.dtype != b.dtype || type_at(c, 0).dtype != a.dtype || a.dtype == TT_BOOL)
     return tt_lower_fail(c, TT_UNIMPLEMENTED, "addr with mixed or bool dtypes");
+  static const char *const kNames[2] = {"beta", "alpha"};  // ATen's addr kernel checks
+  for (int i = 3; i <= 4; i++) {
+    const tt_value *v = tt_lower_arg(c, i);
+    if (v->kind == TT_VALUE_SCALAR && v->u.scalar.dtype == TT_BOOL)
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Boolean %s only supported for Boolean "
+                           "results.", kNames[i - 3]);
+  }
   tt_hv p = tt_hlo_dot_general(tt_lower_hlo(c), tt_lower_tensor(c, 1), tt_lower_tensor(c, 2),
                                NULL, NULL, 0, NULL, NULL, 0, acc_dtype(a.dtype));
   return add_scaled(c, p, a.dtype);
@@ -213,7 +220,10 @@ static const tt_rule kRules[] = {
     R("vdot", lower_vdot), R("vdot.out", lower_vdot),
     R("addmv", lower_addmv), R("addmv_", lower_addmv), R("addmv.out", lower_addmv),
     R("addbmm", lower_addbmm), R("addbmm_", lower_addbmm), R("addbmm.out", lower_addbmm),
-    R("addr", lower_addr), R("addr_", lower_addr), R("addr.out", lower_addr),
+    // addr's composite kernel (mul, add) skips ATen's checks of bool beta/alpha
+    {"aten::addr", lower_addr, TT_RULE_COMPLEX | TT_RULE_REPLACES_COMPOSITE},
+    {"aten::addr_", lower_addr, TT_RULE_COMPLEX | TT_RULE_REPLACES_COMPOSITE},
+    R("addr.out", lower_addr),
     R("addmm", lower_addmm), R("addmm_", lower_addmm), R("addmm.out", lower_addmm),
     R("baddbmm", lower_baddbmm), R("baddbmm_", lower_baddbmm), R("baddbmm.out", lower_baddbmm),
 };
