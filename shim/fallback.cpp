@@ -881,6 +881,41 @@ void note_cpu_fallback(const std::string &name, const std::string &why) {
 
 namespace {
 
+// A written tensor argument with a lazy conj/neg bit, swapped for a plain
+// temporary while the CPU runs: PyTorch's cpu_fallback leaves such a view
+// unwritten (linalg_solve_triangular(out=B.conj()) kept its zeros). copy_
+// then writes the temporary's values through the view's bits.
+struct LazyOut {
+  size_t arg;
+  at::Tensor view, temp;
+};
+
+std::vector<LazyOut> swap_lazy_outs(const OpInfo &info, torch::jit::Stack *stack,
+                                    size_t nargs) {
+  std::vector<LazyOut> lazy;
+  for (size_t i = 0; i < nargs && i < info.args.size(); i++) {
+    c10::IValue &iv = (*stack)[stack->size() - nargs + i];
+    if (!info.args[i].written || !iv.isTensor()) continue;
+    const at::Tensor &t = iv.toTensor();
+    if (!t.defined() || !(t.is_conj() || t.is_neg())) continue;
+    lazy.push_back({i, t, t.resolve_conj().resolve_neg()});
+    iv = c10::IValue(lazy.back().temp);
+  }
+  return lazy;
+}
+
+void unswap_lazy_outs(const OpInfo &info, torch::jit::Stack *stack, std::vector<LazyOut> &lazy) {
+  const size_t nrets = info.rets.size();
+  for (LazyOut &l : lazy) {
+    if (l.view.sizes() != l.temp.sizes()) l.view.resize_(l.temp.sizes());
+    l.view.copy_(l.temp);
+    for (size_t r = 0; r < nrets && r < stack->size(); r++) {
+      if (info.rets[r].alias_arg == static_cast<int32_t>(l.arg))
+        (*stack)[stack->size() - nrets + r] = c10::IValue(l.view);
+    }
+  }
+}
+
 void run_on_cpu(const OpInfo &info, const c10::OperatorHandle &op,
                 torch::jit::Stack *stack, const std::string &why) {
   note_cpu_fallback(info.name, why);
@@ -890,7 +925,9 @@ void run_on_cpu(const OpInfo &info, const c10::OperatorHandle &op,
   const size_t nargs = op.schema().arguments().size();
   const c10::optional<c10::Device> device =
       first_tpu_device(c10::ArrayRef<c10::IValue>(*stack).slice(stack->size() - nargs));
+  std::vector<LazyOut> lazy = swap_lazy_outs(info, stack, nargs);
   at::native::cpu_fallback(op, stack);
+  if (!lazy.empty()) unswap_lazy_outs(info, stack, lazy);
   if (!device) return;
   const size_t nrets = op.schema().returns().size();
   for (size_t i = stack->size() - nrets; i < stack->size(); i++) {

@@ -1183,3 +1183,30 @@ def test_addr_scalars_like_cpu(dtype, kw):
         kw = {"beta": 2, "alpha": 3}
     assert_like_cpu(lambda d: _addr(d, dtype, **kw))
     assert_like_cpu(lambda d: _addr(d, dtype, **kw).addr_(t(d, 3, dtype=dtype), t(d, 4, dtype=dtype), **kw))
+
+
+# --- 23. CPU-fallback results written into lazy conj views (test_linalg's test_linalg_solve_triangular)
+
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("layout", ["plain", "transposed", "expanded"])
+def test_fallback_out_into_conj_view_like_cpu(left, layout):
+    """out= a conj view of B, as test_linalg does: the CPU fallback's result
+    goes through the view's conj bit (it was left unwritten)."""
+    g = torch.Generator().manual_seed(3)
+    a = (torch.randn(2, 4, 4, generator=g) + 1j * torch.randn(2, 4, 4, generator=g)).triu() + 4 * torch.eye(4)
+    b0 = torch.randn(2, 4, 3, generator=g) + 1j * torch.randn(2, 4, 3, generator=g)
+    b0 = b0.to(torch.complex64) if left else b0.mT.to(torch.complex64)
+    got = {}
+    for d in ("cpu", "tpu"):
+        b = b0.to(d).clone()
+        if layout == "transposed":
+            b = b.mT.contiguous().mT
+        if layout == "expanded":
+            b = b[:1].expand_as(b).clone()
+        out = b.conj()
+        x = torch.linalg.solve_triangular(a.to(torch.complex64).to(d), out, upper=True, left=left)
+        r = torch.linalg.solve_triangular(a.to(torch.complex64).to(d), out, upper=True, left=left, out=out)
+        assert r is out and out.is_conj()
+        torch.testing.assert_close(out.cpu().resolve_conj(), x.cpu())
+        got[d] = out.cpu().resolve_conj()
+    torch.testing.assert_close(got["tpu"], got["cpu"])
