@@ -1210,3 +1210,40 @@ def test_fallback_out_into_conj_view_like_cpu(left, layout):
         torch.testing.assert_close(out.cpu().resolve_conj(), x.cpu())
         got[d] = out.cpu().resolve_conj()
     torch.testing.assert_close(got["tpu"], got["cpu"])
+
+
+# --- 24. linear algebra out= dtypes (test_linalg's *_errors_and_warnings) ---------------------
+
+_SPD = torch.tensor([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]])
+_RHS = torch.tensor([[1.0, 2.0], [0.5, -1.0], [3.0, 0.0]])
+
+
+def _e(d, dtype=torch.int32):
+    return torch.empty(0, dtype=dtype, device=d)
+
+
+@pytest.mark.parametrize("name,fn", [
+    ("cholesky", lambda d: torch.linalg.cholesky(_SPD.to(d), out=_e(d))),
+    ("cholesky_ex_info", lambda d: torch.linalg.cholesky_ex(_SPD.to(d), out=(_e(d, torch.float32),
+                                                                              _e(d, torch.int64)))),
+    ("inv", lambda d: torch.linalg.inv(_SPD.to(d), out=_e(d))),
+    ("inv_double_out", lambda d: torch.linalg.inv(_SPD.to(d), out=_e(d, torch.float64))),
+    ("eigvalsh", lambda d: torch.linalg.eigvalsh(_SPD.to(d), out=_e(d))),
+    ("eigh", lambda d: torch.linalg.eigh(_SPD.to(d), out=(_e(d, torch.float32), _e(d)))),
+    ("det", lambda d: torch.linalg.det(_SPD.to(d), out=_e(d))),
+    ("slogdet", lambda d: torch.linalg.slogdet(_SPD.to(d), out=(_e(d), _e(d, torch.float32)))),
+    ("lu_factor", lambda d: torch.linalg.lu_factor(_SPD.to(d), out=(_e(d), _e(d)))),
+    ("svd", lambda d: torch.linalg.svd(_SPD.to(d), out=(_e(d), _e(d, torch.float32), _e(d, torch.float32)))),
+    ("qr", lambda d: torch.linalg.qr(_SPD.to(d), out=(_e(d), _e(d, torch.float32)))),
+    ("solve", lambda d: torch.linalg.solve(_SPD.to(d), _RHS.to(d), out=_e(d))),
+    ("triangular_solve", lambda d: torch.triangular_solve(_RHS.to(d), _SPD.to(d), out=(_e(d), _e(d, torch.float32)))),
+    ("legacy_cholesky", lambda d: torch.cholesky(_SPD.to(d), out=_e(d))),
+    ("legacy_cholesky_double_out", lambda d: torch.cholesky(_SPD.to(d), out=_e(d, torch.float64))),
+    ("cholesky_inverse", lambda d: torch.cholesky_inverse(_SPD.to(d), out=_e(d))),
+])
+def test_linalg_out_dtype_like_cpu(name, fn):
+    """Structured linalg ops refuse any other out= dtype ("Expected out tensor
+    to have dtype float, but got int instead"); cholesky and
+    cholesky_inverse take any dtype the result casts to, and refuse the
+    others in their own words."""
+    assert_like_cpu(fn, values=False)

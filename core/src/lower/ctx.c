@@ -779,6 +779,19 @@ static const exact_out kExactOut[] = {
     {"linalg_vector_norm", STRUCTURED, NAMES_CPP, RESULT_FIRST},
     {"argmax", STRUCTURED, NAMES_CPP, RESULT_FIRST}, {"argmin", STRUCTURED, NAMES_CPP, RESULT_FIRST},
     {"diag", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    // the structured linear algebra ops (every output, integer infos too)
+    {"linalg_cholesky_ex", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    {"linalg_inv_ex", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    {"_linalg_eigh", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    {"_linalg_det", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    {"_linalg_slogdet", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    {"linalg_lu_factor_ex", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    {"linalg_lu", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    {"linalg_lu_solve", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    {"_linalg_svd", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    {"linalg_qr", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    {"_linalg_solve_ex", STRUCTURED, NAMES_CPP, RESULT_FIRST},
+    {"triangular_solve", STRUCTURED, NAMES_CPP, RESULT_FIRST},
     // Their own checks.
     {"amax", "Expected the dtype for input and out to match, but got %s for input's dtype "
              "and %s for out's dtype.", NAMES_TORCH, RESULT_FIRST},
@@ -845,6 +858,17 @@ static tt_status check_exact_out(const tt_lower_ctx *c, tt_dtype result, tt_dtyp
 #pragma GCC diagnostic pop
 }
 
+// The linear algebra ops whose out= takes any dtype the result casts to,
+// refused in their own words (ATen's checkLinalgCompatibleDtype): the op's
+// base name, or NULL for the others.
+static const char *linalg_castable_check(const char *op_name) {
+  static const char *const kOps[] = {"cholesky", "cholesky_inverse"};
+  size_t base = strcspn(op_name, ".");
+  for (size_t i = 0; i < sizeof kOps / sizeof kOps[0]; i++)
+    if (strlen(kOps[i]) == base && !strncmp(kOps[i], op_name, base)) return kOps[i];
+  return NULL;
+}
+
 // Converts result r to its destination's dtype and checks its shape.
 static tt_status fit_to_dest(tt_lower_ctx *c, int r, const tt_tensor *t,
                              tt_hv *v) {
@@ -865,6 +889,11 @@ static tt_status fit_to_dest(tt_lower_ctx *c, int r, const tt_tensor *t,
     if (!tt_can_cast(ty->dtype, t->dtype) && !strncmp(c->op_name, "cat.", 4))
       return tt_lower_fail(c, TT_TYPE_ERROR, "torch.cat(): input types can't be cast to "
                            "the desired output type %s", tt_dtype_torch_name(t->dtype));
+    if (!tt_can_cast(ty->dtype, t->dtype) && linalg_castable_check(c->op_name))
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT,
+                           "%s: Expected result to be safely castable from %s dtype, but got "
+                           "result with dtype %s", linalg_castable_check(c->op_name),
+                           tt_dtype_torch_name(ty->dtype), tt_dtype_torch_name(t->dtype));
     if (!tt_can_cast(ty->dtype, t->dtype))
       return tt_lower_fail(c, TT_INVALID_ARGUMENT,
                            "result type %s can't be cast to the desired output "
