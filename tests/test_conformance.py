@@ -1240,6 +1240,7 @@ def _e(d, dtype=torch.int32):
     ("legacy_cholesky", lambda d: torch.cholesky(_SPD.to(d), out=_e(d))),
     ("legacy_cholesky_double_out", lambda d: torch.cholesky(_SPD.to(d), out=_e(d, torch.float64))),
     ("cholesky_inverse", lambda d: torch.cholesky_inverse(_SPD.to(d), out=_e(d))),
+    ("lstsq_0d_other", lambda d: torch.linalg.lstsq(_RHS.to(d), torch.tensor(1.0, device=d))),
 ])
 def test_linalg_out_dtype_like_cpu(name, fn):
     """Structured linalg ops refuse any other out= dtype ("Expected out tensor

@@ -785,6 +785,9 @@ static tt_status lower_lstsq(tt_lower_ctx *c) {
   if (at.rank < 2)
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "torch.linalg.lstsq: input must have at "
                          "least 2 dimensions.");
+  if (bt.rank < 1)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "torch.linalg.lstsq: other must have at "
+                         "least 1 dimension.");
   const char *driver = str_arg(c, 3, "gels");
   if (strcmp(driver, "gels") != 0)
     return tt_lower_fail(c, TT_UNIMPLEMENTED, "lstsq driver %s", driver);
