@@ -75,14 +75,17 @@ def per_sample_weights_backward(grad, weight, indices, offsets, offset2bag, mode
     return out.to(grad.dtype)
 
 
+_KERNELS = {
+    "_embedding_bag_backward": embedding_bag_backward,
+    "_embedding_bag_dense_backward": embedding_bag_dense_backward,
+    "_embedding_bag_per_sample_weights_backward": per_sample_weights_backward,
+}
+
+
 def install():
     """Registers the kernels for "tpu" (once; idempotent)."""
     global _LIB
-    if _LIB is not None:
-        return
-    lib = torch.library.Library("aten", "IMPL")
-    lib.impl("_embedding_bag_backward", embedding_bag_backward, "PrivateUse1")
-    lib.impl("_embedding_bag_dense_backward", embedding_bag_dense_backward, "PrivateUse1")
-    lib.impl("_embedding_bag_per_sample_weights_backward", per_sample_weights_backward,
-             "PrivateUse1")
-    _LIB = lib
+    if _LIB is None:
+        _LIB = torch.library.Library("aten", "IMPL")
+        for name, fn in _KERNELS.items():
+            _LIB.impl(name, fn, "PrivateUse1")
