@@ -1248,3 +1248,21 @@ def test_linalg_out_dtype_like_cpu(name, fn):
     cholesky_inverse take any dtype the result casts to, and refuse the
     others in their own words."""
     assert_like_cpu(fn, values=False)
+
+
+# --- 25. reflection/replication pads of empty non-batch dims (test_nn's test_ReflectionPad_empty)
+
+@pytest.mark.parametrize("mod,shape", [
+    (lambda: torch.nn.ReflectionPad1d(2), (3, 0, 10)),
+    (lambda: torch.nn.ReflectionPad2d(2), (3, 0, 10, 10)),
+    (lambda: torch.nn.ReflectionPad3d(3), (3, 0, 10, 10, 10)),
+    (lambda: torch.nn.ReplicationPad2d(2), (2, 3, 0, 4)),
+    (lambda: torch.nn.ReflectionPad1d(2), (0, 10)),
+    (lambda: torch.nn.ReflectionPad1d(2), (0, 3, 10)),  # an empty batch is allowed
+    (lambda: torch.nn.ReplicationPad3d(1), (0, 2, 3, 3, 3)),
+], ids=str)
+def test_pad_empty_dims_like_cpu(mod, shape):
+    """Only the batch dim may be empty: ATen's "Expected 2D or 3D (batch mode)
+    tensor with possibly 0 batch size and other non-zero dimensions"."""
+    m = mod()
+    assert_like_cpu(lambda d: m(torch.ones(shape, device=d)))

@@ -352,9 +352,15 @@ static tt_status pad(tt_lower_ctx *c, mode m, int ns, bool backward) {
   const tt_value *p = tt_lower_arg(c, xi + 1);
   if (p->kind != TT_VALUE_INTS || p->u.ints.n != 2 * ns)
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "padding must have %d values", 2 * ns);
-  if (xt.rank != ns + 1 && xt.rank != ns + 2)
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "expected a %dD or %dD input, got %dD",
-                         ns + 1, ns + 2, (int)xt.rank);
+  // ATen's check: only the batch dim may be empty
+  bool ok = xt.rank == ns + 1 || xt.rank == ns + 2;
+  for (int d = xt.rank == ns + 2 ? 1 : 0; ok && d < xt.rank; d++) ok = xt.dims[d] != 0;
+  if (!ok) {
+    char s[96];
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Expected %dD or %dD (batch mode) tensor with "
+                         "possibly 0 batch size and other non-zero dimensions for input, but "
+                         "got: %s", ns + 1, ns + 2, tt_shape_str(&xt, s, sizeof s));
+  }
   if (backward && !tt_dtype_is_float(xt.dtype))
     return tt_lower_fail(c, TT_UNIMPLEMENTED, "backward of %s", tt_dtype_name(xt.dtype));
   TT_RETURN_IF_ERROR(tt_lower_check_window(c, "padding", p->u.ints.data, 2 * ns));
