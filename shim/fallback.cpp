@@ -659,7 +659,7 @@ std::string base_op(const std::string &name) {
 }
 
 // Ops whose ATen kernels check nothing: fills, the triangle ops, reductions
-// into out=.
+// into out=, threshold (idempotent, so duplicates all get the same value).
 bool skips_overlap_check(const std::string &base) {
   static const char *const kLenient[] = {
       "aten::fill", "aten::zero", "aten::fill_diagonal", "aten::tril", "aten::triu",
@@ -667,6 +667,7 @@ bool skips_overlap_check(const std::string &base) {
       "aten::min", "aten::aminmax", "aten::argmax", "aten::argmin", "aten::norm",
       "aten::linalg_vector_norm", "aten::std", "aten::var", "aten::logsumexp",
       "aten::any", "aten::all", "aten::nansum", "aten::set", "aten::resize",
+      "aten::threshold",
   };
   for (const char *l : kLenient) {
     if (base == l) return true;

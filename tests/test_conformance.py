@@ -1266,3 +1266,106 @@ def test_pad_empty_dims_like_cpu(mod, shape):
     tensor with possibly 0 batch size and other non-zero dimensions"."""
     m = mod()
     assert_like_cpu(lambda d: m(torch.ones(shape, device=d)))
+
+
+# --- 26. test_nn's checks on activations, losses, unfold and one_hot --------------------------
+
+_NEG = torch.tensor([-1.0, 1.0])
+
+
+def _inplace_backward(fn):
+    """The backward of an in-place activation whose forward ran on a copy."""
+    def run(d):
+        a = torch.tensor([-1.0, 1.0], device=d, requires_grad=True)
+        b = fn(a.clone())
+        b.backward(torch.ones(2, device=d))
+        return a.grad
+    return run
+
+
+@pytest.mark.parametrize("name,fn", [
+    ("elu_neg_alpha", _inplace_backward(lambda x: F.elu_(x, alpha=-2))),
+    ("celu_neg_alpha", _inplace_backward(lambda x: F.celu_(x, alpha=-2))),
+    ("leaky_relu_neg_slope", _inplace_backward(lambda x: F.leaky_relu_(x, -2))),
+    ("rrelu_neg_slope", _inplace_backward(lambda x: F.rrelu_(x, -5.0, 1.0))),
+    ("leaky_relu_zero_slope", _inplace_backward(lambda x: F.leaky_relu_(x, 0.0))),
+    ("elu_out_of_place_neg_alpha", _inplace_backward(lambda x: F.elu(x, alpha=-2))),
+    ("softshrink_neg", lambda d: F.softshrink(_NEG.to(d), -1)),
+    ("softshrink_half_too_big", lambda d: F.softshrink(_NEG.to(d).half(), 1e6)),
+    ("softshrink_ok", lambda d: F.softshrink(_NEG.to(d), 0.5)),
+    ("unfold_empty_channels", lambda d: torch.nn.Unfold((2, 3))(torch.ones(3, 0, 3, 4, device=d))),
+    ("unfold_empty_batch", lambda d: torch.nn.Unfold((2, 3))(torch.ones(0, 3, 3, 4, device=d))),
+    ("fold_empty", lambda d: torch.nn.Fold((3, 4), (2, 3))(torch.ones(3, 0, 6, device=d))),
+    ("reflect_pad_too_big", lambda d: F.pad(torch.ones(1, 1, 2, 2, device=d), (3, 0, 0, 0), mode="reflect")),
+    ("replicate_pad_too_small", lambda d: F.pad(torch.ones(1, 2, 2, device=d), (-2, 0), mode="replicate")),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_nn_checks_like_cpu(name, fn):
+    """ATen's checks with its texts: in-place activations with a negative
+    slope refuse their backward, softshrink's lambda range, unfold/fold of
+    empty non-batch dims, pads past the input."""
+    assert_like_cpu(fn)
+
+
+def test_threshold_inplace_on_expanded_tensor():
+    """threshold_ is idempotent: ATen skips the overlap check, so an expanded
+    tensor is accepted and every alias gets the same value."""
+    got = {}
+    for d in ("cpu", "tpu"):
+        x = torch.tensor([[-1.0, 0.2, 0.7, 2.0]]).to(d).expand(3, 4)
+        F.threshold_(x, 0.5, 0.5)
+        F.threshold(x, 0.5, 0.5, inplace=True)
+        got[d] = x.cpu()
+    torch.testing.assert_close(got["tpu"], got["cpu"])
+
+
+@pytest.mark.parametrize("xs,ts,red", [
+    (xs, ts, red)
+    for xs, ts in [((3,), (1,)), ((3,), ()), ((2, 3), ()), ((2, 3), (2,)), ((2, 3), (3,)),
+                   ((10, 3), (10, 2)), ((2, 3, 4), (2,))]
+    for red in (0, 1, 2)
+], ids=str)
+def test_nll_loss_shapes_like_cpu(xs, ts, red):
+    """nll_loss_forward's shape rules and texts: a 1D input is a batch of one
+    (0-d loss, its weight as total_weight, whatever the reduction), a 0D
+    target only with a 1D input, "0D or 1D target tensor expected"."""
+    def run(d):
+        x = torch.arange(float(torch.Size(xs).numel())).reshape(xs).to(d)
+        t = torch.ones(ts, dtype=torch.long).to(d)
+        out, total = torch.ops.aten.nll_loss_forward(x, t, None, red, -100)
+        return torch.cat([torch.tensor([out.dim()], device=d), out.reshape(-1), total.reshape(-1)])
+    assert_like_cpu(run)
+
+
+def test_nll_loss_target_dtype_like_cpu():
+    assert_like_cpu(lambda d: torch.ops.aten.nll_loss_forward(
+        torch.ones(2, 3, device=d), torch.zeros(2, dtype=torch.int32, device=d), None, 1, -100))
+
+
+@pytest.mark.parametrize("name,fn", [
+    ("negative", lambda d: F.one_hot(torch.tensor([3, 4, -1, 0], device=d), -1)),
+    ("too_big", lambda d: F.one_hot(torch.tensor([3, 4, 1, 0], device=d), 3)),
+    ("inferred", lambda d: F.one_hot(torch.tensor([[3, 4], [1, 0]], device=d))),
+    ("given", lambda d: F.one_hot(torch.tensor([3, 4, 1, 0], device=d), 6)),
+    ("scalar", lambda d: F.one_hot(torch.tensor(4, device=d))),
+    ("empty", lambda d: F.one_hot(torch.empty(4, 0, dtype=torch.long, device=d), 100)),
+    ("empty_inferred", lambda d: F.one_hot(torch.empty(4, 0, dtype=torch.long, device=d))),
+    ("int32", lambda d: F.one_hot(torch.tensor([1, 0], dtype=torch.int32, device=d), 3)),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_one_hot_like_cpu(name, fn):
+    """one_hot checks its classes at the call, as on the CPU (ATen skips the
+    check for PrivateUse1 and a bad class was a deferred scatter error)."""
+    assert_like_cpu(fn)
+
+
+def test_lstm_backward_with_undefined_grads():
+    """gradcheck's undefined-grad check: a fused LSTM cell's backward with
+    neither grad_hy nor grad_cy defined gives zeros (it fell back to a CPU
+    kernel that does not exist)."""
+    from torch.autograd import gradcheck
+    mod = torch.nn.LSTM(3, 3).to("tpu").double()
+    inp = torch.rand(1, 2, 3, device="tpu", dtype=torch.double, requires_grad=True)
+
+    def flat(x):
+        out, (h, c) = mod(x)
+        return out, h, c
+    assert gradcheck(flat, inp, check_batched_grad=False, check_undefined_grad=True)

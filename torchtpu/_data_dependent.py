@@ -1,5 +1,5 @@
-"""nonzero, masked_select, unique and repeat_interleave on "tpu": ops whose
-result's shape is the data's.
+"""nonzero, masked_select, unique, repeat_interleave and one_hot on "tpu":
+ops whose result's shape is the data's.
 
 A compiled program has static shapes, so the core has no rule for these and
 they used to run on the CPU (the tensor copied to the host and back). Here
@@ -155,6 +155,30 @@ def repeat_interleave(repeats, output_size=None):
     return torch.searchsorted(ends, pos, right=True).to(repeats.dtype)
 
 
+def one_hot(self, num_classes=-1):
+    """ATen's one_hot with the CPU's checks. ATen skips them for PrivateUse1
+    (CUDA reports bad classes by a device assert), which left a bad class a
+    deferred scatter error; the CPU and PyTorch's tests raise at the call.
+    Without num_classes the result's shape is the data's, so the one
+    synchronisation that reads the largest class also reads the smallest."""
+    if self.dtype != torch.long:
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    shape = tuple(self.shape)
+    if self.numel() == 0:
+        if num_classes <= 0:
+            raise RuntimeError("Can not infer total number of classes from empty tensor.")
+        return self.new_zeros(shape + (num_classes,))
+    lo, hi = torch.stack(torch.aminmax(self)).tolist()
+    if lo < 0:
+        raise RuntimeError("Class values must be non-negative.")
+    if num_classes == -1:
+        num_classes = hi + 1
+    elif num_classes <= hi:
+        raise RuntimeError("Class values must be smaller than num_classes.")
+    classes = torch.arange(num_classes, device=self.device)
+    return (self.unsqueeze(-1) == classes).long()
+
+
 def _check_no_overlap(out, *inputs):
     """ATen's assert_no_overlap for contiguous tensors: `out` may not share memory
     with an input (what the boxed path checks for the other ops)."""
@@ -194,4 +218,5 @@ def install():
     lib.impl("_unique2", unique2, "PrivateUse1")
     lib.impl("unique_consecutive", unique_consecutive, "PrivateUse1")
     lib.impl("repeat_interleave.Tensor", repeat_interleave, "PrivateUse1")
+    lib.impl("one_hot", one_hot, "PrivateUse1")
     _LIB = lib

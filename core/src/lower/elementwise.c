@@ -1700,7 +1700,59 @@ static tt_status check_pow_scalar(const tt_op_call *call) {
   return NULL;
 }
 
+static double scalar_value(const tt_scalar *s) {
+  return tt_dtype_is_float(s->dtype) || tt_dtype_is_complex(s->dtype) ? s->f : (double)s->i;
+}
+
+// softshrink(self, lambd): ATen's range check on lambd (a runtime argument).
+static tt_status check_softshrink(const tt_op_call *call) {
+  if (call->nargs < 2 || call->args[0].kind != TT_VALUE_TENSOR ||
+      call->args[1].kind != TT_VALUE_SCALAR)
+    return NULL;
+  tt_dtype dt = call->args[0].u.tensor.dtype;
+  double l = scalar_value(&call->args[1].u.scalar), lo, hi;
+  tt_dtype_bounds(dt, &lo, &hi);
+  if (!(l >= 0 && l <= hi))
+    return tt_make_status(TT_INVALID_ARGUMENT, "lambda must be in range [0, %g] for input dtype "
+                          "%s, but found %g", hi, tt_dtype_torch_name(dt), l);
+  return NULL;
+}
+
+// The backward of an in-place activation run with a negative slope cannot
+// recover its input from the result: ATen refuses it (arguments: the slope
+// at `slope`, the "is result" flag at `flag`).
+static tt_status check_inplace_slope(const tt_op_call *call, int slope, int flag,
+                                     const char *what, const char *tail) {
+  if (call->nargs <= flag || call->args[slope].kind != TT_VALUE_SCALAR ||
+      call->args[flag].kind != TT_VALUE_BOOL || !call->args[flag].u.b)
+    return NULL;
+  if (scalar_value(&call->args[slope].u.scalar) >= 0) return NULL;
+  return tt_make_status(TT_INVALID_ARGUMENT, "In-place %s backward calculation is triggered "
+                        "with a negative slope which is not supported. This is caused by "
+                        "calling in-place forward function with a negative slope, please call "
+                        "out-of-place version instead.%s", what, tail);
+}
+
+// elu_backward(grad, alpha, scale, input_scale, is_result, self_or_result)
+static tt_status check_elu_backward(const tt_op_call *call) {
+  return check_inplace_slope(call, 1, 4, "elu", "");
+}
+
+// leaky_relu_backward(grad, self, negative_slope, self_is_result)
+static tt_status check_leaky_relu_backward(const tt_op_call *call) {
+  return check_inplace_slope(call, 2, 3, "leakyReLu",
+                             " File an issue at https://github.com/pytorch/pytorch if you do "
+                             "require supporting in-place leakRelu backward calculation with "
+                             "negative slope");
+}
+
 static const tt_rule_check kChecks[] = {
+    {"aten::softshrink", check_softshrink},
+    {"aten::softshrink.out", check_softshrink},
+    {"aten::elu_backward", check_elu_backward},
+    {"aten::elu_backward.grad_input", check_elu_backward},
+    {"aten::leaky_relu_backward", check_leaky_relu_backward},
+    {"aten::leaky_relu_backward.grad_input", check_leaky_relu_backward},
     {"aten::pow.Tensor_Scalar", check_pow_scalar},
     {"aten::pow_.Scalar", check_pow_scalar},
     {"aten::pow.Tensor_Scalar_out", check_pow_scalar},

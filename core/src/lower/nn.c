@@ -36,23 +36,40 @@ typedef struct nll_parts {
   tt_hv w;      // [N] opmath: weight[target] (1 without weights), 0 where ignored
 } nll_parts;
 
+// ATen's nll_loss checks and texts: a 1D or 2D input; a 0D target only for
+// a 1D input (no batch), else a 1D target with one entry per batch row (a 1D
+// input is a batch of one); Long or Byte targets.
+static tt_status nll_check_shapes(const tt_lower_ctx *c, const tt_hlo_type *xt,
+                                  const tt_hlo_type *tt) {
+  if (xt->rank < 1 || xt->rank > 2)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "input tensor should be 1D or 2D");
+  if (tt->rank > 1)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT,
+                         "0D or 1D target tensor expected, multi-target not supported");
+  if (!(xt->rank == 1 && tt->rank == 0)) {
+    if (tt->rank == 0)
+      return tt_lower_fail(c, TT_OUT_OF_RANGE, "Dimension specified as 0 but tensor has no "
+                           "dimensions");
+    char s1[160], s2[160];
+    if (tt->dims[0] != (xt->rank == 2 ? xt->dims[0] : 1))
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "size mismatch (got input: %s, target: %s)",
+                           tt_shape_str(xt, s1, sizeof s1), tt_shape_str(tt, s2, sizeof s2));
+  }
+  if (tt->dtype != TT_I64 && tt->dtype != TT_U8)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "expected target dtype to be Long or Byte, "
+                         "but got %s", tt_dtype_torch_name(tt->dtype));
+  return NULL;
+}
+
 // Checks shapes and builds the parts from self (arg `x`), target (x+1),
 // weight (x+2) and ignore_index (x+4).
 static tt_status nll_prepare(tt_lower_ctx *c, int x, nll_parts *p) {
   tt_hlo *b = tt_lower_hlo(c);
   tt_hlo_type xt = tt_lower_tensor_type(c, x, -1), tt = tt_lower_tensor_type(c, x + 1, -1);
-  if (xt.rank < 1 || xt.rank > 2 || tt.rank != xt.rank - 1)
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "input should be 1D or 2D with a target "
-                         "of one dimension less, got %dD and %dD", (int)xt.rank, (int)tt.rank);
-  if (!tt_dtype_is_int(tt.dtype))
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "expected scalar type Long but found %s",
-                         tt_dtype_name(tt.dtype));
+  TT_RETURN_IF_ERROR(nll_check_shapes(c, &xt, &tt));
   p->n = xt.rank == 2 ? xt.dims[0] : 1;
   p->classes = xt.dims[xt.rank - 1];
   p->dt = xt.dtype;
-  if (xt.rank == 2 && tt.dims[0] != p->n)
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Expected input batch_size (%" PRId64
-                         ") to match target batch_size (%" PRId64 ").", p->n, tt.dims[0]);
   tt_hv t = tt_hlo_convert(b, tt_hlo_reshape(b, tt_lower_tensor(c, x + 1), 1, &p->n), TT_I64);
   p->mask = tt_hlo_compare(b, TT_HLO_NE, t, tt_lower_splat_like(c, t, (double)tt_lower_int(c, x + 4)));
   p->safe = tt_hlo_select(b, p->mask, t, tt_lower_splat_like(c, t, 0));
@@ -109,11 +126,10 @@ static tt_status lower_nll_loss_forward(tt_lower_ctx *c) {
   tt_hv x = tt_hlo_convert(b, tt_hlo_reshape(b, tt_lower_tensor(c, 0), 2, xd), tt_opmath(p.dt));
   tt_hv loss = tt_hlo_unary(b, TT_HLO_NEG, tt_lower_bin(c, TT_HLO_MUL, pick(c, x, &p), p.w));
   tt_hv total = sum_all(c, p.w), out;
-  if (red == kNone) {
-    tt_hlo_type tt = tt_lower_tensor_type(c, 1, -1);
-    out = tt_hlo_reshape(b, loss, tt.rank, tt.dims);
+  if (red == kNone && tt_lower_tensor_type(c, 0, -1).rank == 2) {
+    out = loss;  // [N]; total_weight is 0, as ATen leaves it
     total = tt_hlo_const(b, tt_opmath(p.dt), 0);
-  } else {
+  } else {  // a 1D input gives a 0-d loss and its weight, whatever the reduction
     out = sum_all(c, loss);
     if (red == kMean) out = tt_lower_bin(c, TT_HLO_DIV, out, total);
   }

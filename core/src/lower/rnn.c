@@ -142,8 +142,6 @@ static tt_status lower_lstm_cell_backward(tt_lower_ctx *c) {
                          " does not hold the 4 gates of a %" PRId64 " x %" PRId64 " cell state",
                          wt.rank > 0 ? wt.dims[0] : 0, wt.rank > 1 ? wt.dims[1] : 0,
                          ct.rank > 0 ? ct.dims[0] : 0, ct.rank > 1 ? ct.dims[1] : 0);
-  if (tt_lower_is_none(c, 0) && tt_lower_is_none(c, 1))
-    return tt_lower_fail(c, TT_UNIMPLEMENTED, "neither grad_hy nor grad_cy is defined");
   int64_t h = ct.dims[1];
   tt_dtype d = wt.dtype, acc = tt_opmath(d);
   tt_hv ws = tt_lower_convert(c, tt_lower_tensor(c, 4), acc);
@@ -152,7 +150,7 @@ static tt_status lower_lstm_cell_backward(tt_lower_ctx *c) {
   tt_hv in = chunk(c, ws, h, 0), forget = chunk(c, ws, h, 1);
   tt_hv cell = chunk(c, ws, h, 2), out = chunk(c, ws, h, 3);
   tt_hv tanh_cy = tanh_(c, cy);
-  tt_hv zero = tt_lower_splat_like(c, cy, 0);
+  tt_hv zero = tt_lower_splat_like(c, cy, 0);  // an undefined grad (both may be: zeros out)
   tt_hv ghy = tt_lower_is_none(c, 0) ? zero : tt_lower_convert(c, tt_lower_tensor(c, 0), acc);
   tt_hv gcy = tt_lower_is_none(c, 1) ? zero : tt_lower_convert(c, tt_lower_tensor(c, 1), acc);
   // d loss / d cy through hy = out * tanh(cy), plus the direct gradient.

@@ -344,6 +344,18 @@ UPSAMPLE(bicubic2d, CUBIC, 2)
 
 // --- padding ------------------------------------------------------------------------------
 
+// ATen's check on an image of ns spatial dims, with or without a batch dim:
+// only the batch dim may be empty.
+static tt_status check_image(const tt_lower_ctx *c, const tt_hlo_type *xt, int ns) {
+  bool ok = xt->rank == ns + 1 || xt->rank == ns + 2;
+  for (int d = xt->rank == ns + 2 ? 1 : 0; ok && d < xt->rank; d++) ok = xt->dims[d] != 0;
+  if (ok) return NULL;
+  char s[96];
+  return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Expected %dD or %dD (batch mode) tensor with "
+                       "possibly 0 batch size and other non-zero dimensions for input, but "
+                       "got: %s", ns + 1, ns + 2, tt_shape_str(xt, s, sizeof s));
+}
+
 // forward: (self, padding); backward: (grad_output, self, padding). The
 // padding lists (left, right) pairs from the last dim backwards.
 static tt_status pad(tt_lower_ctx *c, mode m, int ns, bool backward) {
@@ -352,15 +364,7 @@ static tt_status pad(tt_lower_ctx *c, mode m, int ns, bool backward) {
   const tt_value *p = tt_lower_arg(c, xi + 1);
   if (p->kind != TT_VALUE_INTS || p->u.ints.n != 2 * ns)
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "padding must have %d values", 2 * ns);
-  // ATen's check: only the batch dim may be empty
-  bool ok = xt.rank == ns + 1 || xt.rank == ns + 2;
-  for (int d = xt.rank == ns + 2 ? 1 : 0; ok && d < xt.rank; d++) ok = xt.dims[d] != 0;
-  if (!ok) {
-    char s[96];
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Expected %dD or %dD (batch mode) tensor with "
-                         "possibly 0 batch size and other non-zero dimensions for input, but "
-                         "got: %s", ns + 1, ns + 2, tt_shape_str(&xt, s, sizeof s));
-  }
+  TT_RETURN_IF_ERROR(check_image(c, &xt, ns));
   if (backward && !tt_dtype_is_float(xt.dtype))
     return tt_lower_fail(c, TT_UNIMPLEMENTED, "backward of %s", tt_dtype_name(xt.dtype));
   TT_RETURN_IF_ERROR(tt_lower_check_window(c, "padding", p->u.ints.data, 2 * ns));
@@ -369,11 +373,16 @@ static tt_status pad(tt_lower_ctx *c, mode m, int ns, bool backward) {
     int64_t lo = p->u.ints.data[2 * (ns - 1 - i)], hi = p->u.ints.data[2 * (ns - 1 - i) + 1];
     ax[i] = (axis_args){.in = xt.dims[xt.rank - ns + i], .pad_lo = lo, .scale_arg = -1};
     ax[i].out = ax[i].in + lo + hi;
-    bool bad = m == REFLECT ? (lo >= ax[i].in || hi >= ax[i].in) : false;
-    if (ax[i].in < 1 || ax[i].out < 1 || bad)
-      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "padding (%" PRId64 ", %" PRId64 ") of a "
-                           "dim of size %" PRId64 "%s", lo, hi, ax[i].in,
-                           bad ? " (must be less than the size)" : "");
+    char s[96];
+    if (m == REFLECT && (lo >= ax[i].in || hi >= ax[i].in))  // ATen's text
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Argument #4: Padding size should be less "
+                           "than the corresponding input dimension, but got: padding (%" PRId64
+                           ", %" PRId64 ") at dimension %d of input %s", lo, hi,
+                           xt.rank - ns + i, tt_shape_str(&xt, s, sizeof s));
+    if (ax[i].out < 1)
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "input (%c: %" PRId64 ") is too small. "
+                           "Calculated output %c: %" PRId64, "DHW"[3 - ns + i], ax[i].in,
+                           "DHW"[3 - ns + i], ax[i].out);
   }
   tt_lower_result(c, resample(c, tt_lower_tensor(c, 0), m, ax, ns, backward));
   return NULL;
@@ -1058,9 +1067,7 @@ static tt_status read_unfold(tt_lower_ctx *c, int first, const int64_t *in, unfo
 // kernel offset, stacked after the channel dim.
 static tt_status lower_im2col(tt_lower_ctx *c) {
   tt_hlo_type xt = tt_lower_tensor_type(c, 0, -1);
-  if (xt.rank != 3 && xt.rank != 4)
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "expected a 3D or 4D input, got %dD",
-                         (int)xt.rank);
+  TT_RETURN_IF_ERROR(check_image(c, &xt, 2));
   unfold_args a;
   TT_RETURN_IF_ERROR(read_unfold(c, 1, xt.dims + xt.rank - 2, &a));
   int64_t kk = a.k[0] * a.k[1];
@@ -1099,6 +1106,14 @@ static tt_status lower_col2im(tt_lower_ctx *c) {
   if ((xt.rank != 2 && xt.rank != 3) || o->kind != TT_VALUE_INTS || o->u.ints.n != 2)
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "expected a 2D or 3D input and 2 output "
                          "sizes, got %dD", (int)xt.rank);
+  bool empty = false;  // ATen's check (its text differs from im2col's)
+  for (int d = xt.rank - 2; d < xt.rank; d++) empty |= xt.dims[d] == 0;
+  if (empty) {
+    char s[96];
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "Expected 2D or 3D (batch mode) tensor for "
+                         "input with possibly 0 batch size and non-zero dimensions for input, "
+                         "but got: %s", tt_shape_str(&xt, s, sizeof s));
+  }
   unfold_args a;
   TT_RETURN_IF_ERROR(read_unfold(c, 2, o->u.ints.data, &a));
   int64_t kk = a.k[0] * a.k[1], rows = xt.dims[xt.rank - 2];
