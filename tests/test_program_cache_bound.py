@@ -33,12 +33,13 @@ PROGRAM = textwrap.dedent("""
     st = torch.tpu._get_cache_stats()
     print(json.dumps({"wrong": wrong, "maps": rows, "live": st["live_programs"],
                       "evictions": st["program_cache_evictions"],
-                      "bytes": st["program_cache_bytes"], "compiles": st["compiles"]}))
+                      "bytes": st["program_cache_bytes"], "compiles": st["compiles"],
+                      "disk_hits": st["disk_hits"], "disk_writes": st["disk_writes"]}))
 """)
 
 
-def run(n, bound=None):
-    e = dict(os.environ, TORCHTPU_CACHE_DIR="")  # every program compiled here
+def run(n, bound=None, cache_dir=""):
+    e = dict(os.environ, TORCHTPU_CACHE_DIR=cache_dir)  # "": every program compiled here
     e.pop("TORCHTPU_PROGRAM_CACHE_MAX_BYTES", None)
     if bound is not None:
         e["TORCHTPU_PROGRAM_CACHE_MAX_BYTES"] = bound
@@ -67,6 +68,18 @@ def test_small_bound_evicts_and_recompiles_correctly():
     # few dozen of each other), where unbounded they grow ~4 per program.
     late = r["maps"][2:]
     assert max(late) - min(late) < 60, r["maps"]
+
+
+def test_small_bound_with_disk_cache(tmp_path):
+    """With the disk cache on, an entry is sized from the disk cache's
+    serialised payload (not serialised a second time); evicted programs come
+    back from disk with the same results and the same bound."""
+    r = run(30, "2M", str(tmp_path))
+    assert r["wrong"] == []
+    assert r["disk_writes"] >= 90 and r["disk_hits"] > 60
+    assert r["evictions"] > 60
+    assert 0 < r["live"] <= 10
+    assert 0 < r["bytes"] <= 2 << 20
 
 
 def test_unbounded_when_zero():

@@ -187,6 +187,7 @@ typedef struct prog_entry {
   bool from_disk;
   int64_t text_bytes;
   char *text;        // owned copy of the table key (to remove the entry)
+  int64_t exe_bytes; // serialised executable, when the disk cache told us
   int64_t bytes;     // text + serialised executable, when bounded
   uint64_t last_use; // c->clock at the last lookup
   int32_t pins;      // borrowers that outlive the call (graphs)
@@ -269,6 +270,7 @@ tt_pjrt_exe *tt_prog_cache_find(tt_prog_cache *c, const char *text,
 
 static int64_t measure(tt_prog_cache *c, const prog_entry *e) {
   int64_t bytes = e->text_bytes + LOADED_EXE_BYTES;
+  if (e->exe_bytes > 0) return bytes + e->exe_bytes;
   void *data = NULL;
   size_t n = 0;
   if (c->pjrt) {
@@ -339,6 +341,7 @@ tt_status tt_prog_cache_insert(tt_prog_cache *c, const char *text, size_t len,
       snprintf(e->label, sizeof e->label, "%s", meta->label ? meta->label : "");
       e->seconds = meta->seconds;
       e->from_disk = meta->from_disk;
+      e->exe_bytes = meta->exe_bytes;
     }
     st = table_insert(&c->t, text, len, e);
   }

@@ -53,6 +53,7 @@ typedef struct tt_prog_meta {
   const char *label;  // copied
   double seconds;     // compile seconds, or load seconds when from_disk
   bool from_disk;
+  int64_t exe_bytes;  // serialised size when known (the disk cache's), else 0
 } tt_prog_meta;
 
 typedef struct tt_prog_cache tt_prog_cache;

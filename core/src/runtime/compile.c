@@ -67,9 +67,11 @@ static tt_status load_or_compile(tt_runtime *rt, const char *text, size_t len,
                                  tt_prog_meta *meta, tt_pjrt_exe **out) {
   tt_disk_cache *disk = tt_prog_cache_disk(rt->progs);
   double t0 = now_seconds();
+  size_t exe_bytes = 0;
   if (disk && tt_disk_cache_load(disk, rt->pjrt, &meta->key, text, len,
-                                 &rt->stats, out)) {
+                                 &rt->stats, out, &exe_bytes)) {
     meta->from_disk = true;
+    meta->exe_bytes = (int64_t)exe_bytes;
     meta->seconds = now_seconds() - t0;
     return NULL;
   }
@@ -83,7 +85,9 @@ static tt_status load_or_compile(tt_runtime *rt, const char *text, size_t len,
   tt_explain *x = tt_prog_cache_explain(rt->progs);
   if (tt_explain_compile(x, meta->label, text, len, meta->seconds) != TT_CAUSE_NEW_OP)
     rt->stats.recompiles++;
-  if (disk) tt_disk_cache_store(disk, rt->pjrt, &meta->key, text, len, *out, &rt->stats);
+  if (disk)
+    meta->exe_bytes = (int64_t)tt_disk_cache_store(disk, rt->pjrt, &meta->key, text, len, *out,
+                                                   &rt->stats);
   return NULL;
 }
 

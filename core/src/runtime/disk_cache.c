@@ -415,7 +415,7 @@ static bool entry_valid(const tt_disk_cache *d, const tt_cache_key *key,
 
 bool tt_disk_cache_load(tt_disk_cache *d, tt_pjrt *p, const tt_cache_key *key,
                         const char *text, size_t len, tt_stats *stats,
-                        tt_pjrt_exe **out) {
+                        tt_pjrt_exe **out, size_t *exe_bytes) {
   *out = NULL;
   double t0 = now_seconds();
   char *path = entry_path(d, key);
@@ -476,6 +476,7 @@ bool tt_disk_cache_load(tt_disk_cache *d, tt_pjrt *p, const tt_cache_key *key,
     goto done;
   }
   hit = true;
+  if (exe_bytes) *exe_bytes = payload_len;
   (void)futimens(fd, NULL);  // most recently used; may be read-only
 done:
   if (fd >= 0) close(fd);
@@ -513,9 +514,9 @@ static int open_temp(tt_disk_cache *d, const tt_cache_key *key, char *path,
 
 static void evict(tt_disk_cache *d, const char *keep, tt_stats *stats);
 
-void tt_disk_cache_store(tt_disk_cache *d, tt_pjrt *p, const tt_cache_key *key,
-                         const char *text, size_t len, tt_pjrt_exe *exe,
-                         tt_stats *stats) {
+size_t tt_disk_cache_store(tt_disk_cache *d, tt_pjrt *p, const tt_cache_key *key,
+                           const char *text, size_t len, tt_pjrt_exe *exe,
+                           tt_stats *stats) {
   void *payload = NULL;
   size_t payload_len = 0;
   char *path = entry_path(d, key);
@@ -558,6 +559,7 @@ done:
   free(payload);
   free(tmp);
   free(path);
+  return ok ? payload_len : 0;
 }
 
 // --- the size bound ------------------------------------------------------------------------

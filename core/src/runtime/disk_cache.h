@@ -46,14 +46,17 @@ tt_status tt_disk_cache_create(const char *dir, int64_t max_bytes,
 void tt_disk_cache_destroy(tt_disk_cache *d);
 const char *tt_disk_cache_dir(const tt_disk_cache *d);  // borrowed
 
-// The executable stored for `text` (owned by the caller), or false.
+// The executable stored for `text` (owned by the caller), or false;
+// *exe_bytes (may be NULL) gets its serialised size.
 bool tt_disk_cache_load(tt_disk_cache *d, tt_pjrt *p, const tt_cache_key *key,
                         const char *text, size_t len, tt_stats *stats,
-                        tt_pjrt_exe **out);
+                        tt_pjrt_exe **out, size_t *exe_bytes);
 // Writes (or overwrites) the entry for `text` atomically, then keeps the
 // directory under its size bound by removing least recently used entries.
-void tt_disk_cache_store(tt_disk_cache *d, tt_pjrt *p, const tt_cache_key *key,
-                         const char *text, size_t len, tt_pjrt_exe *exe,
-                         tt_stats *stats);
+// Returns the executable's serialised size (0 when nothing was written), so
+// that the program cache need not serialise it again to size it.
+size_t tt_disk_cache_store(tt_disk_cache *d, tt_pjrt *p, const tt_cache_key *key,
+                           const char *text, size_t len, tt_pjrt_exe *exe,
+                           tt_stats *stats);
 
 #endif
