@@ -1369,3 +1369,34 @@ def test_lstm_backward_with_undefined_grads():
         out, (h, c) = mod(x)
         return out, h, c
     assert gradcheck(flat, inp, check_batched_grad=False, check_undefined_grad=True)
+
+
+# --- 27. segment_reduce (test_segment_reductions) ----------------------------------------------
+
+_SEG_DATA = [1.0, float("nan"), 3.0, 4.0, 5.0, 5.0]
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "prod", "max", "min", "amax", "amin", "foo"])
+@pytest.mark.parametrize("initial", [None, 2.0])
+def test_segment_reduce_like_cpu(reduce, initial):
+    """amax/amin are max/min's names too; an empty segment's mean is 0 / 0
+    (NaN) without `initial`, `initial` with one; ATen's text for a bad name."""
+    assert_like_cpu(lambda d: torch.segment_reduce(
+        torch.tensor(_SEG_DATA, device=d), reduce, lengths=torch.tensor([1, 2, 3, 0], device=d),
+        axis=0, initial=initial))
+
+
+@pytest.mark.parametrize("lengths", [[0, 2, 3, 0], [-1, 4, 3, 0]])
+def test_segment_reduce_unsafe_checks(lengths):
+    """unsafe=False checks the lengths: on tpu device-side, raised at the
+    next synchronisation with the CPU's text."""
+    def run(d):
+        r = torch.segment_reduce(torch.arange(6.0, device=d), "sum",
+                                 lengths=torch.tensor(lengths, device=d), axis=0, unsafe=False)
+        return r.cpu()
+    with pytest.raises(RuntimeError) as cpu:
+        run("cpu")
+    with pytest.raises(RuntimeError) as tpu:
+        run("tpu")
+    assert str(tpu.value).startswith(str(cpu.value).splitlines()[0])
+    assert torch.ones(2, device="tpu").sum().item() == 2  # the device is usable after

@@ -606,6 +606,21 @@ static tt_status lower_cdist(tt_lower_ctx *c) {
 
 // --- segment_reduce, embedding_renorm_ ---------------------------------------------------
 
+// Without `unsafe`, ATen's checks on the segments' lengths (device-side,
+// raised at the next synchronisation; the CPU reads them to the host).
+static void segment_checks(tt_lower_ctx *c, tt_hv start, tt_hv end, int64_t axis, int64_t len) {
+  tt_hv n = tt_lower_bin(c, TT_HLO_SUB, end, start);
+  tt_lower_check(c, tt_hlo_compare(tt_lower_hlo(c), TT_HLO_LT, n, tt_lower_splat_like(c, n, 0)),
+                 TT_HV_INVALID, TT_INVALID_ARGUMENT, "lengths contains negative value!", 0, 0);
+  bool last[TT_MAX_RANK] = {false};
+  last[axis] = true;
+  tt_hv total = tt_lower_reduce(c, n, last, false, TT_HLO_REDUCE_ADD);
+  tt_lower_check(c, tt_hlo_compare(tt_lower_hlo(c), TT_HLO_NE, total,
+                                   tt_lower_splat_like(c, total, (double)len)),
+                 TT_HV_INVALID, TT_INVALID_ARGUMENT, "segment_reduce(): Expected all rows of lengths "
+                 "along axis to sum to data.size(lengths.dim()-1) when !unsafe.", 0, 0);
+}
+
 // segment_reduce(data, reduce, *, lengths, indices, offsets, axis, unsafe,
 // initial): lengths [*B, S] (offsets [*B, S + 1]) cut data's dim `axis`
 // (B = the dims before it) into S segments. A mask [*B, S, L] selects each
@@ -620,10 +635,10 @@ static tt_status lower_segment_reduce(tt_lower_ctx *c) {
   tt_hlo_reduce_kind kind;
   if (!strcmp(s, "sum") || mean) kind = TT_HLO_REDUCE_ADD;
   else if (!strcmp(s, "prod")) kind = TT_HLO_REDUCE_MUL;
-  else if (!strcmp(s, "max")) kind = TT_HLO_REDUCE_MAX;
-  else if (!strcmp(s, "min")) kind = TT_HLO_REDUCE_MIN;
-  else return tt_lower_fail(c, TT_INVALID_ARGUMENT, "reduce must be one of sum, mean, prod, "
-                            "max, min, got '%s'", s);
+  else if (!strcmp(s, "max") || !strcmp(s, "amax")) kind = TT_HLO_REDUCE_MAX;
+  else if (!strcmp(s, "min") || !strcmp(s, "amin")) kind = TT_HLO_REDUCE_MIN;
+  else return tt_lower_fail(c, TT_INVALID_ARGUMENT, "reduce argument must be either sum, prod, "
+                            "mean, amax or amin, got %s", s);
   bool by_len = !tt_lower_is_none(c, 2);
   int sarg = by_len ? 2 : 4;
   tt_hlo_type lt = tt_lower_tensor_type(c, sarg, -1);
@@ -649,6 +664,7 @@ static tt_status lower_segment_reduce(tt_lower_ctx *c) {
     hi[axis] = nseg + 1;
     end = tt_hlo_slice(b, sv, lo, hi, kOnes);
   }
+  if (!tt_lower_bool(c, 6)) segment_checks(c, start, end, axis, len);
   // [*B, S, L] mask; the data [*B, L, *rest] broadcast to [*B, S, L, *rest].
   int64_t sl[TT_MAX_RANK], full[TT_MAX_RANK], bd[TT_MAX_RANK];
   int r = dt.rank + 1, rm = (int)axis + 2;
@@ -682,8 +698,10 @@ static tt_status lower_segment_reduce(tt_lower_ctx *c) {
   if (mean) {
     tt_hv n = tt_hlo_convert(b, tt_lower_bin(c, TT_HLO_SUB, end, start), acc);
     n = tt_hlo_broadcast_in_dim(b, n, rt.rank, rt.dims, kIota);
+    // an empty segment gives `initial`, or 0 / 0 (NaN) without one, as on the CPU
     tt_hv empty = tt_hlo_compare(b, TT_HLO_EQ, n, tt_lower_splat_like(c, n, 0));
-    res = tt_hlo_select(b, empty, init, tt_lower_bin(c, TT_HLO_DIV, res, n));
+    tt_hv q = tt_lower_bin(c, TT_HLO_DIV, res, n);
+    res = tt_lower_is_none(c, 7) ? q : tt_hlo_select(b, empty, init, q);
   }
   tt_lower_result(c, tt_hlo_convert(b, res, dt.dtype));
   return NULL;
