@@ -240,16 +240,19 @@ void run_cpu_kernel(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
 // Ours run the dense ops (the core's rules) on the [M, N] view and copy into
 // the results the nested kernel allocated.
 
-c10::optional<at::Tensor> opt(const at::Tensor &t) {
-  return t.defined() ? c10::optional<at::Tensor>(t) : c10::nullopt;
-}
-
 bool wanted(const at::Tensor *t) { return t != nullptr && t->defined(); }
+
+// gamma/beta of any normalized shape (LayerNorm((size, size, 4))) as the [N]
+// the dense op over the [M, N] view takes.
+c10::optional<at::Tensor> flat(const at::Tensor &t, int64_t N) {
+  return t.defined() ? c10::optional<at::Tensor>(t.reshape({N})) : c10::nullopt;
+}
 
 void layer_norm_stub(const at::Tensor &X, const at::Tensor &gamma, const at::Tensor &beta,
                      int64_t M, int64_t N, double eps, at::Tensor *Y, at::Tensor *mean,
                      at::Tensor *rstd) {
-  const auto [y, m, r] = at::native_layer_norm(X.reshape({M, N}), {N}, opt(gamma), opt(beta), eps);
+  const auto [y, m, r] = at::native_layer_norm(X.reshape({M, N}), {N}, flat(gamma, N),
+                                                 flat(beta, N), eps);
   Y->copy_(y.view(Y->sizes()));
   if (wanted(mean)) mean->copy_(m.view(mean->sizes()));
   if (wanted(rstd)) rstd->copy_(r.view(rstd->sizes()));
@@ -262,7 +265,7 @@ void layer_norm_backward_stub(const at::Tensor &dY, const at::Tensor &X, const a
   // ([N], gamma's) to produce dbeta.
   const auto [dx, dg, db] = at::native_layer_norm_backward(
       dY.reshape({M, N}), X.reshape({M, N}), {N}, mean.reshape({M, 1}), rstd.reshape({M, 1}),
-      opt(gamma), wanted(dbeta) ? opt(gamma) : c10::nullopt,
+      flat(gamma, N), wanted(dbeta) ? flat(gamma, N) : c10::nullopt,
       {wanted(dX), wanted(dgamma), wanted(dbeta)});
   if (wanted(dX)) dX->copy_(dx.view(dX->sizes()));
   if (wanted(dgamma)) dgamma->copy_(dg.view(dgamma->sizes()));

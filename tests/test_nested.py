@@ -320,6 +320,31 @@ def test_pointwise_ops_like_cpu(op):
     assert_nested_equal(got, op(a, b), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("normalized", [(3, 2, 4), (2, 4)], ids=["all_trailing", "last_two"])
+def test_layer_norm_multi_dim_like_cpu(normalized):
+    """LayerNorm over several trailing dims of a nested tensor (PyTorch's
+    test_layer_norm): weight and bias of the normalized shape reach the dense
+    op flattened to [N] (the builder refused them as given), forward and
+    backward."""
+    g = gen(7)
+    parts = [torch.randn(n, 3, 2, 4, generator=g, dtype=torch.float64) for n in (2, 5, 3)]
+    ln = nn.LayerNorm(normalized, dtype=torch.float64)
+    with torch.no_grad():
+        ln.weight.copy_(torch.rand(normalized, generator=g, dtype=torch.float64))
+        ln.bias.copy_(torch.rand(normalized, generator=g, dtype=torch.float64))
+    lt = copy.deepcopy(ln).to("tpu")
+    got = {}
+    for dev, mod in (("cpu", ln), ("tpu", lt)):
+        nt = torch.nested.nested_tensor([p.to(dev) for p in parts], requires_grad=True)
+        out = mod(nt)
+        out.backward(torch.nested.nested_tensor([torch.ones_like(p).to(dev) for p in parts]))
+        got[dev] = (out, nt.grad, mod.weight.grad.cpu(), mod.bias.grad.cpu())
+    assert_nested_equal(got["tpu"][0], got["cpu"][0], rtol=1e-6, atol=1e-6)
+    assert_nested_equal(got["tpu"][1], got["cpu"][1], rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(got["tpu"][2], got["cpu"][2])
+    torch.testing.assert_close(got["tpu"][3], got["cpu"][3])
+
+
 def test_in_place_ops_like_cpu():
     a = torch.nested.nested_tensor(parts3())
     at = a.to("tpu")
