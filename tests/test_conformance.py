@@ -1126,7 +1126,7 @@ def test_spaced_points_exactly_like_cpu(fn, dt):
     """PyTorch's CPU kernels: 16-bit dtypes round each operation (bounds, end -
     start, the step divided by steps - 1 in that dtype, step * i, the sum);
     float32 takes start + step * i in one FMA; logspace raises the base in
-    double (steps == 1: the unrounded start). All but float64 match bit for bit."""
+    double (steps == 1: the unrounded start)."""
     for s, e, n in _spaced_args(f"{fn} {dt}"):
         if fn == "linspace":
             make = lambda d: torch.linspace(s, e, n, dtype=dt, device=d)
@@ -1135,6 +1135,29 @@ def test_spaced_points_exactly_like_cpu(fn, dt):
             make = lambda d: torch.logspace(s / 40, e / 40, n, base=base, dtype=dt, device=d)
         cpu, tpu = make("cpu"), make("tpu").cpu()
         assert torch.equal(cpu, tpu), (fn, dt, s, e, n, (cpu != tpu).nonzero()[:4].flatten().tolist())
+
+
+@pytest.mark.parametrize("dt", [torch.float64, torch.int64, torch.int16, torch.uint8], ids=str)
+def test_linspace_double_arithmetic_exactly_like_cpu(dt):
+    """float64 (and the integer dtypes, which step in double): the CPU's step is
+    a correctly rounded quotient and each point one FMA; XLA divides by a
+    constant through its reciprocal and rounds product and sum apart, which
+    error-free transformations undo. uint8 takes its bounds wrapped (-10 is
+    246), as the CPU's Scalar conversion does."""
+    g = random.Random(f"linspace {dt}")
+    args = [(-10, 10, 21), (0, 100, 1000), (-3.3, 10.7, 101), (1, -7.25, 77),
+            (-232.62073421992022, 713.8982537461206, 2101), (0, 255, 256), (3.7, 200.2, 999)]
+    args += [(g.uniform(-1e3, 1e3), g.uniform(-1e3, 1e3), g.randint(2, 3000)) for _ in range(10)]
+    checked = 0
+    for s, e, n in args:
+        try:
+            cpu = torch.linspace(s, e, n, dtype=dt)
+        except RuntimeError:  # a bound outside the dtype (the CPU's Scalar check)
+            continue
+        tpu = torch.linspace(s, e, n, dtype=dt, device="tpu").cpu()
+        assert torch.equal(cpu, tpu), (dt, s, e, n, (cpu != tpu).nonzero()[:4].flatten().tolist())
+        checked += 1
+    assert checked >= 3
 
 
 # --- 21. hash_tensor natively (the float32 OpInfo sweep's CPU fallback) ------------------------

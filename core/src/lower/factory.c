@@ -120,6 +120,60 @@ static tt_status lower_arange_start_out(tt_lower_ctx *c) {
   return NULL;
 }
 
+// --- exact float64 arithmetic for linspace -----------------------------------------------
+//
+// float64 has no wider type to round once in: PyTorch's CPU kernel takes its
+// step as a correctly rounded quotient and its points as one FMA each (the
+// compiler contracts start + step * i), while XLA divides by a constant
+// through its rounded reciprocal and rounds the product and the sum apart.
+// Error-free transformations (Dekker's product, Knuth's sum) recover both;
+// where a term overflows, the plainly rounded value stands.
+
+static tt_hv f64_bin(tt_hlo *b, tt_hlo_binop op, tt_hv x, tt_hv y) {
+  return tt_hlo_binary(b, op, x, y);
+}
+
+// The rounding error of p = x * y (x * y == p + err exactly).
+static tt_hv prod_err(tt_lower_ctx *c, tt_hv x, tt_hv y, tt_hv p) {
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hv hl[2][2], v[2] = {x, y};
+  for (int k = 0; k < 2; k++) {  // Veltkamp's split into 26-bit halves
+    tt_hv t = f64_bin(b, TT_HLO_MUL, v[k], tt_lower_splat_like(c, v[k], 134217729.0));
+    hl[k][0] = f64_bin(b, TT_HLO_SUB, t, f64_bin(b, TT_HLO_SUB, t, v[k]));
+    hl[k][1] = f64_bin(b, TT_HLO_SUB, v[k], hl[k][0]);
+  }
+  tt_hv e = f64_bin(b, TT_HLO_SUB, f64_bin(b, TT_HLO_MUL, hl[0][0], hl[1][0]), p);
+  e = f64_bin(b, TT_HLO_ADD, e, f64_bin(b, TT_HLO_MUL, hl[0][0], hl[1][1]));
+  e = f64_bin(b, TT_HLO_ADD, e, f64_bin(b, TT_HLO_MUL, hl[0][1], hl[1][0]));
+  return f64_bin(b, TT_HLO_ADD, e, f64_bin(b, TT_HLO_MUL, hl[0][1], hl[1][1]));
+}
+
+// v + fix where fix is finite, else v.
+static tt_hv corrected(tt_lower_ctx *c, tt_hv v, tt_hv fix) {
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hv ok = tt_hlo_unary(b, TT_HLO_IS_FINITE, fix);
+  return tt_hlo_select(b, ok, f64_bin(b, TT_HLO_ADD, v, fix), v);
+}
+
+// round(x * y + z), once.
+static tt_hv fma_f64(tt_lower_ctx *c, tt_hv x, tt_hv y, tt_hv z) {
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hv p = f64_bin(b, TT_HLO_MUL, x, y), e = prod_err(c, x, y, p);
+  tt_hv s = f64_bin(b, TT_HLO_ADD, p, z), bb = f64_bin(b, TT_HLO_SUB, s, p);
+  tt_hv es = f64_bin(b, TT_HLO_ADD, f64_bin(b, TT_HLO_SUB, p, f64_bin(b, TT_HLO_SUB, s, bb)),
+                     f64_bin(b, TT_HLO_SUB, z, bb));
+  return corrected(c, s, f64_bin(b, TT_HLO_ADD, es, e));
+}
+
+// round(x / d) for a divisor XLA may turn into a reciprocal's product: one
+// Newton step on the exact residual.
+static tt_hv div_f64(tt_lower_ctx *c, tt_hv x, tt_hv d) {
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hv q = f64_bin(b, TT_HLO_DIV, x, d), p = f64_bin(b, TT_HLO_MUL, q, d);
+  tt_hv r = f64_bin(b, TT_HLO_SUB, f64_bin(b, TT_HLO_SUB, x, p), prod_err(c, q, d, p));
+  return corrected(c, q, f64_bin(b, TT_HLO_DIV, r, d));
+}
+
 // --- linspace, logspace ------------------------------------------------------------------------
 
 // The destination's dtype (out=), else the default dtype.
@@ -148,6 +202,10 @@ static tt_status spaced(tt_lower_ctx *c, tt_dtype d, tt_dtype arith, tt_hv *out)
   }
   tt_hv start = tt_hlo_convert(b, tt_lower_scalar(c, 0, bound), rd);
   tt_hv end = tt_hlo_convert(b, tt_lower_scalar(c, 1, bound), rd);
+  if (!fl) {  // the bounds in the result's own integer type (uint8 wraps -10 to 246)
+    start = tt_hlo_convert(b, tt_hlo_convert(b, start, d), rd);
+    end = tt_hlo_convert(b, tt_hlo_convert(b, end, d), rd);
+  }
   // Indices count in float32 or double and are rounded to arith where used.
   tt_dtype ix = arith == TT_F64 ? TT_F64 : TT_F32;
   tt_hlo_type t = tt_hlo_make_type(ix, 1, &n);
@@ -159,7 +217,7 @@ static tt_status spaced(tt_lower_ctx *c, tt_dtype d, tt_dtype arith, tt_hv *out)
   tt_hv span = tt_hlo_convert(b, tt_hlo_convert(b, tt_hlo_binary(b, TT_HLO_SUB, end, start),
                                                 arith), wide);
   tt_hv den = tt_hlo_convert(b, tt_hlo_const(b, arith, (double)(n - 1)), wide);  // arith's n - 1
-  tt_hv step = tt_hlo_binary(b, TT_HLO_DIV, span, den);
+  tt_hv step = wide == TT_F64 ? div_f64(c, span, den) : tt_hlo_binary(b, TT_HLO_DIV, span, den);
   // start + step * i: the CPU's vectorized builds fuse it into one FMA for
   // float32 (one rounding), which double arithmetic reproduces; c10's 16-bit
   // types round the product on their own.
@@ -167,11 +225,17 @@ static tt_status spaced(tt_lower_ctx *c, tt_dtype d, tt_dtype arith, tt_hv *out)
   step = tt_lower_broadcast_to(c, tt_hlo_convert(b, tt_hlo_convert(b, step, arith), mac), 1, &n);
   start = tt_lower_broadcast_to(c, tt_hlo_convert(b, start, mac), 1, &n);
   end = tt_lower_broadcast_to(c, tt_hlo_convert(b, end, mac), 1, &n);
-  tt_hv fwd = tt_hlo_binary(b, TT_HLO_ADD, start, tt_hlo_binary(b, TT_HLO_MUL, step,
-                            tt_hlo_convert(b, tt_hlo_convert(b, i, arith), mac)));
   tt_hv back_i = tt_hlo_binary(b, TT_HLO_SUB, tt_hlo_splat(b, &t, (double)(n - 1)), i);
-  tt_hv bwd = tt_hlo_binary(b, TT_HLO_SUB, end, tt_hlo_binary(b, TT_HLO_MUL, step,
-                            tt_hlo_convert(b, tt_hlo_convert(b, back_i, arith), mac)));
+  tt_hv fi = tt_hlo_convert(b, tt_hlo_convert(b, i, arith), mac);
+  tt_hv bi = tt_hlo_convert(b, tt_hlo_convert(b, back_i, arith), mac);
+  tt_hv fwd, bwd;
+  if (arith == TT_F64) {  // the CPU's FMAs, rounded once (float32 gets them from double)
+    fwd = fma_f64(c, step, fi, start);
+    bwd = fma_f64(c, tt_hlo_unary(b, TT_HLO_NEG, step), bi, end);
+  } else {
+    fwd = tt_hlo_binary(b, TT_HLO_ADD, start, tt_hlo_binary(b, TT_HLO_MUL, step, fi));
+    bwd = tt_hlo_binary(b, TT_HLO_SUB, end, tt_hlo_binary(b, TT_HLO_MUL, step, bi));
+  }
   tt_hv first = tt_hlo_compare(b, TT_HLO_LT, i, tt_hlo_splat(b, &t, (double)(n / 2)));
   *out = tt_hlo_convert(b, tt_hlo_select(b, first, fwd, bwd), arith);
   return NULL;
@@ -185,10 +249,10 @@ static tt_status lower_linspace(tt_lower_ctx *c) {
   tt_hv v;
   TT_RETURN_IF_ERROR(spaced(c, d, arith, &v));
   tt_hlo *b = tt_lower_hlo(c);
-  if (!tt_dtype_is_float(d)) {
-    // XLA turns the division by the constant steps - 1 into a multiplication
-    // by its (inexact) reciprocal, so a point that is whole in PyTorch's
-    // double arithmetic can land just below it; snap those before truncating.
+  if (!tt_dtype_is_float(d) && !tt_lower_supports_f64(c)) {
+    // Without exact double arithmetic (spaced()'s error-free steps need
+    // float64), a point that is whole in PyTorch's double arithmetic can land
+    // just below it; snap those before truncating.
     tt_hv r = tt_hlo_unary(b, TT_HLO_ROUND_EVEN, v);
     tt_hv dist = tt_hlo_unary(b, TT_HLO_ABS, tt_hlo_binary(b, TT_HLO_SUB, v, r));
     tt_hv near = tt_hlo_compare(b, TT_HLO_LT, dist, tt_lower_splat_like(c, v, 1e-9));
