@@ -143,6 +143,7 @@ _cache_dir = _env.cache_dir()
 _cache_max_bytes = _env.cache_max_bytes()
 _program_cache_max_bytes = _env.program_cache_max_bytes()
 _explain = _env.explain_recompiles()
+_layouts_per_op = _env.layouts_per_op()
 
 
 def _apply_cache(rt=None):
@@ -159,6 +160,8 @@ def _apply_cache(rt=None):
             warnings.warn("torchtpu: TORCHTPU_PROGRAM_CACHE_MAX_BYTES is set, but this build's "
                           "core cannot bound its program cache yet; the setting is ignored")
     _core.set_explain_recompiles(_explain)
+    if _layouts_per_op is not None:
+        _core.set_layouts_per_op(_layouts_per_op)
 
 
 def set_cache_dir(path, max_bytes=None):

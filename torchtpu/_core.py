@@ -73,6 +73,7 @@ class Stats(ctypes.Structure):  # tt_stats
         ("program_cache_entries", ctypes.c_int64),
         ("program_cache_bytes", ctypes.c_int64),
         ("program_cache_evictions", ctypes.c_int64),
+        ("layout_spills", ctypes.c_int64),
     ]
 
 
@@ -127,6 +128,7 @@ _CORE_FUNCS = {
     "tt_runtime_mode": (ctypes.c_int, [_p]),
     "tt_runtime_synchronize": (_p, [_p]),
     "tt_runtime_set_device_checks": (None, [_p, ctypes.c_bool]),
+    "tt_runtime_set_layouts_per_op": (_p, [_p, ctypes.c_int64]),
     "tt_runtime_device_checks": (ctypes.c_bool, [_p]),
     "tt_runtime_flush": (_p, [_p]),
     "tt_runtime_set_fuse_limit": (None, [_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]),
@@ -345,6 +347,12 @@ def profile_read(cap=65536):
 
 def profile_now_ns():
     return core.tt_runtime_profile_now_ns()
+
+
+def set_layouts_per_op(n):
+    """Layouts of one op and shape compiled before strided inputs are copied
+    dense instead (0: a program per layout)."""
+    check(core.tt_runtime_set_layouts_per_op(runtime(), int(n)))
 
 
 def set_device_checks(flag):

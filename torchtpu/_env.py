@@ -24,6 +24,10 @@ Names follow DESIGN.md (compatible with Google's TorchTPU where one exists):
     TORCHTPU_PROGRAM_CACHE_MAX_BYTES  bound of the in-memory program cache
                             (same syntax; default 1G, about 4,000 programs;
                             0: unbounded)
+    TORCHTPU_LAYOUTS_PER_OP  input layouts (strides) of one op and shape that
+                            strict eager compiles a program for; a further
+                            layout's strided inputs are copied dense first
+                            (default 4; 0: a program per layout always)
     TORCHTPU_FUSE_MAX_INSTRUCTIONS  fused eager's compile-cost bound: a graph
                             is run before it passes this many StableHLO
                             instructions (a positive integer; default 20000)
@@ -212,6 +216,17 @@ def program_cache_max_bytes():
     """TORCHTPU_PROGRAM_CACHE_MAX_BYTES: bound of the in-memory program cache
     (default 1 GiB; 0: unbounded)."""
     return _size_setting("TORCHTPU_PROGRAM_CACHE_MAX_BYTES", DEFAULT_PROGRAM_CACHE_MAX_BYTES)
+
+
+def layouts_per_op():
+    """TORCHTPU_LAYOUTS_PER_OP (None: the core's default, 4; 0: a program
+    per input layout always)."""
+    raw = os.environ.get("TORCHTPU_LAYOUTS_PER_OP", "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) > 2**31 - 1:
+        raise _bad("TORCHTPU_LAYOUTS_PER_OP", raw, "a count, 0 or more")
+    return int(raw)
 
 
 def fuse_max_instructions():

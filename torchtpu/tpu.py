@@ -503,7 +503,9 @@ def _get_cache_stats():
     graph already compiled with another signature; causes: compiles by cause
     (see torchtpu.explain_recompiles); live_programs, program_cache_bytes
     (estimated, counted while bounded), program_cache_evictions: the
-    in-memory program cache; entries: one dict per live program (key,
+    in-memory program cache; layout_spills: eager calls whose strided
+    inputs were copied dense instead of compiling a program for one more
+    layout (TORCHTPU_LAYOUTS_PER_OP); entries: one dict per live program (key,
     label, uses, compile_seconds, from_disk, text_bytes)."""
     st = _core.stats()
     return {
@@ -525,6 +527,7 @@ def _get_cache_stats():
         "live_programs": st["program_cache_entries"],
         "program_cache_bytes": st["program_cache_bytes"],
         "program_cache_evictions": st["program_cache_evictions"],
+        "layout_spills": st["layout_spills"],
         "causes": _core.recompile_causes(),
         "entries": _core.cache_entries(),
     }

@@ -94,6 +94,16 @@ TT_API tt_status tt_runtime_synchronize(tt_runtime *rt);
 TT_API void tt_runtime_set_device_checks(tt_runtime *rt, bool on);
 TT_API bool tt_runtime_device_checks(tt_runtime *rt);
 
+// Strided inputs and compile storms. A program is compiled per input layout
+// (the strides are folded into the op's gather). Once an op has programs for
+// `n` layouts of inputs of the same shapes and dtypes, a further layout's
+// strided, read-only inputs are copied dense first (one copy program per
+// layout, shared by every op) and the op runs through its dense program
+// (tt_stats.layout_spills counts such calls). 0: a program per layout
+// always. Default TT_DEFAULT_LAYOUTS_PER_OP.
+#define TT_DEFAULT_LAYOUTS_PER_OP 4
+TT_API tt_status tt_runtime_set_layouts_per_op(tt_runtime *rt, int64_t n);
+
 // --- fused eager ---------------------------------------------------------------
 //
 // In TT_MODE_FUSED an op is lowered at once (a user error raises at the op,
@@ -171,6 +181,9 @@ typedef struct tt_stats {
   int64_t program_cache_entries;
   int64_t program_cache_bytes;
   int64_t program_cache_evictions;
+  // Op calls whose strided inputs were copied dense instead of compiling a
+  // program for their layout (tt_runtime_set_layouts_per_op).
+  int64_t layout_spills;
 } tt_stats;
 
 TT_API void tt_runtime_stats(tt_runtime *rt, tt_stats *out);

@@ -43,6 +43,10 @@ enum {
   // complex tensor, dtype or Scalar is TT_UNIMPLEMENTED (the shim runs it on
   // the CPU): rules written for real dtypes would give wrong numbers.
   TT_RULE_COMPLEX = 1u << 2,
+  // The rule's result depends on its inputs' strides, not only their values
+  // (the LU _linalg_det returns factors A^T when A is contiguous): the
+  // runtime never swaps a strided input for a dense copy (runtime/spill.h).
+  TT_RULE_READS_LAYOUT = 1u << 3,
 };
 
 // Checks of an op's argument values that PyTorch makes on every call (a

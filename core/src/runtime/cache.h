@@ -32,6 +32,9 @@ typedef struct tt_plan {
   char *message;         // why unimplemented (owned)
   tt_pjrt_exe *exe;      // borrowed from the program cache
   tt_program prog;       // owned: parameters, outputs, result metas
+  // Spilled (spill.h): no program of its own; these slots are copied dense
+  // and the call runs through the dense call's plan.
+  uint64_t spill_mask;
 } tt_plan;
 
 void tt_plan_free(tt_plan *p);

@@ -22,6 +22,7 @@ tt_status tt_runtime_create(const tt_runtime_options *opts,
   if (!rt) return tt_make_status(TT_RESOURCE_EXHAUSTED, "runtime: out of memory");
   pthread_mutex_init(&rt->mu, NULL);
   rt->device_checks = true;
+  rt->layouts_per_op = TT_DEFAULT_LAYOUTS_PER_OP;
   tt_status st = NULL;
   tt_pjrt_options po = {
       .plugin_path = opts ? opts->plugin_path : NULL,
@@ -171,6 +172,17 @@ void tt_runtime_set_device_checks(tt_runtime *rt, bool on) {
   pthread_mutex_lock(&rt->mu);
   rt->device_checks = on;  // part of every signature: plans don't mix
   pthread_mutex_unlock(&rt->mu);
+}
+
+tt_status tt_runtime_set_layouts_per_op(tt_runtime *rt, int64_t n) {
+  if (n < 0 || n > INT32_MAX)
+    return tt_make_status(TT_INVALID_ARGUMENT, "layouts per op %lld: expected a count "
+                          "from 1 to %d, or 0 for a program per layout", (long long)n,
+                          INT32_MAX);
+  pthread_mutex_lock(&rt->mu);
+  rt->layouts_per_op = (int32_t)n;
+  pthread_mutex_unlock(&rt->mu);
+  return NULL;
 }
 
 bool tt_runtime_device_checks(tt_runtime *rt) {

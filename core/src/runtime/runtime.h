@@ -77,6 +77,9 @@ struct tt_runtime {
   // Device-side checks (checks.h): on unless the user turned them off; the
   // flag buffers of launched programs, read at the next synchronisation.
   bool device_checks;
+  // Layouts of one dense signature the strict executor compiles programs
+  // for before it copies further layouts dense (runtime/spill.h); 0: never.
+  int32_t layouts_per_op;
   struct tt_pending_check *checks;
   int nchecks, cap_checks;
 

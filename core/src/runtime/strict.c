@@ -22,15 +22,26 @@
 #include "runtime/explain.h"
 #include "runtime/runtime.h"
 #include "runtime/scalars.h"
+#include "base/hash.h"
 #include "runtime/signature.h"
 #include "runtime/profile.h"
+#include "runtime/spill.h"
 #include "runtime/storage.h"
 
 typedef struct strict {
   tt_executor base;  // first: the executor is the strict struct
   tt_sig_cache *sigs;
   tt_buf sig;        // scratch for signatures
+  tt_buf dense_sig;  // scratch for a spill candidate's dense signature
+  tt_layout_counts layouts;  // layouts compiled per dense signature (spill.h)
+  int32_t copy_op;   // aten::copy, which makes a spill's dense copies
+  int32_t copy_to_op;  // aten::copy_: a copy already, nothing to gain
+  int spilling;      // > 0 while a spill runs its copies and dense op
 } strict;
+
+static tt_status strict_run_op(tt_executor *ex, const tt_op_call *call,
+                               const tt_rule *rule, tt_op_result *results,
+                               int32_t cap, int32_t *out_nresults);
 
 // --- running a plan -------------------------------------------------------------------------
 
@@ -156,13 +167,104 @@ cleanup:
   return st;
 }
 
+// --- spilling strided inputs (spill.h) ----------------------------------------------------
+
+// The slots of this new layout to copy dense instead of compiling a program
+// for it: 0 unless the op has been compiled for rt->layouts_per_op layouts
+// with the same dense signature (`prog`: the call's lowering, which says
+// what it writes).
+static uint64_t spill_mask(strict *x, const tt_op_call *call, const tt_rule *rule,
+                           const tt_slot *slots, int nslots, const tt_program *prog) {
+  tt_runtime *rt = x->base.rt;
+  if (x->spilling || rt->layouts_per_op <= 0 || x->copy_op < 0 || call->op == x->copy_op ||
+      call->op == x->copy_to_op || (rule->flags & TT_RULE_READS_LAYOUT))
+    return 0;
+  uint64_t written = 0;
+  for (int o = 0; o < prog->nouts; o++)
+    if (!prog->outs[o].fresh && prog->outs[o].slot < 64) written |= 1ull << prog->outs[o].slot;
+  uint64_t mask = tt_spill_candidates(slots, nslots, written);
+  if (!mask) return 0;
+  // The dense call's signature: storages without buffers of the copies' size
+  // have the facts the copies will have.
+  tt_storage holders[64], *stores[64] = {0};
+  for (int i = 0; i < nslots && i < 64; i++) {
+    if (!(mask >> i & 1)) continue;
+    int64_t numel = 1;
+    for (int d = 0; d < slots[i].t->ndim; d++) numel *= slots[i].t->sizes[d];
+    holders[i] = (tt_storage){.rt = rt, .device = call->device,
+                              .nbytes = numel * tt_dtype_size(slots[i].t->dtype)};
+    stores[i] = &holders[i];
+  }
+  tt_spill_call dense;
+  tt_status st = tt_spill_call_init(&dense, call, slots, nslots, mask, stores);
+  tt_slot stack[32], *dslots = stack;
+  int n = st ? 0 : tt_call_slots(&dense.call, stack, 32);
+  if (n > 32) dslots = malloc((size_t)n * sizeof *dslots);
+  int32_t count = 0;
+  if (!st && dslots) {
+    if (dslots != stack) tt_call_slots(&dense.call, dslots, n);
+    tt_signature_build(&x->dense_sig, &dense.call, rule, dslots);
+    count = tt_layout_counts_bump(&x->layouts,
+                                  tt_hash_words(x->dense_sig.data, x->dense_sig.len));
+  }
+  if (dslots != stack) free(dslots);
+  if (!st) tt_spill_call_deinit(&dense);
+  tt_status_free(st);
+  return count > rt->layouts_per_op ? mask : 0;
+}
+
+// A dense copy of `t` in a fresh storage (aten::copy through this executor).
+static tt_status dense_copy(strict *x, const tt_op_call *call, const tt_tensor *t,
+                           tt_storage **out) {
+  tt_value args[3] = {{.kind = TT_VALUE_TENSOR, .u.tensor = *t},
+                      {.kind = TT_VALUE_TENSOR, .u.tensor = *t},
+                      {.kind = TT_VALUE_BOOL, .u.b = false}};
+  tt_dest dest = {-1, -1};
+  tt_op_call c = {.op = x->copy_op, .device = call->device,
+                  .default_dtype = call->default_dtype, .args = args, .nargs = 3,
+                  .dests = &dest, .ndests = 1};
+  tt_op_result r;
+  int32_t n = 0;
+  TT_RETURN_IF_ERROR(strict_run_op(&x->base, &c, tt_rule_get(x->copy_op), &r, 1, &n));
+  if (n != 1) return tt_make_status(TT_INTERNAL, "%s: dense copy gave no result",
+                                    tt_op_name(call->op));
+  *out = r.storage;
+  return NULL;
+}
+
+// Runs `call` with the slots in `mask` copied dense first.
+static tt_status run_spilled(strict *x, const tt_op_call *call, const tt_rule *rule,
+                             const tt_slot *slots, int nslots, uint64_t mask,
+                             tt_op_result *results, int32_t cap, int32_t *nres) {
+  tt_storage *copies[64] = {0};
+  tt_spill_call dense = {0};
+  tt_status st = NULL;
+  x->spilling++;
+  for (int i = 0; i < nslots && i < 64 && !st; i++)
+    if (mask >> i & 1) st = dense_copy(x, call, slots[i].t, &copies[i]);
+  if (!st) st = tt_spill_call_init(&dense, call, slots, nslots, mask, copies);
+  if (!st) {
+    x->base.rt->stats.layout_spills++;
+    st = strict_run_op(&x->base, &dense.call, rule, results, cap, nres);
+    tt_spill_call_deinit(&dense);
+  }
+  x->spilling--;
+  // A launched program keeps what it reads alive (PJRT counts its uses).
+  for (int i = 0; i < 64; i++) {
+    if (!copies[i]) continue;
+    tt_storage_set_buffer(copies[i], NULL, TT_U8, 0);
+    free(copies[i]);
+  }
+  return st;
+}
+
 // --- lowering and compiling on a miss ---------------------------------------------------------
 
-// Lowers and compiles `call`; caches the plan under the signature in `x->sig`
-// (also "unimplemented" plans, so an op without a lowering falls back at once
-// on later calls).
-static tt_status make_plan(strict *x, const tt_op_call *call,
-                           const tt_rule *rule, tt_plan **out) {
+// Lowers and compiles `call`, or marks its plan as spilled; caches the plan
+// under the signature in `x->sig` (also "unimplemented" plans, so an op
+// without a lowering falls back at once on later calls).
+static tt_status make_plan(strict *x, const tt_op_call *call, const tt_rule *rule,
+                           const tt_slot *slots, int nslots, tt_plan **out) {
   tt_runtime *rt = x->base.rt;
   tt_hlo_reset(rt->hlo);
   tt_lower_options opts;
@@ -176,7 +278,8 @@ static tt_status make_plan(strict *x, const tt_op_call *call,
     plan->unimplemented = true;
     plan->message = strdup(tt_status_message(st));
   } else if (!st) {
-    st = tt_runtime_compile(rt, text, len, &plan->exe);
+    plan->spill_mask = spill_mask(x, call, rule, slots, nslots, &plan->prog);
+    if (!plan->spill_mask) st = tt_runtime_compile(rt, text, len, &plan->exe);
     if (st) st = tt_status_annotate(st, "%s: compiling its program", tt_op_name(call->op));
   }
   if (st && tt_status_code(st) != TT_UNIMPLEMENTED) {
@@ -191,15 +294,15 @@ static tt_status make_plan(strict *x, const tt_op_call *call,
 
 // --- the executor ----------------------------------------------------------------------------
 
-// The call's slots in a stack array (heap for long lists).
+// The call's slots in a stack array (heap for long lists); `*n` their number.
 static tt_status with_slots(const tt_op_call *call, tt_slot **out, tt_slot *stack,
-                            int cap) {
-  int n = tt_call_slots(call, stack, cap);
+                            int cap, int *n) {
+  *n = tt_call_slots(call, stack, cap);
   *out = stack;
-  if (n <= cap) return NULL;
-  *out = malloc((size_t)n * sizeof **out);
+  if (*n <= cap) return NULL;
+  *out = malloc((size_t)*n * sizeof **out);
   if (!*out) return tt_make_status(TT_RESOURCE_EXHAUSTED, "out of memory");
-  tt_call_slots(call, *out, n);
+  tt_call_slots(call, *out, *n);
   return NULL;
 }
 
@@ -209,7 +312,8 @@ static tt_status strict_run_op(tt_executor *ex, const tt_op_call *call,
   strict *x = (strict *)ex;
   tt_runtime *rt = ex->rt;
   tt_slot stack[32], *slots;
-  TT_RETURN_IF_ERROR(with_slots(call, &slots, stack, 32));
+  int nslots;
+  TT_RETURN_IF_ERROR(with_slots(call, &slots, stack, 32, &nslots));
   tt_status st = NULL;
   tt_signature_build(&x->sig, call, rule, slots);
   tt_buf_append_i64(&x->sig, rt->device_checks);  // plans with and without checks
@@ -219,12 +323,15 @@ static tt_status strict_run_op(tt_executor *ex, const tt_op_call *call,
     // The recompile explainer describes the call around its lowering, so the
     // compile that follows (if any) is explained with it.
     tt_explain_op(rt, call);
-    st = make_plan(x, call, rule, &plan);
+    st = make_plan(x, call, rule, slots, nslots, &plan);
     tt_explain_op_done(rt);
   }
   if (!st && plan->unimplemented)
     st = tt_make_status(TT_UNIMPLEMENTED, "%s", plan->message ? plan->message : "");
-  if (!st) st = run_plan(rt, call, plan, slots, results, cap, out_nresults);
+  if (!st && plan->spill_mask)
+    st = run_spilled(x, call, rule, slots, nslots, plan->spill_mask, results, cap,
+                     out_nresults);
+  else if (!st) st = run_plan(rt, call, plan, slots, results, cap, out_nresults);
   if (slots != stack) free(slots);
   return st;
 }
@@ -243,6 +350,8 @@ static void strict_destroy(tt_executor *ex) {
   strict *x = (strict *)ex;
   tt_sig_cache_destroy(x->sigs, ex->rt->pjrt);
   tt_buf_deinit(&x->sig);
+  tt_buf_deinit(&x->dense_sig);
+  tt_layout_counts_deinit(&x->layouts);
   free(x);
 }
 
@@ -264,7 +373,10 @@ tt_status tt_strict_create(tt_runtime *rt, tt_executor **out) {
   strict *x = calloc(1, sizeof *x);
   if (!x) return tt_make_status(TT_RESOURCE_EXHAUSTED, "strict executor: out of memory");
   x->base = (tt_executor){&kStrictOps, rt};
+  x->copy_op = tt_op_lookup("aten::copy");
+  x->copy_to_op = tt_op_lookup("aten::copy_");
   tt_buf_init(&x->sig);
+  tt_buf_init(&x->dense_sig);
   tt_status st = tt_sig_cache_create(&x->sigs);
   if (st) {
     tt_buf_deinit(&x->sig);
