@@ -63,22 +63,8 @@ static const char *shape_str(const tt_tensor *t, char *buf, size_t cap) {
   return buf;
 }
 
-static int64_t numel_of(const tt_tensor *t) {
-  int64_t n = 1;
-  for (int i = 0; i < t->ndim; i++) n *= t->sizes[i];
-  return n;
-}
-
 // Dense row-major, offset 0, covering the whole storage.
-static bool whole_dense(const tt_tensor *t) {
-  if (!t->storage || t->offset != 0) return false;
-  int64_t expect = 1;
-  for (int i = t->ndim - 1; i >= 0; i--) {
-    if (t->sizes[i] != 1 && t->strides[i] != expect) return false;
-    expect *= t->sizes[i];
-  }
-  return expect * tt_dtype_size(t->dtype) == t->storage->nbytes;
-}
+static bool whole_dense(const tt_tensor *t) { return t->storage && tt_view_is_whole(t); }
 
 // --- the program ---------------------------------------------------------------------
 
@@ -344,7 +330,7 @@ static tt_status gather_inputs(const tt_collective_desc *d, const tt_tensor *in,
                             "graph that was to compute it failed)", what, i);
     TT_RETURN_IF_ERROR(tt_storage_materialize(s, in[i].dtype));
     if (i == 0) {
-      *out = (tt_collective_input){in[0].dtype, numel_of(&in[0]), s->dtype,
+      *out = (tt_collective_input){in[0].dtype, tt_view_numel(&in[0]), s->dtype,
                                    s->numel};
     } else if (s->dtype != out->buf_dtype || s->numel != out->buf_numel) {
       return tt_make_status(TT_INVALID_ARGUMENT,
@@ -373,13 +359,13 @@ static tt_status run_locked(tt_runtime *rt, const tt_collective_desc *d,
   tt_status st = compile_locked(rt, d, &ci, &out_numel, &exe);
   if (st) return tt_status_annotate(st, "%s", what);
   for (int i = 0; i < n; i++) {
-    if (numel_of(&out[i]) != out_numel) {
+    if (tt_view_numel(&out[i]) != out_numel) {
       char so[96];
       return tt_make_status(TT_INVALID_ARGUMENT,
                             "%s over %d devices: device %d's output has shape "
                             "%s (%lld elements), expected %lld elements", what,
                             n, i, shape_str(&out[i], so, sizeof so),
-                            (long long)numel_of(&out[i]), (long long)out_numel);
+                            (long long)tt_view_numel(&out[i]), (long long)out_numel);
     }
   }
   st = tt_profile_execute_replicated(rt, what, exe, n, args, 1, outs, done);

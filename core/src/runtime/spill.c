@@ -52,26 +52,17 @@ int32_t tt_layout_counts_bump(tt_layout_counts *m, uint64_t hash) {
 
 // --- which slots --------------------------------------------------------------------------
 
-// A view that is its storage's whole buffer, row-major: nothing to spill.
-static bool is_whole_dense(const tt_tensor *t, int64_t numel) {
-  int64_t expect = 1;
-  for (int d = t->ndim - 1; d >= 0; d--) {
-    if (t->sizes[d] != 1 && t->strides[d] != expect) return false;
-    expect *= t->sizes[d];
-  }
+// Strided, or a part of its storage, or another dtype's buffer (what the
+// signature records), and not expanded: a dense copy would read otherwise.
+static bool spillable(const tt_tensor *t) {
+  for (int d = 0; d < t->ndim; d++)
+    if (t->sizes[d] > 1 && t->strides[d] == 0) return false;  // expanded
+  int64_t numel = tt_view_numel(t);
+  if (numel == 0) return false;
   tt_storage_facts f;
   tt_storage_facts_of(t->storage, &f);
-  return t->offset == 0 && tt_facts_buffer_dtype(&f, t->dtype) == t->dtype &&
-         tt_facts_buffer_numel(&f, t->dtype) == numel;
-}
-
-static bool spillable(const tt_tensor *t) {
-  int64_t numel = 1;
-  for (int d = 0; d < t->ndim; d++) {
-    if (t->sizes[d] > 1 && t->strides[d] == 0) return false;  // expanded
-    numel *= t->sizes[d];
-  }
-  return numel > 0 && !is_whole_dense(t, numel);
+  return !tt_view_is_whole(t) || tt_facts_buffer_dtype(&f, t->dtype) != t->dtype ||
+         tt_facts_buffer_numel(&f, t->dtype) != numel;
 }
 
 uint64_t tt_spill_candidates(const tt_slot *slots, int nslots, uint64_t written) {

@@ -114,13 +114,17 @@ void tt_storage_set_buffer(tt_storage *s, tt_pjrt_buffer *b, tt_dtype dtype,
   }
 }
 
+void tt_storage_destroy_locked(tt_storage *s) {
+  tt_storage_set_buffer(s, NULL, TT_U8, 0);
+  free(s);
+}
+
 void tt_storage_destroy(tt_storage *s) {
   if (!s) return;
   tt_runtime *rt = s->rt;
   pthread_mutex_lock(&rt->mu);
-  tt_storage_set_buffer(s, NULL, TT_U8, 0);
+  tt_storage_destroy_locked(s);
   pthread_mutex_unlock(&rt->mu);
-  free(s);
 }
 
 void tt_storage_free_unused(tt_storage *s) { free(s); }
@@ -222,14 +226,13 @@ done:
 
 // --- views <-> host -------------------------------------------------------------
 
-static int64_t view_numel(const tt_tensor *t) {
+int64_t tt_view_numel(const tt_tensor *t) {
   int64_t n = 1;
   for (int i = 0; i < t->ndim; i++) n *= t->sizes[i];
   return n;
 }
 
-// True when the view is exactly the whole storage, densely.
-static bool is_whole(const tt_tensor *t) {
+bool tt_view_is_whole(const tt_tensor *t) {
   int64_t expect = 1;
   for (int i = t->ndim - 1; i >= 0; i--) {
     if (t->sizes[i] != 1 && t->strides[i] != expect) return false;
@@ -244,7 +247,7 @@ static bool is_whole(const tt_tensor *t) {
 static void strided_copy(const tt_tensor *t, char *base, char *dense,
                          bool to_dense) {
   int64_t esize = tt_dtype_size(t->dtype);
-  int64_t numel = view_numel(t);
+  int64_t numel = tt_view_numel(t);
   int64_t idx[TT_MAX_RANK] = {0};
   for (int64_t n = 0; n < numel; n++) {
     int64_t off = t->offset;
@@ -286,9 +289,9 @@ static tt_status check_view(const tt_tensor *t, const char *what) {
 
 static tt_status upload_locked(const tt_tensor *dst, const void *host) {
   tt_storage *s = dst->storage;
-  int64_t numel = view_numel(dst);
+  int64_t numel = tt_view_numel(dst);
   if (numel == 0) return NULL;
-  if (is_whole(dst)) return upload_flat(s, dst->dtype, numel, host);
+  if (tt_view_is_whole(dst)) return upload_flat(s, dst->dtype, numel, host);
   TT_RETURN_IF_ERROR(tt_exec_sync_storage(s->rt->exec, s));
   char *all = NULL;
   TT_RETURN_IF_ERROR(take_bytes(s, &all));
@@ -312,7 +315,7 @@ tt_status tt_tensor_upload(tt_runtime *rt, const tt_tensor *dst,
 
 static tt_status download_locked(const tt_tensor *src, void *host) {
   tt_storage *s = src->storage;
-  int64_t numel = view_numel(src);
+  int64_t numel = tt_view_numel(src);
   if (numel == 0) return NULL;
   // Any read from the host ends the graph, even of a value it doesn't hold:
   // graphs then end where the program syncs (loss.item()), so a training
@@ -325,7 +328,7 @@ static tt_status download_locked(const tt_tensor *src, void *host) {
     return tt_make_status(TT_FAILED_PRECONDITION,
                           "this tensor's value was lost: the fused graph that "
                           "computed it failed (see that error)");
-  if (is_whole(src) && s->buf && s->dtype == src->dtype) {
+  if (tt_view_is_whole(src) && s->buf && s->dtype == src->dtype) {
     size_t n = (size_t)(numel * tt_dtype_size(src->dtype));
     TT_RETURN_IF_ERROR(tt_pjrt_buffer_to_host(s->rt->pjrt, s->buf, host, n));
     s->rt->stats.device_to_host_bytes += (int64_t)n;

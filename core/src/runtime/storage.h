@@ -44,9 +44,18 @@ tt_pjrt_buffer *tt_storage_take_buffer(tt_storage *s, int64_t *out_bytes);
 void tt_storage_release_buffer(tt_runtime *rt, tt_pjrt_buffer *b, int64_t bytes);
 // Makes sure the storage has a buffer: zeros of `dtype` when it has none.
 tt_status tt_storage_materialize(tt_storage *s, tt_dtype dtype);
+// tt_storage_destroy with rt->mu already held (a storage the runtime made
+// for itself: a spill's dense copy).
+void tt_storage_destroy_locked(tt_storage *s);
 // Frees a storage that never held a buffer nor was seen by an executor
 // (a fresh result whose op failed before it ran).
 void tt_storage_free_unused(tt_storage *s);
+
+// Elements of a view (the product of its sizes).
+int64_t tt_view_numel(const tt_tensor *t);
+// True when the view is exactly its whole storage, densely (row-major,
+// offset 0, numel * element size == the storage's bytes).
+bool tt_view_is_whole(const tt_tensor *t);
 
 // The facts lowering reads (lower/program.h): a tt_storage_facts_fn.
 void tt_storage_facts_of(const tt_storage *s, tt_storage_facts *out);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "base/buf.h"
+#include "base/hash.h"
 #include "lower/ctx.h"
 #include "runtime/cache.h"
 #include "runtime/checks.h"
@@ -22,7 +23,6 @@
 #include "runtime/explain.h"
 #include "runtime/runtime.h"
 #include "runtime/scalars.h"
-#include "base/hash.h"
 #include "runtime/signature.h"
 #include "runtime/profile.h"
 #include "runtime/spill.h"
@@ -167,6 +167,18 @@ cleanup:
   return st;
 }
 
+// The call's slots in a stack array (heap for long lists); `*n` their number.
+static tt_status with_slots(const tt_op_call *call, tt_slot **out, tt_slot *stack,
+                            int cap, int *n) {
+  *n = tt_call_slots(call, stack, cap);
+  *out = stack;
+  if (*n <= cap) return NULL;
+  *out = malloc((size_t)*n * sizeof **out);
+  if (!*out) return tt_make_status(TT_RESOURCE_EXHAUSTED, "out of memory");
+  tt_call_slots(call, *out, *n);
+  return NULL;
+}
+
 // --- spilling strided inputs (spill.h) ----------------------------------------------------
 
 // The slots of this new layout to copy dense instead of compiling a program
@@ -189,26 +201,28 @@ static uint64_t spill_mask(strict *x, const tt_op_call *call, const tt_rule *rul
   tt_storage holders[64], *stores[64] = {0};
   for (int i = 0; i < nslots && i < 64; i++) {
     if (!(mask >> i & 1)) continue;
-    int64_t numel = 1;
-    for (int d = 0; d < slots[i].t->ndim; d++) numel *= slots[i].t->sizes[d];
     holders[i] = (tt_storage){.rt = rt, .device = call->device,
-                              .nbytes = numel * tt_dtype_size(slots[i].t->dtype)};
+                              .nbytes = tt_view_numel(slots[i].t) *
+                                        tt_dtype_size(slots[i].t->dtype)};
     stores[i] = &holders[i];
   }
   tt_spill_call dense;
   tt_status st = tt_spill_call_init(&dense, call, slots, nslots, mask, stores);
+  if (st) {
+    tt_status_free(st);
+    return 0;
+  }
   tt_slot stack[32], *dslots = stack;
-  int n = st ? 0 : tt_call_slots(&dense.call, stack, 32);
-  if (n > 32) dslots = malloc((size_t)n * sizeof *dslots);
+  int n;
   int32_t count = 0;
-  if (!st && dslots) {
-    if (dslots != stack) tt_call_slots(&dense.call, dslots, n);
+  st = with_slots(&dense.call, &dslots, stack, 32, &n);
+  if (!st) {
     tt_signature_build(&x->dense_sig, &dense.call, rule, dslots);
     count = tt_layout_counts_bump(&x->layouts,
                                   tt_hash_words(x->dense_sig.data, x->dense_sig.len));
+    if (dslots != stack) free(dslots);
   }
-  if (dslots != stack) free(dslots);
-  if (!st) tt_spill_call_deinit(&dense);
+  tt_spill_call_deinit(&dense);
   tt_status_free(st);
   return count > rt->layouts_per_op ? mask : 0;
 }
@@ -251,9 +265,7 @@ static tt_status run_spilled(strict *x, const tt_op_call *call, const tt_rule *r
   x->spilling--;
   // A launched program keeps what it reads alive (PJRT counts its uses).
   for (int i = 0; i < 64; i++) {
-    if (!copies[i]) continue;
-    tt_storage_set_buffer(copies[i], NULL, TT_U8, 0);
-    free(copies[i]);
+    if (copies[i]) tt_storage_destroy_locked(copies[i]);
   }
   return st;
 }
@@ -293,18 +305,6 @@ static tt_status make_plan(strict *x, const tt_op_call *call, const tt_rule *rul
 }
 
 // --- the executor ----------------------------------------------------------------------------
-
-// The call's slots in a stack array (heap for long lists); `*n` their number.
-static tt_status with_slots(const tt_op_call *call, tt_slot **out, tt_slot *stack,
-                            int cap, int *n) {
-  *n = tt_call_slots(call, stack, cap);
-  *out = stack;
-  if (*n <= cap) return NULL;
-  *out = malloc((size_t)*n * sizeof **out);
-  if (!*out) return tt_make_status(TT_RESOURCE_EXHAUSTED, "out of memory");
-  tt_call_slots(call, *out, *n);
-  return NULL;
-}
 
 static tt_status strict_run_op(tt_executor *ex, const tt_op_call *call,
                                const tt_rule *rule, tt_op_result *results,
