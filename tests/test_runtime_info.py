@@ -9,7 +9,8 @@ import torchtpu
 def test_runtime_info():
     info = torchtpu.runtime_info()
     for key in ("platform", "platform_version", "plugin_path", "api_version",
-                "device_count", "device_kind", "supports_f64", "asynchronous"):
+                "device_count", "device_kind", "supports_f64", "asynchronous",
+                "host_memory_kept"):
         assert key in info, key
     assert info["device_count"] == torch.tpu.device_count() >= 1
     assert os.path.exists(info["plugin_path"])
@@ -86,3 +87,54 @@ def test_cpu_async_option():
     out = subprocess.run([sys.executable, "-c", "import torch, torchtpu; torch.ones(1, device='tpu')"],
                          env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode != 0 and "TORCHTPU_CPU_ASYNC='maybe'" in out.stderr, out.stderr
+
+
+_FAULTS_PROBE = """
+import resource, sys, torch, torchtpu
+x = torch.randn(10_000_000)
+t = x.to("tpu")  # 40 MB: above glibc's largest mmap threshold (32 MiB)
+def faults():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+assert torch.equal((t + 1).cpu(), x + 1)
+for _ in range(2):
+    y = t + 1; torch.tpu.synchronize(); del y
+f0 = faults()
+for _ in range(5):
+    y = t + 1; torch.tpu.synchronize(); del y
+print(torchtpu.runtime_info()["host_memory_kept"], (faults() - f0) / 5)
+"""
+
+
+def _faults_per_run(keep):
+    import subprocess
+    import sys
+    env = dict(os.environ, TORCHTPU_CPU_KEEP_MEMORY=keep)
+    out = subprocess.run([sys.executable, "-c", _FAULTS_PROBE], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    kept, faults = out.stdout.split()[-2:]
+    return kept == "True", float(faults)
+
+
+def test_cpu_plugin_keeps_freed_host_memory():
+    """On the CPU plugin a 40 MB result is a fresh host block per run; kept
+    (the default) it is reused from the heap, released (glibc's defaults) it
+    is mmap'd, page-faulted in (~9,800 pages of 4 KiB) and unmapped each run.
+    The result is checked against the CPU's once, before counting."""
+    if torchtpu.runtime_info()["platform"] != "cpu":
+        return  # the policy is the CPU plugin's only
+    kept, faults_kept = _faults_per_run("1")
+    released, faults_released = _faults_per_run("0")
+    assert kept and not released
+    assert faults_released > 5000, faults_released  # the probe sees the difference
+    assert faults_kept < faults_released / 10, (faults_kept, faults_released)
+
+
+def test_keep_memory_setting_is_checked():
+    import subprocess
+    import sys
+    env = dict(os.environ, TORCHTPU_CPU_KEEP_MEMORY="sometimes")
+    out = subprocess.run([sys.executable, "-c", "import torch, torchtpu"], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0
+    assert "TORCHTPU_CPU_KEEP_MEMORY" in out.stderr and "sometimes" in out.stderr

@@ -87,7 +87,9 @@ def runtime_info():
     platform_version, plugin_path, api_version (major, minor), device_count,
     device_kind, supports_f64, asynchronous (launches return before their
     programs end: always on TPU and GPU; on XLA's CPU plugin only with
-    TORCHTPU_CPU_ASYNC=1). Raises RuntimeError if no plugin can start."""
+    TORCHTPU_CPU_ASYNC=1), host_memory_kept (the CPU plugin's freed host
+    memory stays in the C heap for reuse: TORCHTPU_CPU_KEEP_MEMORY, on by
+    default). Raises RuntimeError if no plugin can start."""
     info = dict(_core.info())
     info["distributed"] = distributed.info()  # backend "tpu", transport "host (gloo)"
     return info

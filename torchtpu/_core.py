@@ -43,6 +43,7 @@ class RuntimeInfo(ctypes.Structure):  # tt_runtime_info
         ("device_kind", ctypes.c_char_p),
         ("supports_f64", ctypes.c_bool),
         ("asynchronous", ctypes.c_bool),
+        ("host_memory_kept", ctypes.c_bool),
     ]
 
 
@@ -265,6 +266,7 @@ def info():
         "device_kind": _s(out.device_kind),
         "supports_f64": bool(out.supports_f64),
         "asynchronous": bool(out.asynchronous),
+        "host_memory_kept": bool(out.host_memory_kept),
     }
 
 

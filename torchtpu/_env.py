@@ -13,6 +13,10 @@ Names follow DESIGN.md (compatible with Google's TorchTPU where one exists):
     TORCHTPU_CPU_ASYNC      1: the CPU plugin runs programs asynchronously on
                             its worker threads; 0 or unset: inline on the
                             launching thread (read by the core)
+    TORCHTPU_CPU_KEEP_MEMORY  1 or unset: on the CPU plugin, freed host
+                            memory stays in the C heap for the next program
+                            (glibc: no mmap'd blocks, no trimming under 2 GiB);
+                            0: the C library's defaults (read by the core)
     TF_CPP_MIN_LOG_LEVEL    XLA's log level; defaults to 1 (no info lines)
     TORCHTPU_SITE_PACKAGES  where the core looks for the CPU plugin's package;
                             set here from Python's site-packages when unset
@@ -126,6 +130,16 @@ def cpu_async():
         return False
     on = _flag("TORCHTPU_CPU_ASYNC")
     os.environ["TORCHTPU_CPU_ASYNC"] = "1" if on else "0"
+    return on
+
+
+def cpu_keep_memory():
+    """TORCHTPU_CPU_KEEP_MEMORY as a boolean (default True). The core reads
+    the variable itself; a set value is written back as "1" or "0"."""
+    if not os.environ.get("TORCHTPU_CPU_KEEP_MEMORY", "").strip():
+        return True
+    on = _flag("TORCHTPU_CPU_KEEP_MEMORY")
+    os.environ["TORCHTPU_CPU_KEEP_MEMORY"] = "1" if on else "0"
     return on
 
 
@@ -264,6 +278,7 @@ def validate():
         _flag(name)
     cpu_devices()
     cpu_async()
+    cpu_keep_memory()
     # TORCHTPU_PLUGIN_PATH is checked by the core when the runtime starts: a
     # missing or bad plugin is a RuntimeError naming it at first use, and the
     # process stays usable for CPU work.

@@ -38,10 +38,20 @@ typedef enum tt_cpu_launch {
   TT_CPU_LAUNCH_ASYNC = 2,    // on the plugin's worker threads; the launch returns at once
 } tt_cpu_launch;
 
+// What the C heap does with memory freed by XLA's CPU plugin's programs (its
+// device buffers and temporaries are host memory; other plugins: ignored).
+typedef enum tt_cpu_memory {
+  TT_CPU_MEMORY_DEFAULT = 0,  // keep
+  TT_CPU_MEMORY_KEEP = 1,     // keep it for reuse, as a device allocator does (a
+                              // process-wide glibc setting: runtime/hostmem.c)
+  TT_CPU_MEMORY_RELEASE = 2,  // the C library's defaults (big blocks unmapped)
+} tt_cpu_memory;
+
 typedef struct tt_runtime_options {
   const char *plugin_path;  // NULL: discover (env TORCHTPU_PLUGIN_PATH first)
   int cpu_device_count;     // devices the CPU plugin creates; <=0 means 1
   tt_cpu_launch cpu_launch;
+  tt_cpu_memory cpu_memory;
 } tt_runtime_options;
 
 TT_API tt_status tt_runtime_create(const tt_runtime_options *opts,
@@ -50,7 +60,8 @@ TT_API void tt_runtime_destroy(tt_runtime *rt);
 
 // The process-wide runtime used by the shim and Python. Created on first use
 // from the environment (TORCHTPU_PLUGIN_PATH, TORCHTPU_CPU_DEVICES,
-// TORCHTPU_CPU_ASYNC: 1 asynchronous, 0 inline, unset the default); a failed
+// TORCHTPU_CPU_ASYNC: 1 asynchronous, 0 inline, unset the default;
+// TORCHTPU_CPU_KEEP_MEMORY: 1 keep, 0 release, unset the default); a failed
 // creation is remembered and returned again (with its message) on every call.
 TT_API tt_status tt_runtime_get(tt_runtime **out_rt);
 
@@ -63,6 +74,7 @@ typedef struct tt_runtime_info {
   const char *device_kind;       // kind of device 0
   bool supports_f64;
   bool asynchronous;             // launches return before their programs end
+  bool host_memory_kept;         // CPU plugin: tt_cpu_memory's keep is in force
 } tt_runtime_info;
 
 // Fills `out` with borrowed strings that live as long as `rt`.

@@ -9,6 +9,7 @@
 #include "runtime/checks.h"
 #include "runtime/executor.h"
 #include "runtime/fused.h"
+#include "runtime/hostmem.h"
 #include "runtime/profile.h"
 #include "runtime/storage.h"
 #include "runtime/strict.h"
@@ -37,6 +38,9 @@ tt_status tt_runtime_create(const tt_runtime_options *opts,
   tt_pjrt_info_get(rt->pjrt, &rt->info);
   // TPUs have no 64-bit floats; XLA's CPU and GPU backends do.
   rt->supports_f64 = strcmp(rt->info.platform, "tpu") != 0;
+  if (strcmp(rt->info.platform, "cpu") == 0 &&
+      !(opts && opts->cpu_memory == TT_CPU_MEMORY_RELEASE))
+    rt->host_memory_kept = tt_hostmem_keep();
   TT_GOTO_IF_ERROR(st, tt_hlo_create(&rt->hlo), fail);
   TT_GOTO_IF_ERROR(st, tt_prog_cache_create(&rt->progs), fail);
   TT_GOTO_IF_ERROR(st, tt_strict_create(rt, &rt->strict), fail);
@@ -107,6 +111,16 @@ static void create_global(void) {
     }
     o.cpu_launch = *as == '1' ? TT_CPU_LAUNCH_ASYNC : TT_CPU_LAUNCH_INLINE;
   }
+  const char *km = getenv("TORCHTPU_CPU_KEEP_MEMORY");
+  if (km && *km) {
+    if (strcmp(km, "0") && strcmp(km, "1")) {
+      g_err = tt_make_status(TT_INVALID_ARGUMENT, "TORCHTPU_CPU_KEEP_MEMORY=%s: expected "
+                             "1 (freed host memory is kept for reuse) or 0 (the C "
+                             "library's defaults)", km);
+      return;
+    }
+    o.cpu_memory = *km == '1' ? TT_CPU_MEMORY_KEEP : TT_CPU_MEMORY_RELEASE;
+  }
   g_err = tt_runtime_create(&o, &g_rt);
   if (!g_err) {
     const char *lb = getenv("TPU_LAUNCH_BLOCKING");
@@ -136,6 +150,7 @@ void tt_runtime_info_get(tt_runtime *rt, tt_runtime_info *out) {
   out->device_kind = rt->info.device_kind;
   out->supports_f64 = rt->supports_f64;
   out->asynchronous = rt->info.asynchronous;
+  out->host_memory_kept = rt->host_memory_kept;
 }
 
 void tt_runtime_pick_executor(tt_runtime *rt) {

@@ -53,6 +53,7 @@ struct tt_runtime {
   tt_pjrt *pjrt;
   tt_pjrt_info info;
   bool supports_f64;
+  bool host_memory_kept;  // CPU plugin: runtime/hostmem.c's policy is in force
   tt_exec_mode mode;
   tt_stats stats;
   struct tt_profile *profile;  // profile.h; NULL until profiling first starts
