@@ -1423,3 +1423,25 @@ def test_segment_reduce_unsafe_checks(lengths):
         run("tpu")
     assert str(tpu.value).startswith(str(cpu.value).splitlines()[0])
     assert torch.ones(2, device="tpu").sum().item() == 2  # the device is usable after
+
+
+# --- 28. uniform_ in 16-bit floats (test_testing's test_low_high_smoke) ------------------------
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.complex32])
+def test_uniform_16_bit_stays_below_high(dtype):
+    """make_tensor(low=-9, high=9) draws uniform_(-9, 9): from + span * u in
+    float, rounded to the 16-bit type, and a value that rounds to `to` is
+    `from`, as PyTorch's CPU kernel does (9.0 came out about once in 2,000
+    draws before). The upper half [0.5, 1) of uniform_(0, 1) takes every
+    16-bit value there, as on the CPU."""
+    for _ in range(10):
+        t = torch.testing.make_tensor(10_000, dtype=dtype, device="tpu", low=-9, high=9)
+        if dtype.is_complex:
+            t = torch.view_as_real(t)
+        assert bool(((t >= -9) & (t < 9)).all())
+    part = torch.float16 if dtype.is_complex else dtype
+    got = torch.empty(200_000, dtype=part, device="tpu").uniform_(0, 1).cpu()
+    want = torch.empty(200_000, dtype=part).uniform_(0, 1)
+    assert bool(((got >= 0) & (got < 1)).all())
+    upper = [set(x[x >= 0.5].unique().tolist()) for x in (got, want)]
+    assert upper[0] == upper[1] and len(upper[0]) == (1024 if part == torch.float16 else 128)

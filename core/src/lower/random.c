@@ -32,20 +32,15 @@ static tt_hv draw(tt_lower_ctx *c, int gen_arg, tt_dtype bits, int rank, const i
   return tt_hlo_rng_bits(tt_lower_hlo(c), state, &t);
 }
 
-// Uniform [0, 1) in f32 (23 random mantissa bits) or f64 (52), shaped dims.
+// Uniform [0, 1) in f32 or f64, shaped dims: k * 2^-24 (2^-53) for k of 24
+// (53) random bits, as PyTorch's uniform_real draws them.
 static tt_hv uniform01(tt_lower_ctx *c, int gen_arg, tt_dtype d, int rank, const int64_t *dims) {
   tt_hlo *b = tt_lower_hlo(c);
   bool wide = d == TT_F64;
   tt_hv u = draw(c, gen_arg, wide ? TT_U64 : TT_U32, rank, dims);
-  // Keep the top mantissa-many bits under the exponent of 1.0: a float in
-  // [1, 2), minus 1.
-  tt_hv shift = tt_lower_splat_like(c, u, wide ? 12 : 9);
-  const tt_hlo_type *ut = tt_hlo_type_of(b, u);
-  tt_hv one_bits = ut ? tt_hlo_splat_i(b, ut, wide ? INT64_C(0x3FF0000000000000) : 0x3F800000)
-                      : TT_HV_INVALID;
-  tt_hv m = tt_lower_bin(c, TT_HLO_OR, tt_lower_bin(c, TT_HLO_SHR_L, u, shift), one_bits);
-  tt_hv f = tt_hlo_bitcast(b, m, wide ? TT_F64 : TT_F32);
-  return tt_lower_bin(c, TT_HLO_SUB, f, k(c, f, 1));
+  tt_hv top = tt_lower_bin(c, TT_HLO_SHR_L, u, tt_lower_splat_like(c, u, wide ? 11 : 8));
+  tt_hv f = tt_hlo_convert(b, top, wide ? TT_F64 : TT_F32);  // exact: < 2^24 (2^53)
+  return tt_lower_bin(c, TT_HLO_MUL, f, k(c, f, wide ? 0x1p-53 : 0x1p-24));
 }
 
 // The dtype sampling math happens in for a float target.
@@ -58,7 +53,10 @@ static tt_status need_float(const tt_lower_ctx *c, tt_dtype d) {
 
 // --- uniform_, normal_ ---------------------------------------------------------------------
 
-// uniform_(self, from=0, to=1, *, generator): from + (to - from) * U[0, 1).
+// uniform_(self, from=0, to=1, *, generator): from + (to - from) * U[0, 1),
+// computed in f32 (f64) and rounded to self's dtype; a value that rounds to
+// `to` is `from` instead, as PyTorch's CPU kernel does (in float16 about one
+// draw in 4,096 of uniform_(0, 1) would be 1.0; in 2,048 of (-9, 9), 9.0).
 static tt_status lower_uniform(tt_lower_ctx *c) {
   tt_hlo_type t = target_type(c);
   TT_RETURN_IF_ERROR(need_float(c, t.dtype));
@@ -70,7 +68,14 @@ static tt_status lower_uniform(tt_lower_ctx *c) {
   tt_hv span = tt_lower_broadcast_to(c, tt_lower_bin(c, TT_HLO_SUB, hi, lo), t.rank, t.dims);
   tt_hv r = tt_lower_bin(c, TT_HLO_ADD, tt_lower_broadcast_to(c, lo, t.rank, t.dims),
                 tt_lower_bin(c, TT_HLO_MUL, span, u));
-  tt_lower_result(c, tt_hlo_convert(b, r, t.dtype));
+  // Compared in the result's type: a 16-bit value passes a barrier, or XLA's
+  // CPU backend would compare the unrounded f32 one.
+  tt_hv v = tt_hlo_convert(b, r, t.dtype);
+  bool half = t.dtype == TT_F16 || t.dtype == TT_BF16;
+  tt_hv vr = half ? tt_hlo_barrier(b, v) : v;
+  tt_hv to = tt_lower_broadcast_to(c, tt_hlo_convert(b, hi, t.dtype), t.rank, t.dims);
+  tt_hv from = tt_lower_broadcast_to(c, tt_hlo_convert(b, lo, t.dtype), t.rank, t.dims);
+  tt_lower_result(c, tt_hlo_select(b, tt_hlo_compare(b, TT_HLO_EQ, vr, to), from, vr));
   return NULL;
 }
 
