@@ -125,7 +125,7 @@ $(ASAN_LIBDIR)/libtorchtpu_shim.so: $(SHIM_LIB)
 ASAN_PYTESTS ?= tests/test_ops.py tests/test_storage_views.py tests/test_bad_inputs.py \
   tests/test_fused_trace.py tests/test_errors.py tests/test_tensors.py tests/test_ops_misc.py \
   tests/test_ops_select.py tests/test_modes.py tests/test_device_checks.py \
-  tests/test_layout_spill.py
+  tests/test_layout_spill.py tests/test_donation.py
 pytest-asan: asan-lib
 	@export TORCHTPU_LIB_DIR=$(CURDIR)/$(ASAN_LIBDIR); \
 	export LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)"; \

@@ -35,7 +35,7 @@ static double median_us(tt_pjrt *p, tt_pjrt_exe *e, tt_pjrt_buffer *const *args,
     for (int i = 0; i < iters; i++) {
       tt_pjrt_buffer *out = NULL;
       tt_pjrt_event *ev = NULL;
-      tt_status st = tt_pjrt_execute(p, e, 0, args, 2, &out, with_event ? &ev : NULL);
+      tt_status st = tt_pjrt_execute(p, e, 0, args, 2, NULL, &out, with_event ? &ev : NULL);
       if (st) {
         fprintf(stderr, "execute: %s\n", tt_status_message(st));
         exit(1);

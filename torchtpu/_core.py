@@ -47,6 +47,12 @@ class RuntimeInfo(ctypes.Structure):  # tt_runtime_info
     ]
 
 
+class GraphStats(ctypes.Structure):  # tt_graph_stats
+    _fields_ = [(name, ctypes.c_int64) for name in (
+        "captures", "capture_failures", "replays", "replay_mismatches",
+        "donated_buffers", "donated_bytes")]
+
+
 class Stats(ctypes.Structure):  # tt_stats
     _fields_ = [
         ("op_calls", ctypes.c_int64),
@@ -135,6 +141,7 @@ _CORE_FUNCS = {
     "tt_runtime_set_fuse_limit": (None, [_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]),
     "tt_runtime_fused_stats": (None, [_p, ctypes.POINTER(FusedStats)]),
     "tt_runtime_stats": (None, [_p, ctypes.POINTER(Stats)]),
+    "tt_runtime_graph_stats": (None, [_p, ctypes.POINTER(GraphStats)]),
     "tt_runtime_reset_peak": (None, [_p]),
     "tt_runtime_fallback_counts": (ctypes.c_int, [_p, ctypes.POINTER(ctypes.c_char_p),
                                                   ctypes.POINTER(ctypes.c_int64), ctypes.c_int]),
@@ -278,6 +285,13 @@ def device_count():
     out = RuntimeInfo()
     core.tt_runtime_info_get(rt, ctypes.byref(out))
     return out.device_count
+
+
+def graph_stats():
+    """The core's graph capture/replay counters (tt_graph_stats) as a dict."""
+    out = GraphStats()
+    core.tt_runtime_graph_stats(runtime(), ctypes.byref(out))
+    return {name: getattr(out, name) for name, _ in GraphStats._fields_}
 
 
 def stats():

@@ -58,19 +58,37 @@ _stats = {"graphs": 0, "forward": 0, "backward": 0, "inference": 0, "calls": 0,
           "segments": 0, "segment_runs": 0, "collective_runs": 0}
 
 
+_DONATED = ("donated_buffers", "donated_bytes")
+_donated_base = dict.fromkeys(_DONATED, 0)  # the core's counts at reset_stats
+
+
+def _core_donated():
+    """The core's donation counts since the process started (0 without a runtime)."""
+    try:
+        core = _core.graph_stats()
+    except RuntimeError:
+        return dict.fromkeys(_DONATED, 0)
+    return {k: core[k] for k in _DONATED}
+
+
 def stats():
     """Counters: graphs compiled (by kind), compiled-graph calls, graph
     captures (and captures that failed: the graph then runs fused) and
     replays (calls that ran the captured program, recording nothing).
     segments: program segments of the graphs compiled (1 per graph, more
     where collectives split it); segment_runs: segments run;
-    collective_runs: groups of collectives run between segments."""
-    return dict(_stats)
+    collective_runs: groups of collectives run between segments.
+    donated_buffers / donated_bytes: input buffers (and their bytes) that
+    replays donated to the program, which wrote the inputs' new values into
+    them (parameters and optimizer state updated in place)."""
+    now = _core_donated()
+    return dict(_stats, **{k: now[k] - _donated_base[k] for k in _DONATED})
 
 
 def reset_stats():
     for key in _stats:
         _stats[key] = 0
+    _donated_base.update(_core_donated())
 
 
 # --- decompositions ------------------------------------------------------------------

@@ -399,6 +399,8 @@ typedef struct tt_graph_stats {
   int64_t capture_failures;  // captures that ran as plain fused graphs
   int64_t replays;           // replays launched
   int64_t replay_mismatches; // replays refused: inputs unlike the capture
+  int64_t donated_buffers;   // input buffers replays donated (updated in place)
+  int64_t donated_bytes;     // their device bytes
 } tt_graph_stats;
 
 TT_API void tt_runtime_graph_stats(tt_runtime *rt, tt_graph_stats *out);

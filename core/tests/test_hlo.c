@@ -100,7 +100,7 @@ static bool prog_run_at(const char *file, int line, prog *p, const tt_hv *res,
   for (int i = 0; !st && i < p->nparams; i++)
     st = tt_pjrt_buffer_from_host(g_pjrt, 0, p->types[i].dtype, p->types[i].dims,
                                   p->types[i].rank, p->inputs[i], &in[i]);
-  if (!st) st = tt_pjrt_execute(g_pjrt, e, 0, in, p->nparams, out, NULL);
+  if (!st) st = tt_pjrt_execute(g_pjrt, e, 0, in, p->nparams, NULL, out, NULL);
   for (int i = 0; !st && i < n; i++) {
     const tt_hlo_type *t = tt_hlo_type_of(p->b, res[i]);
     int64_t numel = tt_hlo_numel(t);

@@ -65,7 +65,7 @@ static void run_and_check(tt_pjrt *p, tt_pjrt_exe *e, int device) {
 
   tt_pjrt_buffer *out[2] = {NULL, NULL};
   tt_pjrt_event *done = NULL;
-  tt_status st = tt_pjrt_execute(p, e, device, in, 3, out, &done);
+  tt_status st = tt_pjrt_execute(p, e, device, in, 3, NULL, out, &done);
   for (int i = 0; i < 3; i++) tt_pjrt_buffer_destroy(p, in[i]);
   REQUIRE_OK(st);
   CHECK(done != NULL, "no completion event");
@@ -190,17 +190,17 @@ static void test_execute(tt_pjrt *p) {
   tt_status st = tt_pjrt_buffer_from_host(p, 0, TT_F32, kDims, 2, kX, &in[0]);
   if (!st) st = tt_pjrt_buffer_from_host(p, 0, TT_F32, kDims, 2, kY, &in[1]);
   if (!st) st = tt_pjrt_buffer_from_host(p, 0, TT_F32, NULL, 0, &kS, &in[2]);
-  if (!st) st = tt_pjrt_execute(p, e, 0, in, 3, out, NULL);
+  if (!st) st = tt_pjrt_execute(p, e, 0, in, 3, NULL, out, NULL);
   if (!st) st = tt_pjrt_buffer_await(p, out[1]);
   CHECK(st == NULL, "launch without event: %s", tt_status_message(st));
   tt_status_free(st);
 
   // Errors that must come back as statuses.
-  st = tt_pjrt_execute(p, e, 0, in, 2, out, NULL);  // one argument short
+  st = tt_pjrt_execute(p, e, 0, in, 2, NULL, out, NULL);  // one argument short
   CHECK(st != NULL, "2 of 3 arguments accepted");
   printf("short argument list -> %s\n", tt_status_message(st));
   tt_status_free(st);
-  st = tt_pjrt_execute(p, e, 99, in, 3, out, NULL);
+  st = tt_pjrt_execute(p, e, 99, in, 3, NULL, out, NULL);
   CHECK(tt_status_code(st) == TT_INVALID_ARGUMENT, "device 99: %s",
         tt_status_message(st));
   tt_status_free(st);

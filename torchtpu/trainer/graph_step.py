@@ -16,10 +16,12 @@ it: the first step is recorded under a core graph capture, every later step
 replays the captured program in one shim call.
 
 Parameters and optimizer state are updated in place by the program: the
-graph ends with copy_ of each new value into its input (the core has no
-input donation; a replay hands every input the graph wrote its new buffer,
-see tt_graph_replay), so model.parameters() and optimizer.state are the
-live values, and checkpoints, read-back and resume see them as usual. The
+graph ends with copy_ of each new value into its input, and a replay
+donates those inputs' buffers to the program, which writes the new values
+into them (tf.aliasing_output; see tt_graph_replay and
+torchtpu.compile.stats()["donated_buffers"]), so model.parameters() and
+optimizer.state are the live values without a second copy of them, and
+checkpoints, read-back and resume see them as usual. The
 optimizer state keeps torch.optim's layout (exp_avg, exp_avg_sq and a step
 count per parameter, as capturable Adam keeps them: a float32 tensor on the
 device; momentum_buffer for SGD).

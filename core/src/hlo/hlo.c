@@ -342,7 +342,8 @@ tt_hv tt_hlo_param(tt_hlo *b, const tt_hlo_type *t) {
   return v;
 }
 
-static void put_signature(tt_hlo *b, const tt_hv *results, int n) {
+static void put_signature(tt_hlo *b, const tt_hv *results, int n,
+                          const int32_t *param_alias) {
   tt_hlo_buf *s = &b->text;
   tt_hlo_buf_printf(s,
                     "module @tt attributes {mhlo.num_partitions = 1 : i32, "
@@ -352,6 +353,8 @@ static void put_signature(tt_hlo *b, const tt_hv *results, int n) {
     tt_hlo_put_name(b, s, b->params[i]);
     tt_hlo_buf_printf(s, ": ");
     tt_hlo_put_type(s, &b->vals[b->params[i]].type);
+    if (param_alias && param_alias[i] >= 0)
+      tt_hlo_buf_printf(s, " {tf.aliasing_output = %d : i32}", (int)param_alias[i]);
   }
   tt_hlo_buf_printf(s, ") -> (");
   for (int i = 0; i < n; i++) {
@@ -363,11 +366,34 @@ static void put_signature(tt_hlo *b, const tt_hv *results, int n) {
 
 tt_status tt_hlo_finish(tt_hlo *b, const tt_hv *results, int n,
                         const char **out_text, size_t *out_len) {
+  return tt_hlo_finish_aliased(b, results, n, NULL, out_text, out_len);
+}
+
+// An alias must name a result of the parameter's type, each result once.
+static tt_status check_aliases(const tt_hlo *b, const tt_hv *results, int n,
+                               const int32_t *param_alias) {
+  for (int i = 0; param_alias && i < b->nparams; i++) {
+    int32_t r = param_alias[i];
+    if (r < 0) continue;
+    if (r >= n || !tt_hlo_same_type(&b->vals[b->params[i]].type, &b->vals[results[r]].type))
+      return tt_make_status(TT_INTERNAL, "hlo builder: parameter %d cannot alias result %d",
+                            i, (int)r);
+    for (int j = 0; j < i; j++)
+      if (param_alias[j] == r)
+        return tt_make_status(TT_INTERNAL, "hlo builder: result %d aliased twice", (int)r);
+  }
+  return NULL;
+}
+
+tt_status tt_hlo_finish_aliased(tt_hlo *b, const tt_hv *results, int n,
+                                const int32_t *param_alias, const char **out_text,
+                                size_t *out_len) {
   tt_hlo_ok(b, results, n);
   if (b->body.oom) tt_hlo_fail(b, tt_make_status(TT_RESOURCE_EXHAUSTED, "hlo builder: out of memory"));
   if (b->status) return tt_status_annotate(tt_hlo_take_status(b), "building StableHLO");
+  TT_RETURN_IF_ERROR(check_aliases(b, results, n, param_alias));
   buf_clear(&b->text);
-  put_signature(b, results, n);
+  put_signature(b, results, n, param_alias);
   tt_hlo_buf *s = &b->text;
   tt_hlo_buf_printf(s, "%s    \"func.return\"(", b->body.p ? b->body.p : "");
   for (int i = 0; i < n; i++) {

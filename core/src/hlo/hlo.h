@@ -75,6 +75,13 @@ tt_hv tt_hlo_param(tt_hlo *b, const tt_hlo_type *t);
 // Finishes the module returning `results`; the text stays valid until reset.
 tt_status tt_hlo_finish(tt_hlo *b, const tt_hv *results, int n,
                         const char **out_text, size_t *out_len);
+// tt_hlo_finish, and parameter i may share its buffer with result
+// param_alias[i] (>= 0; -1: none): XLA may then write that result into the
+// parameter's buffer when the caller donates it (tf.aliasing_output). Each
+// result at most once, with the parameter's type.
+tt_status tt_hlo_finish_aliased(tt_hlo *b, const tt_hv *results, int n,
+                                const int32_t *param_alias, const char **out_text,
+                                size_t *out_len);
 
 // --- constants -----------------------------------------------------------------
 

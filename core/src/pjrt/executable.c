@@ -167,8 +167,26 @@ tt_status tt_pjrt_exe_deserialize(tt_pjrt *p, const void *data, size_t len,
 // Argument and output arrays up to this size live on the stack.
 enum { SMALL = 32 };
 
+void tt_pjrt_exe_set_aliasing(tt_pjrt_exe *e) { e->aliasing = true; }
+
+// The arguments an aliasing program must not donate: all but donate[i].
+// NULL with *n = 0 when the program aliases nothing (PJRT donates nothing
+// then) or on no memory (*n = -1).
+static int64_t *kept_args(const tt_pjrt_exe *e, int nargs, const bool *donate, int64_t *n) {
+  *n = 0;
+  if (!e->aliasing || nargs == 0) return NULL;
+  int64_t *kept = malloc(sizeof *kept * (size_t)nargs);
+  if (!kept) {
+    *n = -1;
+    return NULL;
+  }
+  for (int i = 0; i < nargs; i++)
+    if (!donate || !donate[i]) kept[(*n)++] = i;
+  return kept;
+}
+
 tt_status tt_pjrt_execute(tt_pjrt *p, tt_pjrt_exe *e, int device,
-                          tt_pjrt_buffer *const *args, int nargs,
+                          tt_pjrt_buffer *const *args, int nargs, const bool *donate,
                           tt_pjrt_buffer **outs, tt_pjrt_event **out_done) {
   if (out_done) *out_done = NULL;
   if (device < 0 || device >= p->device_count)
@@ -187,8 +205,10 @@ tt_status tt_pjrt_execute(tt_pjrt *p, tt_pjrt_exe *e, int device,
                                       : malloc(sizeof *argv * (size_t)nargs);
   PJRT_Buffer **outv = nouts <= SMALL ? out_small
                                       : malloc(sizeof *outv * (size_t)nouts);
+  int64_t nkept = 0;
+  int64_t *kept = kept_args(e, nargs, donate, &nkept);
   tt_status st = NULL;
-  if (!argv || !outv) {
+  if (!argv || !outv || nkept < 0) {
     st = tt_make_status(TT_RESOURCE_EXHAUSTED, "out of host memory");
     goto cleanup;
   }
@@ -204,6 +224,8 @@ tt_status tt_pjrt_execute(tt_pjrt *p, tt_pjrt_exe *e, int device,
 
   PJRT_ExecuteOptions opts = {0};
   opts.struct_size = PJRT_ExecuteOptions_STRUCT_SIZE;
+  opts.non_donatable_input_indices = kept;
+  opts.num_non_donatable_input_indices = (size_t)nkept;
   PJRT_Buffer *const *arg_lists[1] = {argv};
   PJRT_Buffer **out_lists[1] = {outv};
   PJRT_Event *done[1] = {NULL};
@@ -230,6 +252,7 @@ tt_status tt_pjrt_execute(tt_pjrt *p, tt_pjrt_exe *e, int device,
 cleanup:
   if (argv != arg_small) free(argv);
   if (outv != out_small) free(outv);
+  free(kept);
   return st;
 }
 

@@ -36,6 +36,7 @@ struct tt_pjrt {
 struct tt_pjrt_exe {
   PJRT_LoadedExecutable *exe;  // owned
   int num_outputs;
+  bool aliasing;  // its parameters may alias outputs (tt_pjrt_exe_set_aliasing)
 };
 
 static inline PJRT_Buffer *tt_pjrt_raw_buffer(tt_pjrt_buffer *b) {

@@ -95,12 +95,19 @@ tt_status tt_pjrt_exe_serialize(tt_pjrt *p, tt_pjrt_exe *e, void **out_data,
 tt_status tt_pjrt_exe_deserialize(tt_pjrt *p, const void *data, size_t len,
                                   tt_pjrt_exe **out);
 
+// Marks `e` as compiled from a module whose parameters may alias outputs
+// (tf.aliasing_output): its launches then donate only what they say.
+void tt_pjrt_exe_set_aliasing(tt_pjrt_exe *e);
+
 // Launches `e` on `device` with `nargs` arguments. Returns immediately with
 // the output buffers (owned by the caller; `outs` has room for
 // tt_pjrt_exe_num_outputs) and, when `out_done` is non-NULL, an event that
-// becomes ready when the execution finishes. Arguments are not donated.
+// becomes ready when the execution finishes. Argument i is donated when
+// `donate` (NULL: none) has donate[i] and `e` aliases it to an output: the
+// output may then be written into its memory, and the argument's buffer is
+// deleted (its handle must still be destroyed). Other arguments are kept.
 tt_status tt_pjrt_execute(tt_pjrt *p, tt_pjrt_exe *e, int device,
-                          tt_pjrt_buffer *const *args, int nargs,
+                          tt_pjrt_buffer *const *args, int nargs, const bool *donate,
                           tt_pjrt_buffer **outs, tt_pjrt_event **out_done);
 
 // --- events ------------------------------------------------------------------

@@ -72,6 +72,9 @@ typedef struct tt_exec_program {
   int nouts;                    // (buffers already handed over)
   const tt_exec_check *checks;  // then one flag output per check
   int nchecks;
+  // Per parameter: the output (< nouts) the program may write into its
+  // buffer when a launch donates it, or -1; NULL: none (the exe aliases nothing).
+  const int32_t *param_alias;
 } tt_exec_program;
 
 typedef void (*tt_exec_seen_fn)(void *ctx, const tt_exec_program *p);

@@ -31,9 +31,14 @@
 // live outputs reuses its executable. Lowering resumes at the first op that
 // differs.
 //
-// Leaves out: donation of input buffers, graphs across devices (an op on
-// another device flushes first), keeping a graph across a failed flush (its
-// pending values are lost; reading one later is an error).
+// The program a graph capture ends with declares which parameters may share
+// their buffer with the output that rewrites their storage
+// (tf.aliasing_output; capture_aliases): graph replays donate those buffers.
+// Fused flushes themselves donate nothing.
+//
+// Leaves out: graphs across devices (an op on another device flushes
+// first), keeping a graph across a failed flush (its pending values are
+// lost; reading one later is an error).
 #include "runtime/fused.h"
 
 #include <inttypes.h>
@@ -82,6 +87,10 @@ typedef struct tt_fused {
   tt_fused_stats stats;
   bool told_split;   // the first split by a bound was reported
   bool capturing;    // between capture_begin and capture_end
+  bool ending;       // capture_end's flush: the program a graph will replay
+  int32_t *alias;    // capture: per parameter, the output it may alias or -1
+  int cap_alias;
+  bool aliased;      // the last program run was compiled with `alias`
   char split[200];   // why the capture was split ("": it holds)
   // Traces: the graphs recorded so far, the ops of this one (while it is
   // lowered), or the trace it follows and how many of its ops matched.
@@ -132,6 +141,7 @@ static void fused_destroy(tt_executor *ex) {
   free(f->ops);
   free(f->checks);
   free(f->check_vals);
+  free(f->alias);
   free(f);
 }
 
@@ -554,7 +564,7 @@ static tt_status launch(tt_fused *f, tt_pjrt_exe *exe, const tt_hlo *types,
   char what[128] = "";
   if (tt_profile_on(rt)) describe(f, what, sizeof what);
   TT_GOTO_IF_ERROR(st, tt_profile_execute(rt, TT_PROFILE_FUSED, what, exe, f->device, args,
-                                          f->nparams, outs, &done), cleanup);
+                                          f->nparams, NULL, outs, &done), cleanup);
   f->epoch++;  // the storages leave the graph: set_buffer must not detach
   for (int i = 0; i < nlive; i++) {
     const tt_hlo_type *ty = tt_hlo_type_of(types, outv[i]);
@@ -605,16 +615,39 @@ static void keep_trace(tt_fused *f, tt_trace *followed, const tt_hv *outv, int n
   f->b = fresh;  // the trace took the builder
 }
 
-// The program for the live outputs `outv`: the trace's executable when the
-// graph followed it to its end with these outputs; else the graph's text
-// (built from the trace's builder when following) compiled through the
-// program cache, and kept as a trace. `*types` gets the builder that types
-// the outputs.
-static tt_status program_for(tt_fused *f, const tt_hv *outv, int nlive,
-                             tt_pjrt_exe **exe, const tt_hlo **types) {
+// Ending a capture, parameter i may alias live output j when the graph writes
+// the storage it reads and the two have one flat type: a graph replay can
+// then donate the input's buffer (graph.c). False when none does (or no memory).
+static bool capture_aliases(tt_fused *f, tt_storage **live, int nlive, const tt_hv *outv) {
+  if (!f->ending || f->nparams == 0 ||
+      !reserve((void **)&f->alias, &f->cap_alias, f->nparams, sizeof *f->alias))
+    return false;
+  bool any = false;
+  for (int i = 0; i < f->nparams; i++) f->alias[i] = -1;
+  for (int j = 0; j < nlive; j++) {
+    tt_storage *s = live[j];
+    int i = s->mark.param;
+    if (i < 0 || f->params[i].storage != s || f->params[i].was_empty) continue;
+    const tt_hlo_type *ty = tt_hlo_type_of(f->b, outv[j]);
+    if (ty->dtype != f->params[i].dtype || ty->rank != 1 || ty->dims[0] != f->params[i].numel)
+      continue;
+    f->alias[i] = j;
+    any = true;
+  }
+  return any;
+}
+
+// The program for the live outputs `outv` (the `nlive` live storages' values,
+// then the checks'): the trace's executable when the graph followed it to
+// its end with these outputs; else the graph's text (built from the trace's
+// builder when following) compiled through the program cache, and kept as a
+// trace. `*types` gets the builder that types the outputs.
+static tt_status program_for(tt_fused *f, tt_storage **live, int nlive, const tt_hv *outv,
+                             int n, tt_pjrt_exe **exe, const tt_hlo **types) {
   tt_trace *followed = NULL;
+  f->aliased = false;
   if (f->tr && f->pos == tt_trace_nops(f->tr)) {
-    *exe = tt_trace_exe_for(f->tr, outv, nlive);
+    *exe = tt_trace_exe_for(f->tr, outv, n);
     *types = tt_trace_builder(f->tr);
     if (*exe) {
       f->stats.last_graph_bytes = (int64_t)tt_hlo_body_bytes(*types);
@@ -625,11 +658,15 @@ static tt_status program_for(tt_fused *f, const tt_hv *outv, int nlive,
   if (f->tr) TT_RETURN_IF_ERROR(leave_trace(f));
   const char *text = NULL;
   size_t len = 0;
-  TT_RETURN_IF_ERROR(tt_hlo_finish(f->b, outv, nlive, &text, &len));
+  bool aliased = capture_aliases(f, live, nlive, outv);
+  TT_RETURN_IF_ERROR(tt_hlo_finish_aliased(f->b, outv, n, aliased ? f->alias : NULL,
+                                           &text, &len));
   f->stats.last_graph_bytes = (int64_t)len;
   TT_RETURN_IF_ERROR(tt_runtime_compile(f->base.rt, text, len, exe));
+  if (aliased) tt_pjrt_exe_set_aliasing(*exe);
+  f->aliased = aliased;
   *types = f->b;  // stays alive when a new trace takes it
-  keep_trace(f, followed, outv, nlive, *exe);
+  keep_trace(f, followed, outv, n, *exe);
   return NULL;
 }
 
@@ -642,7 +679,7 @@ static tt_status run(tt_fused *f, tt_storage **live, int nlive, tt_pjrt_exe **ou
   for (int i = 0; i < nlive; i++) outv[i] = live[i]->mark.val;
   for (int k = 0; k < f->nchecks; k++) outv[nlive + k] = f->check_vals[k];
   const tt_hlo *types = NULL;
-  tt_status st = program_for(f, outv, n, out_exe, &types);
+  tt_status st = program_for(f, live, nlive, outv, n, out_exe, &types);
   if (!st) st = launch(f, *out_exe, types, live, outv, nlive);
   free(outv);
   return st;
@@ -663,7 +700,8 @@ static tt_status flush_with(tt_fused *f, tt_exec_seen_fn seen, void *ctx) {
   if (nlive > 0 || f->nchecks > 0) st = run(f, f->writes, nlive, &exe);
   if (!st && seen)
     seen(ctx, &(tt_exec_program){exe, f->device, f->params, f->nparams,
-                                 f->writes, nlive, f->checks, f->nchecks});
+                                 f->writes, nlive, f->checks, f->nchecks,
+                                 f->aliased ? f->alias : NULL});
   f->stats.graphs++;
   f->stats.last_graph_ops = f->nops;
   f->stats.last_graph_instructions = instructions;
@@ -718,7 +756,10 @@ static tt_status fused_capture_end(tt_executor *ex, tt_exec_seen_fn seen, void *
     return tt_make_status(TT_FAILED_PRECONDITION, "graph capture: not capturing");
   f->capturing = false;
   bool split = f->split[0] != '\0';
-  TT_RETURN_IF_ERROR(flush_with(f, split ? NULL : seen, ctx));
+  f->ending = !split;
+  tt_status st = flush_with(f, split ? NULL : seen, ctx);
+  f->ending = false;
+  TT_RETURN_IF_ERROR(st);
   if (split)
     return tt_make_status(TT_UNIMPLEMENTED, "%s", f->split);
   return NULL;

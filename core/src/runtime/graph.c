@@ -14,11 +14,14 @@
 //
 // A replay checks the inputs against the capture, gathers buffers, launches
 // asynchronously, hands inputs their new buffers (mutations) and wraps the
-// other outputs into fresh storages.
+// other outputs into fresh storages. An input the program rewrites, and
+// reads through no other parameter, is donated: the capture's program lets
+// that output share the parameter's buffer (fused.c), so the new value is
+// written in place of the old one instead of beside it (parameters and
+// optimizer state of a training step: half the memory, no allocation).
 //
 // Leaves out: captured constants (a storage read that is not an input fails
-// the capture: its buffer may change or die), donation of input buffers,
-// graphs across devices.
+// the capture: its buffer may change or die), graphs across devices.
 #include "runtime/graph.h"
 
 #include <stdarg.h>
@@ -152,6 +155,8 @@ typedef struct graph_param {
   tt_pjrt_buffer *buf;  // SCALAR, OFFSET, zeros: owned, the captured value
   tt_generator *gen;    // RNG
   uint64_t count;       // RNG: numbers drawn per run
+  bool donate;          // STORAGE: a replay donates the input's buffer (the
+                        // program writes its new value there; see donations)
 } graph_param;
 
 typedef struct graph_out {
@@ -404,6 +409,21 @@ static bool map_outputs(ending *e, tt_graph *g, const tt_exec_program *p) {
   return true;
 }
 
+// Parameters whose input's buffer a replay donates: the program may write
+// the input's new value (output j) into it (p->param_alias), and nothing else
+// in the program reads that input. Its old value is then not kept alive
+// beside the new one: parameters and optimizer state are updated in place.
+static void donations(tt_graph *g, const tt_exec_program *p) {
+  for (int i = 0; p->param_alias && i < g->nparams; i++) {
+    int32_t j = p->param_alias[i], in = g->params[i].input;
+    if (j < 0 || j >= g->nouts || in < 0 || g->outs[j].input != in) continue;
+    int readers = 0;
+    for (int k = 0; k < g->nparams; k++)
+      readers += g->params[k].kind == TT_PARAM_STORAGE && g->params[k].input == in;
+    g->params[i].donate = readers == 1;
+  }
+}
+
 static void seen(void *ctx, const tt_exec_program *p) {
   ending *e = ctx;
   if (e->c->why[0]) return;  // broken: nothing to keep
@@ -431,6 +451,7 @@ static void seen(void *ctx, const tt_exec_program *p) {
     graph_free(g);
     return;
   }
+  donations(g, p);
   g->ninputs = e->c->ninputs;
   g->inputs = e->c->inputs;  // moved: the capture is freed without them
   e->c->inputs = NULL;
@@ -603,14 +624,21 @@ static tt_status replay_locked(tt_runtime *rt, tt_graph *g, const tt_tensor *inp
   tt_pjrt_buffer **rng = calloc(np, sizeof *rng);
   tt_pjrt_buffer **outs = calloc(no, sizeof *outs);
   uint64_t *offsets = calloc(np, sizeof *offsets);  // to undo on failure
+  bool *donate = calloc(np, sizeof *donate);
   int nrng = 0;
   tt_status st = NULL;
-  if (!args || !rng || !outs || !offsets) {
+  if (!args || !rng || !outs || !offsets || !donate) {
     st = tt_make_status(TT_RESOURCE_EXHAUSTED, "graph replay: out of memory");
     goto cleanup;
   }
-  for (int i = 0; i < g->nparams; i++)
+  int64_t donated = 0, donated_bytes = 0;
+  for (int i = 0; i < g->nparams; i++) {
     if (g->params[i].kind == TT_PARAM_RNG) offsets[i] = g->params[i].gen->offset;
+    donate[i] = g->params[i].donate;
+    if (!donate[i]) continue;
+    donated++;
+    donated_bytes += inputs[g->params[i].input].storage->nbytes;
+  }
   st = gather(rt, g, inputs, args, rng, &nrng);
   // Generators advance as they would when the captured ops ran again.
   for (int i = 0; !st && i < g->nparams; i++)
@@ -618,7 +646,7 @@ static tt_status replay_locked(tt_runtime *rt, tt_graph *g, const tt_tensor *inp
   tt_pjrt_event *done = NULL;
   if (!st && g->exe)
     st = tt_profile_execute(rt, TT_PROFILE_GRAPH, g->name[0] ? g->name : "graph replay",
-                            g->exe, g->device, args, g->nparams, outs, &done);
+                            g->exe, g->device, args, g->nparams, donate, outs, &done);
   if (st) {
     for (int i = 0; i < g->nparams; i++)
       if (g->params[i].kind == TT_PARAM_RNG) g->params[i].gen->offset = offsets[i];
@@ -637,12 +665,15 @@ static tt_status replay_locked(tt_runtime *rt, tt_graph *g, const tt_tensor *inp
     else tt_status_free(ev);
   }
   rt->graph_stats.replays++;
+  rt->graph_stats.donated_buffers += donated;
+  rt->graph_stats.donated_bytes += donated_bytes;
 cleanup:
   for (int i = 0; i < nrng; i++) tt_pjrt_buffer_destroy(rt->pjrt, rng[i]);
   free(args);
   free(rng);
   free(outs);
   free(offsets);
+  free(donate);
   return st;
 }
 

@@ -109,21 +109,24 @@ static void record(tt_runtime *rt, tt_profile_kind kind, const char *name, int d
 
 tt_status tt_profile_execute(tt_runtime *rt, tt_profile_kind kind, const char *name,
                              tt_pjrt_exe *e, int device, tt_pjrt_buffer *const *args,
-                             int nargs, tt_pjrt_buffer **outs, tt_pjrt_event **out_done) {
+                             int nargs, const bool *donate, tt_pjrt_buffer **outs,
+                             tt_pjrt_event **out_done) {
   if (!tt_profile_on(rt)) {
     // A synchronous plugin (XLA's CPU plugin, run inline) has finished the
     // program when the launch returns, and a failed program fails the launch
     // or its outputs: no completion event to ask for (making and destroying
     // one costs a sixth of a tiny op's launch there).
     if (out_done) *out_done = NULL;
-    return tt_pjrt_execute(rt->pjrt, e, device, args, nargs, outs,
+    return tt_pjrt_execute(rt->pjrt, e, device, args, nargs, donate, outs,
                            rt->info.asynchronous ? out_done : NULL);
   }
   int64_t start = tt_runtime_profile_now_ns();
-  TT_RETURN_IF_ERROR(tt_pjrt_execute(rt->pjrt, e, device, args, nargs, outs, out_done));
+  int64_t bytes_in = sum_bytes(rt->pjrt, args, nargs);  // before donated ones are gone
+  TT_RETURN_IF_ERROR(tt_pjrt_execute(rt->pjrt, e, device, args, nargs, donate, outs,
+                                     out_done));
   int64_t launched = tt_runtime_profile_now_ns();
   int nouts = tt_pjrt_exe_num_outputs(rt->pjrt, e);
-  record(rt, kind, name, device, start, launched, sum_bytes(rt->pjrt, args, nargs),
+  record(rt, kind, name, device, start, launched, bytes_in,
          sum_bytes(rt->pjrt, outs, nouts), *out_done);
   return NULL;
 }

@@ -21,9 +21,11 @@ bool tt_profile_on(const tt_runtime *rt);
 
 // tt_pjrt_execute, recording one event named `name` (copied; NULL: "?") of
 // `kind` when profiling is on; rt->mu held. `out_done` must be non-NULL.
+// `donate`: as tt_pjrt_execute's (NULL: nothing donated).
 tt_status tt_profile_execute(tt_runtime *rt, tt_profile_kind kind, const char *name,
                              tt_pjrt_exe *e, int device, tt_pjrt_buffer *const *args,
-                             int nargs, tt_pjrt_buffer **outs, tt_pjrt_event **out_done);
+                             int nargs, const bool *donate, tt_pjrt_buffer **outs,
+                             tt_pjrt_event **out_done);
 
 // tt_pjrt_execute_replicated, recording one event per device.
 tt_status tt_profile_execute_replicated(tt_runtime *rt, const char *name,

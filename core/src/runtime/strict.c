@@ -142,8 +142,8 @@ static tt_status run_plan(tt_runtime *rt, const tt_op_call *call,
   }
   TT_GOTO_IF_ERROR(st, gather_args(rt, call, plan, slots, args, temps, &ntemps), cleanup);
   TT_GOTO_IF_ERROR(st, tt_profile_execute(rt, TT_PROFILE_OP, tt_op_name(call->op), plan->exe,
-                                          call->device, args, plan->prog.nparams, outs,
-                                          &done), cleanup);
+                                          call->device, args, plan->prog.nparams, NULL,
+                                          outs, &done), cleanup);
   rt->stats.op_calls++;
   st = scatter_outputs(rt, call, plan, slots, outs, results, cap, nres);
   for (int k = 0; k < plan->prog.nchecks; k++) {  // read at the next sync
