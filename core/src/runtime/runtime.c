@@ -85,6 +85,19 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static tt_runtime *g_rt;
 static tt_status g_err;  // kept: every later call reports the same failure
 
+// A 0/1 setting: *out -1 when unset, else its value; another value is an
+// error saying what each means.
+static tt_status env_01(const char *name, const char *off, const char *on, int *out) {
+  const char *v = getenv(name);
+  *out = -1;
+  if (!v || !*v) return NULL;
+  if (strcmp(v, "0") && strcmp(v, "1"))
+    return tt_make_status(TT_INVALID_ARGUMENT, "%s=%s: expected 0 (%s) or 1 (%s)", name, v,
+                          off, on);
+  *out = *v == '1';
+  return NULL;
+}
+
 static void create_global(void) {
   tt_runtime_options o = {0};
   o.plugin_path = getenv("TORCHTPU_PLUGIN_PATH");
@@ -101,26 +114,15 @@ static void create_global(void) {
     }
     o.cpu_device_count = (int)v;
   }
-  const char *as = getenv("TORCHTPU_CPU_ASYNC");
-  if (as && *as) {
-    if (strcmp(as, "0") && strcmp(as, "1")) {
-      g_err = tt_make_status(TT_INVALID_ARGUMENT, "TORCHTPU_CPU_ASYNC=%s: expected 0 "
-                             "(programs run inline on the launching thread) or 1 "
-                             "(asynchronously, on the plugin's threads)", as);
-      return;
-    }
-    o.cpu_launch = *as == '1' ? TT_CPU_LAUNCH_ASYNC : TT_CPU_LAUNCH_INLINE;
-  }
-  const char *km = getenv("TORCHTPU_CPU_KEEP_MEMORY");
-  if (km && *km) {
-    if (strcmp(km, "0") && strcmp(km, "1")) {
-      g_err = tt_make_status(TT_INVALID_ARGUMENT, "TORCHTPU_CPU_KEEP_MEMORY=%s: expected "
-                             "1 (freed host memory is kept for reuse) or 0 (the C "
-                             "library's defaults)", km);
-      return;
-    }
-    o.cpu_memory = *km == '1' ? TT_CPU_MEMORY_KEEP : TT_CPU_MEMORY_RELEASE;
-  }
+  int async = -1, keep = -1;
+  g_err = env_01("TORCHTPU_CPU_ASYNC", "programs run inline on the launching thread",
+                 "asynchronously, on the plugin's threads", &async);
+  if (!g_err)
+    g_err = env_01("TORCHTPU_CPU_KEEP_MEMORY", "the C library's defaults",
+                   "freed host memory is kept for reuse", &keep);
+  if (g_err) return;
+  if (async >= 0) o.cpu_launch = async ? TT_CPU_LAUNCH_ASYNC : TT_CPU_LAUNCH_INLINE;
+  if (keep >= 0) o.cpu_memory = keep ? TT_CPU_MEMORY_KEEP : TT_CPU_MEMORY_RELEASE;
   g_err = tt_runtime_create(&o, &g_rt);
   if (!g_err) {
     const char *lb = getenv("TPU_LAUNCH_BLOCKING");
