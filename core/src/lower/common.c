@@ -465,6 +465,20 @@ tt_hlo_type tt_lower_type(tt_lower_ctx *c, tt_hv v) {
   return t ? *t : tt_hlo_make_type(TT_F32, 0, NULL);
 }
 
+tt_hv tt_lower_prod_err(tt_lower_ctx *c, tt_hv x, tt_hv y, tt_hv p) {
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hv hl[2][2], v[2] = {x, y};
+  for (int k = 0; k < 2; k++) {  // Veltkamp's split into 26-bit halves
+    tt_hv t = tt_hlo_binary(b, TT_HLO_MUL, v[k], tt_lower_splat_like(c, v[k], 134217729.0));
+    hl[k][0] = tt_hlo_binary(b, TT_HLO_SUB, t, tt_hlo_binary(b, TT_HLO_SUB, t, v[k]));
+    hl[k][1] = tt_hlo_binary(b, TT_HLO_SUB, v[k], hl[k][0]);
+  }
+  tt_hv e = tt_hlo_binary(b, TT_HLO_SUB, tt_hlo_binary(b, TT_HLO_MUL, hl[0][0], hl[1][0]), p);
+  e = tt_hlo_binary(b, TT_HLO_ADD, e, tt_hlo_binary(b, TT_HLO_MUL, hl[0][0], hl[1][1]));
+  e = tt_hlo_binary(b, TT_HLO_ADD, e, tt_hlo_binary(b, TT_HLO_MUL, hl[0][1], hl[1][0]));
+  return tt_hlo_binary(b, TT_HLO_ADD, e, tt_hlo_binary(b, TT_HLO_MUL, hl[0][1], hl[1][1]));
+}
+
 tt_hv tt_lower_bin(tt_lower_ctx *c, tt_hlo_binop op, tt_hv x, tt_hv y) {
   return tt_hlo_binary(tt_lower_hlo(c), op, x, y);
 }

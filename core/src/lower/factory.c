@@ -133,21 +133,6 @@ static tt_hv f64_bin(tt_hlo *b, tt_hlo_binop op, tt_hv x, tt_hv y) {
   return tt_hlo_binary(b, op, x, y);
 }
 
-// The rounding error of p = x * y (x * y == p + err exactly).
-static tt_hv prod_err(tt_lower_ctx *c, tt_hv x, tt_hv y, tt_hv p) {
-  tt_hlo *b = tt_lower_hlo(c);
-  tt_hv hl[2][2], v[2] = {x, y};
-  for (int k = 0; k < 2; k++) {  // Veltkamp's split into 26-bit halves
-    tt_hv t = f64_bin(b, TT_HLO_MUL, v[k], tt_lower_splat_like(c, v[k], 134217729.0));
-    hl[k][0] = f64_bin(b, TT_HLO_SUB, t, f64_bin(b, TT_HLO_SUB, t, v[k]));
-    hl[k][1] = f64_bin(b, TT_HLO_SUB, v[k], hl[k][0]);
-  }
-  tt_hv e = f64_bin(b, TT_HLO_SUB, f64_bin(b, TT_HLO_MUL, hl[0][0], hl[1][0]), p);
-  e = f64_bin(b, TT_HLO_ADD, e, f64_bin(b, TT_HLO_MUL, hl[0][0], hl[1][1]));
-  e = f64_bin(b, TT_HLO_ADD, e, f64_bin(b, TT_HLO_MUL, hl[0][1], hl[1][0]));
-  return f64_bin(b, TT_HLO_ADD, e, f64_bin(b, TT_HLO_MUL, hl[0][1], hl[1][1]));
-}
-
 // v + fix where fix is finite, else v.
 static tt_hv corrected(tt_lower_ctx *c, tt_hv v, tt_hv fix) {
   tt_hlo *b = tt_lower_hlo(c);
@@ -158,7 +143,7 @@ static tt_hv corrected(tt_lower_ctx *c, tt_hv v, tt_hv fix) {
 // round(x * y + z), once.
 static tt_hv fma_f64(tt_lower_ctx *c, tt_hv x, tt_hv y, tt_hv z) {
   tt_hlo *b = tt_lower_hlo(c);
-  tt_hv p = f64_bin(b, TT_HLO_MUL, x, y), e = prod_err(c, x, y, p);
+  tt_hv p = f64_bin(b, TT_HLO_MUL, x, y), e = tt_lower_prod_err(c, x, y, p);
   tt_hv s = f64_bin(b, TT_HLO_ADD, p, z), bb = f64_bin(b, TT_HLO_SUB, s, p);
   tt_hv es = f64_bin(b, TT_HLO_ADD, f64_bin(b, TT_HLO_SUB, p, f64_bin(b, TT_HLO_SUB, s, bb)),
                      f64_bin(b, TT_HLO_SUB, z, bb));
@@ -170,7 +155,7 @@ static tt_hv fma_f64(tt_lower_ctx *c, tt_hv x, tt_hv y, tt_hv z) {
 static tt_hv div_f64(tt_lower_ctx *c, tt_hv x, tt_hv d) {
   tt_hlo *b = tt_lower_hlo(c);
   tt_hv q = f64_bin(b, TT_HLO_DIV, x, d), p = f64_bin(b, TT_HLO_MUL, q, d);
-  tt_hv r = f64_bin(b, TT_HLO_SUB, f64_bin(b, TT_HLO_SUB, x, p), prod_err(c, q, d, p));
+  tt_hv r = f64_bin(b, TT_HLO_SUB, f64_bin(b, TT_HLO_SUB, x, p), tt_lower_prod_err(c, q, d, p));
   return corrected(c, q, f64_bin(b, TT_HLO_DIV, r, d));
 }
 

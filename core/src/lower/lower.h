@@ -273,6 +273,11 @@ tt_hv tt_lower_conj(tt_lower_ctx *c, tt_hv x);
 // A constant of v's type (shape and dtype) with every element x.
 tt_hv tt_lower_splat_like(tt_lower_ctx *c, tt_hv v, double x);
 
+// The rounding error of the float64 product p = x * y (x * y == p + err
+// exactly, where nothing overflows): Dekker's product with Veltkamp's split.
+// XLA has no FMA op; exact float64 steps (linspace, hypot) are built on it.
+tt_hv tt_lower_prod_err(tt_lower_ctx *c, tt_hv x, tt_hv y, tt_hv p);
+
 // The dims named by int[] (or int) argument i, wrapped and checked, as a
 // mask over `rank` dims. None, or [] when `empty_is_all`, selects all dims.
 tt_status tt_lower_dim_mask(const tt_lower_ctx *c, int i, int rank,
