@@ -162,5 +162,29 @@ def test_set_timeout_reaches_the_transport():
         pg.set_timeout(5)
 
 
+def test_shutdown_releases_the_transport():
+    """shutdown (destroy_process_group's call) drops the group's gloo
+    transport, so its worker threads are joined then rather than at the
+    interpreter's exit; using the group afterwards is a clear error, and
+    torchtpu's exit hook shuts down groups a program left alive."""
+    import gc
+    import weakref
+    from torchtpu.distributed import _host
+    pg = _host.ProcessGroupTPU(dist.HashStore(), 0, 1, 10)
+    x = torch.ones(2, device="tpu")
+    pg.allreduce([x]).wait()
+    gloo = weakref.ref(pg._gloo)
+    left = _host.ProcessGroupTPU(dist.HashStore(), 0, 1, 10)
+    pg.shutdown()
+    gc.collect()
+    assert gloo() is None  # the gloo group (and its threads) is gone
+    with pytest.raises(RuntimeError, match="used after destroy_process_group"):
+        pg.allreduce([x])
+    pg.shutdown()  # twice is fine
+    assert left in _host._live_groups and pg not in _host._live_groups
+    _host.release_all()
+    assert not _host._live_groups
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

@@ -242,8 +242,17 @@ _core._on_first_runtime.append(lambda rt=None: _core.set_device_checks(_device_c
 __all__ += ["set_device_checks", "device_checks"]
 
 def _finish_at_exit():
-    """Waits for programs still running (launches are asynchronous) so the
-    plugin's worker threads are idle when the interpreter tears down."""
+    """Shuts down tpu process groups the program did not destroy (their gloo
+    worker threads are joined while the interpreter still runs) and waits
+    for programs still running (launches are asynchronous) so the plugin's
+    worker threads are idle when the interpreter tears down."""
+    import sys
+    host = sys.modules.get("torchtpu.distributed._host")
+    if host is not None:
+        try:
+            host.release_all()
+        except Exception:  # noqa: BLE001 - exiting anyway
+            pass
     if _core._rt is not None:
         try:
             _core.synchronize()

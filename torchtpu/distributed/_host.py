@@ -23,6 +23,7 @@ PREMUL_SUM of its own.
 Left out: recv_anysource (raises), the device-collective transport
 (docs/distributed.md)."""
 import datetime
+import weakref
 
 import torch
 import torch.distributed as dist
@@ -129,6 +130,24 @@ def _describe(t):
     return "none" if t is None else f"{str(t.dtype)[6:]}{list(t.shape)}"
 
 
+class _Released:
+    """What a destroyed group's transport becomes: any use is a clear error."""
+
+    def __getattr__(self, name):
+        raise RuntimeError("tpu process group: used after destroy_process_group() "
+                           f"(its gloo transport is gone; called {name})")
+
+
+_live_groups = weakref.WeakSet()  # ProcessGroupTPU objects not yet shut down
+
+
+def release_all():
+    """Shuts down every tpu group still alive (at interpreter exit, before
+    finalization: their gloo threads are joined while Python still runs)."""
+    for pg in list(_live_groups):
+        pg.shutdown()
+
+
 class ProcessGroupTPU(dist.ProcessGroup):
     """The "tpu" / "tpu_dist" c10d backend (host transport). Made by
     torch.distributed.init_process_group through register_backend; not meant
@@ -143,6 +162,7 @@ class ProcessGroupTPU(dist.ProcessGroup):
         self._gloo = dist.ProcessGroupGloo(dist.PrefixStore("tpu_host_gloo/", store), rank, size,
                                            timeout)
         self.transport = TRANSPORT
+        _live_groups.add(self)
 
     @property
     def group_name(self):
@@ -177,11 +197,17 @@ class ProcessGroupTPU(dist.ProcessGroup):
 
     def shutdown(self):
         """destroy_process_group's call. The C++ ProcessGroup.shutdown this
-        overrides shuts the registered backends down, and this group has none:
-        without this, its gloo group's worker threads lived on until the
-        interpreter's exit, where destroying them could abort the process
-        ("terminate called without an active exception")."""
-        self._gloo.shutdown()
+        overrides shuts the registered backends down, and this group has none;
+        gloo's own shutdown does nothing (c10d's Backend default): its worker
+        threads stop only when the gloo group is destroyed. Dropping it here
+        joins them now, not at some point of the interpreter's exit, where a
+        rank process died now and then with "terminate called without an
+        active exception" after its work was done. Later use raises."""
+        gloo, self._gloo = self._gloo, _Released()
+        _live_groups.discard(self)
+        if not isinstance(gloo, _Released):
+            gloo.shutdown()
+            del gloo  # the last reference but in-flight works': its threads are joined
 
     def abort(self):
         self._gloo.abort()
