@@ -25,3 +25,16 @@ def no_fallback():
     torchtpu.set_fallback_mode("error")
     yield
     torchtpu.set_fallback_mode(prev)
+
+
+@pytest.fixture
+def fresh_dynamo():
+    """Dynamo's caches and torchtpu.compile's counters start empty and are
+    emptied again after the test. A file applies it to all its tests with
+    `pytestmark = pytest.mark.usefixtures("fresh_dynamo")`."""
+    import torch
+    from torchtpu import compile as tpu_compile
+    torch._dynamo.reset()
+    tpu_compile.reset_stats()
+    yield
+    torch._dynamo.reset()

@@ -17,12 +17,7 @@ from torchtpu import _core
 from torchtpu import compile as tpu_compile
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    tpu_compile.reset_stats()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")  # conftest.py
 
 
 def donated():

@@ -113,12 +113,7 @@ def run(mode, fn, inputs, seed_grad):
     return res
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    tpu_compile.reset_stats()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")  # conftest.py
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -122,25 +122,26 @@ def cpu_devices():
     return int(text)
 
 
+def _core_flag(name, default):
+    """A boolean setting the core reads itself: `default` when unset; a set
+    value is checked and written back as "1" or "0" (the core's spelling)."""
+    if not os.environ.get(name, "").strip():
+        return default
+    on = _flag(name)
+    os.environ[name] = "1" if on else "0"
+    return on
+
+
 def cpu_async():
     """TORCHTPU_CPU_ASYNC as a boolean (default False: XLA's CPU plugin runs
-    each program inline on the launching thread). The core reads the
-    variable itself; a set value is written back as "1" or "0"."""
-    if not os.environ.get("TORCHTPU_CPU_ASYNC", "").strip():
-        return False
-    on = _flag("TORCHTPU_CPU_ASYNC")
-    os.environ["TORCHTPU_CPU_ASYNC"] = "1" if on else "0"
-    return on
+    each program inline on the launching thread)."""
+    return _core_flag("TORCHTPU_CPU_ASYNC", False)
 
 
 def cpu_keep_memory():
-    """TORCHTPU_CPU_KEEP_MEMORY as a boolean (default True). The core reads
-    the variable itself; a set value is written back as "1" or "0"."""
-    if not os.environ.get("TORCHTPU_CPU_KEEP_MEMORY", "").strip():
-        return True
-    on = _flag("TORCHTPU_CPU_KEEP_MEMORY")
-    os.environ["TORCHTPU_CPU_KEEP_MEMORY"] = "1" if on else "0"
-    return on
+    """TORCHTPU_CPU_KEEP_MEMORY as a boolean (default True: freed host memory
+    stays in the C heap on the CPU plugin)."""
+    return _core_flag("TORCHTPU_CPU_KEEP_MEMORY", True)
 
 
 def quiet_plugin_logs():

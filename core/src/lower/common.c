@@ -479,6 +479,12 @@ tt_hv tt_lower_prod_err(tt_lower_ctx *c, tt_hv x, tt_hv y, tt_hv p) {
   return tt_hlo_binary(b, TT_HLO_ADD, e, tt_hlo_binary(b, TT_HLO_MUL, hl[0][1], hl[1][1]));
 }
 
+tt_hv tt_lower_rounded16(tt_lower_ctx *c, tt_hv v) {
+  const tt_hlo_type *t = tt_hlo_type_of(tt_lower_hlo(c), v);
+  bool half = t && (t->dtype == TT_F16 || t->dtype == TT_BF16);
+  return half ? tt_hlo_barrier(tt_lower_hlo(c), v) : v;
+}
+
 tt_hv tt_lower_bin(tt_lower_ctx *c, tt_hlo_binop op, tt_hv x, tt_hv y) {
   return tt_hlo_binary(tt_lower_hlo(c), op, x, y);
 }

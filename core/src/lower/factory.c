@@ -161,17 +161,6 @@ static tt_hv div_f64(tt_lower_ctx *c, tt_hv x, tt_hv d) {
 
 // --- linspace, logspace ------------------------------------------------------------------------
 
-// `v` rounded to its 16-bit type where XLA would keep it wider: the CPU
-// backend computes 16-bit arithmetic in float32 and drops a round trip
-// through the 16-bit type between two ops (c10's Half and BFloat16 round
-// every op: a product kept in float32 put 97 of 1,000 float16 linspace
-// points an ulp off). The barrier keeps the rounding.
-static tt_hv rounded(tt_lower_ctx *c, tt_hv v) {
-  const tt_hlo_type *t = tt_hlo_type_of(tt_lower_hlo(c), v);
-  bool half = t && (t->dtype == TT_F16 || t->dtype == TT_BF16);
-  return half ? tt_hlo_barrier(tt_lower_hlo(c), v) : v;
-}
-
 // The destination's dtype (out=), else the default dtype.
 static tt_dtype out_dtype(const tt_lower_ctx *c) {
   tt_hlo_type dest;
@@ -210,8 +199,8 @@ static tt_status spaced(tt_lower_ctx *c, tt_dtype d, tt_dtype arith, tt_hv *out)
   // an ulp off PyTorch's quotient at times (and many in half precision): the
   // step is divided in double where there is one, then rounded to arith.
   tt_dtype wide = arith == TT_F64 || tt_lower_supports_f64(c) ? TT_F64 : TT_F32;
-  tt_hv span = tt_hlo_convert(b, rounded(c, tt_hlo_convert(b, tt_hlo_binary(b, TT_HLO_SUB, end,
-                                                                          start), arith)), wide);
+  tt_hv diff = tt_hlo_convert(b, tt_hlo_binary(b, TT_HLO_SUB, end, start), arith);
+  tt_hv span = tt_hlo_convert(b, tt_lower_rounded16(c, diff), wide);
   tt_hv den = tt_hlo_convert(b, tt_hlo_const(b, arith, (double)(n - 1)), wide);  // arith's n - 1
   tt_hv step = wide == TT_F64 ? div_f64(c, span, den) : tt_hlo_binary(b, TT_HLO_DIV, span, den);
   // start + step * i: the CPU's vectorized builds fuse it into one FMA for
@@ -229,8 +218,10 @@ static tt_status spaced(tt_lower_ctx *c, tt_dtype d, tt_dtype arith, tt_hv *out)
     fwd = fma_f64(c, step, fi, start);
     bwd = fma_f64(c, tt_hlo_unary(b, TT_HLO_NEG, step), bi, end);
   } else {
-    fwd = tt_hlo_binary(b, TT_HLO_ADD, start, rounded(c, tt_hlo_binary(b, TT_HLO_MUL, step, fi)));
-    bwd = tt_hlo_binary(b, TT_HLO_SUB, end, rounded(c, tt_hlo_binary(b, TT_HLO_MUL, step, bi)));
+    tt_hv sf = tt_lower_rounded16(c, tt_hlo_binary(b, TT_HLO_MUL, step, fi));
+    tt_hv sb = tt_lower_rounded16(c, tt_hlo_binary(b, TT_HLO_MUL, step, bi));
+    fwd = tt_hlo_binary(b, TT_HLO_ADD, start, sf);
+    bwd = tt_hlo_binary(b, TT_HLO_SUB, end, sb);
   }
   tt_hv first = tt_hlo_compare(b, TT_HLO_LT, i, tt_hlo_splat(b, &t, (double)(n / 2)));
   *out = tt_hlo_convert(b, tt_hlo_select(b, first, fwd, bwd), arith);

@@ -278,6 +278,13 @@ tt_hv tt_lower_splat_like(tt_lower_ctx *c, tt_hv v, double x);
 // XLA has no FMA op; exact float64 steps (linspace, hypot) are built on it.
 tt_hv tt_lower_prod_err(tt_lower_ctx *c, tt_hv x, tt_hv y, tt_hv p);
 
+// `v` itself, held at its 16-bit type (float16, bfloat16) by an optimization
+// barrier: XLA's CPU backend computes 16-bit arithmetic in float32 and drops
+// a round trip through the 16-bit type between two ops, where c10's Half and
+// BFloat16 round every op (linspace's product, uniform_'s compare with `to`).
+// Other dtypes: `v` unchanged.
+tt_hv tt_lower_rounded16(tt_lower_ctx *c, tt_hv v);
+
 // The dims named by int[] (or int) argument i, wrapped and checked, as a
 // mask over `rank` dims. None, or [] when `empty_is_all`, selects all dims.
 tt_status tt_lower_dim_mask(const tt_lower_ctx *c, int i, int rank,

@@ -68,11 +68,9 @@ static tt_status lower_uniform(tt_lower_ctx *c) {
   tt_hv span = tt_lower_broadcast_to(c, tt_lower_bin(c, TT_HLO_SUB, hi, lo), t.rank, t.dims);
   tt_hv r = tt_lower_bin(c, TT_HLO_ADD, tt_lower_broadcast_to(c, lo, t.rank, t.dims),
                 tt_lower_bin(c, TT_HLO_MUL, span, u));
-  // Compared in the result's type: a 16-bit value passes a barrier, or XLA's
-  // CPU backend would compare the unrounded f32 one.
-  tt_hv v = tt_hlo_convert(b, r, t.dtype);
-  bool half = t.dtype == TT_F16 || t.dtype == TT_BF16;
-  tt_hv vr = half ? tt_hlo_barrier(b, v) : v;
+  // Compared in the result's type (XLA's CPU backend would compare the
+  // unrounded f32 value of a 16-bit one).
+  tt_hv vr = tt_lower_rounded16(c, tt_hlo_convert(b, r, t.dtype));
   tt_hv to = tt_lower_broadcast_to(c, tt_hlo_convert(b, hi, t.dtype), t.rank, t.dims);
   tt_hv from = tt_lower_broadcast_to(c, tt_hlo_convert(b, lo, t.dtype), t.rank, t.dims);
   tt_lower_result(c, tt_hlo_select(b, tt_hlo_compare(b, TT_HLO_EQ, vr, to), from, vr));
