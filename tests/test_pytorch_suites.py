@@ -172,6 +172,26 @@ def test_select_runs_only_the_listed_tests(tmp_path):
     assert cat == {"test_a_pass_tpu_float32": "passed", "test_g_after_tpu": "passed"}, s
 
 
+def test_sample_is_an_even_seeded_subset(tmp_path):
+    """--sample N: a random N of what -k keeps, the same N for the same seed
+    (a restart after a crash must pick the same tests), others for another."""
+    (tmp_path / "test_synth.py").write_text(SUITE)
+    k = "a_pass or c_fail or f_skip or g_after"
+
+    def ran(seed):
+        s = ps.run_suite("test_synth", str(tmp_path), k=k, timeout=90, log=lambda m: None,
+                         cpu_rerun=False, sample=(2, seed))
+        return frozenset(i.split("::")[-1] for i in s["tests"])
+
+    picks = {seed: ran(seed) for seed in (0, 1, 2)}
+    every = {"test_a_pass_tpu_float32", "test_c_fail_both_tpu", "test_f_skip_tpu",
+             "test_g_after_tpu"}
+    assert all(len(p) == 2 and p <= every for p in picks.values()), picks
+    assert ran(0) == picks[0]
+    assert len(set(picks.values())) > 1, picks
+    assert ps._sampled(["a", "b"], "5,0") == {"a", "b"}
+
+
 PLAIN_SUITE = textwrap.dedent('''
     import sys
     from torch.testing._internal.common_utils import TestCase, run_tests

@@ -2,7 +2,7 @@
 
     python -m torchtpu.testing.pytorch_suites --tests-dir DIR
         [--suite test_binary_ufuncs ...] [-k EXPR] [--timeout S] [--budget S]
-        [--json out.json] [--markdown out.md] [--no-cpu-rerun]
+        [--sample N [--seed S]] [--json out.json] [--markdown out.md] [--no-cpu-rerun]
 
 PyTorch's test files (test_binary_ufuncs.py, test_view_ops.py, ...) are
 written once against a generic `device` and instantiated per device type by
@@ -69,6 +69,7 @@ Tests that pass on tpu are not rerun on the CPU and are taken as CPU-passing.
 import argparse
 import json
 import os
+import random
 import re
 import signal
 import subprocess
@@ -103,7 +104,8 @@ _REPO_ROOT = os.path.dirname(os.path.dirname(_HERE))
 # pytest plugin, loaded in the subprocess with `-p torchtpu.testing.pytorch_suites`.
 # Environment: TORCHTPU_SUITES_EVENTS (file to append events to),
 # TORCHTPU_SUITES_EXCLUDE (file of node ids to deselect),
-# TORCHTPU_SUITES_SELECT (file of node ids to keep; all others deselected).
+# TORCHTPU_SUITES_SELECT (file of node ids to keep; all others deselected),
+# TORCHTPU_SUITES_SAMPLE ("N,SEED": keep a seeded random N of what -k keeps).
 
 
 def _read_ids(path):
@@ -114,6 +116,17 @@ def _read_ids(path):
 
 
 _events = None
+
+
+def _sampled(ids, spec):
+    """The ids a "N,SEED" sample keeps: the same N for the same collection,
+    so a restart after a crash picks the same tests."""
+    if not spec:
+        return None
+    n, seed = (int(v) for v in spec.split(","))
+    if n >= len(ids):
+        return set(ids)
+    return set(random.Random(seed).sample(sorted(ids), n))
 
 
 def _emit(obj):
@@ -169,6 +182,9 @@ def pytest_collection_modifyitems(session, config, items):
         return
     exclude = _read_ids(os.environ.get("TORCHTPU_SUITES_EXCLUDE")) or set()
     select = _read_ids(os.environ.get("TORCHTPU_SUITES_SELECT"))
+    sample = _sampled([i.nodeid for i in items], os.environ.get("TORCHTPU_SUITES_SAMPLE"))
+    if sample is not None:
+        select = sample if select is None else select & sample
     keep, drop = [], []
     for item in items:
         if item.nodeid in exclude or (select is not None and item.nodeid not in select):
@@ -344,8 +360,11 @@ def _xfail_reason(xfails, nodeid):
     return None
 
 
-def _child_env(device, events, exclude, select):
+def _child_env(device, events, exclude, select, sample=None):
     env = dict(os.environ)
+    env.pop("TORCHTPU_SUITES_SAMPLE", None)
+    if sample:
+        env["TORCHTPU_SUITES_SAMPLE"] = "%d,%d" % sample
     env["PYTORCH_TESTING_DEVICE_ONLY_FOR"] = device
     env["TORCHTPU_SUITES_EVENTS"] = events
     env["TORCHTPU_SUITES_EXCLUDE"] = exclude
@@ -370,7 +389,7 @@ def _child_env(device, events, exclude, select):
     return env
 
 
-def run_tests(test_file, device, *, tests_dir, k=None, select=None,
+def run_tests(test_file, device, *, tests_dir, k=None, select=None, sample=None,
               timeout=120.0, budget=None, log=print):
     """Runs the tests of one file for one device ("tpu" or "cpu") in pytest
     subprocesses, restarting after crashes and hangs.
@@ -404,7 +423,7 @@ def run_tests(test_file, device, *, tests_dir, k=None, select=None,
         stderr_path = os.path.join(work, "stderr.txt")
         with open(stderr_path, "wb") as err, open(os.path.join(work, "stdout.txt"), "wb") as out:
             proc = subprocess.Popen(cmd, cwd=tests_dir, stdout=out, stderr=err,
-                                    env=_child_env(device, events, exclude, select_file),
+                                    env=_child_env(device, events, exclude, select_file, sample),
                                     start_new_session=True)
             current, t_start, pos, killed = None, None, 0, None
             pending_exc = {}
@@ -547,7 +566,7 @@ def clusters(results, categories=("failed_tpu",), top=10):
 
 
 def run_suite(suite, tests_dir, *, k=None, timeout=120.0, budget=None,
-              cpu_rerun=True, xfails=None, log=print, select=None):
+              cpu_rerun=True, xfails=None, log=print, select=None, sample=None):
     path = suite if suite.endswith(".py") else suite + ".py"
     if not os.path.exists(os.path.join(tests_dir, path)):
         return {"error": [f"{path} not found in {tests_dir}"], "counts": None,
@@ -556,7 +575,7 @@ def run_suite(suite, tests_dir, *, k=None, timeout=120.0, budget=None,
     if select is not None:  # node ids of this file only
         select = [i for i in select if i.split("::")[0] == path]
     tpu, errors = run_tests(path, "tpu", tests_dir=tests_dir, k=k, select=select,
-                            timeout=timeout, budget=budget, log=log)
+                            sample=sample, timeout=timeout, budget=budget, log=log)
     cpu = {}
     xfails = xfails if xfails is not None else load_xfails()
     # Expected failures count as xfail whatever the CPU does: not rerun.
@@ -634,6 +653,11 @@ def main(argv=None):
     p.add_argument("--select", default=None, metavar="FILE",
                    help="run only these tpu node ids (one a line, e.g. the not_run "
                         "tests of an earlier --json); -k is then ignored")
+    p.add_argument("--sample", type=int, default=None, metavar="N",
+                   help="run a random N of each suite's tests (after -k): an even "
+                        "sample of a suite too large for the budget, where a budget "
+                        "alone runs only the tests that come first")
+    p.add_argument("--seed", type=int, default=0, help="the --sample's seed")
     args = p.parse_args(argv)
     args.suite = args.suite or list(DEFAULT_SUITES)
     select = None
@@ -643,7 +667,8 @@ def main(argv=None):
     tests_dir = os.path.abspath(args.tests_dir)
     xfails = load_xfails()
     report = {"tests_dir": tests_dir, "k": args.k, "timeout": args.timeout,
-              "budget": args.budget, "suites": {}}
+              "budget": args.budget, "sample": args.sample, "seed": args.seed,
+              "suites": {}}
     try:
         import torch
         report["torch"] = torch.__version__
@@ -653,7 +678,8 @@ def main(argv=None):
         print(f"== {suite}", flush=True)
         s = run_suite(suite, tests_dir, k=args.k, timeout=args.timeout,
                       budget=args.budget, cpu_rerun=not args.no_cpu_rerun,
-                      xfails=xfails, log=lambda m: print(m, flush=True), select=select)
+                      xfails=xfails, log=lambda m: print(m, flush=True), select=select,
+                      sample=None if args.sample is None else (args.sample, args.seed))
         report["suites"][suite] = s
         for e in s["error"]:
             print(f"  error: {e[:2000]}")
