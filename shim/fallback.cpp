@@ -89,7 +89,7 @@ struct OpInfo {
   // only for the arguments it has.
   const struct OverlapRule *overlap = nullptr;  // how written tensors are checked; null: not
   const struct Alert *alert = nullptr;  // torch.use_deterministic_algorithms' alert, if any
-  ResultLayout layout = ResultLayout::kContiguous;  // how fresh results are laid out
+  ResultLayout layout;  // how fresh results are laid out
   int32_t nlists = 0;           // arguments described as a list of values
   int32_t nints = 0;            // int[] arguments
 };
@@ -1093,7 +1093,7 @@ void boxed_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
                             static_cast<int32_t>(results.size()), &n);
     if (s == nullptr) {
       Fresh fresh = wrap_results(results.data(), n);
-      if (info.layout != ResultLayout::kContiguous) lay_out_results(info.layout, c.args, fresh);
+      if (info.layout.kind != LayoutKind::kContiguous) lay_out_results(info.layout, c.args, fresh);
       torch::jit::drop(*stack, nargs);
       push_returns(c, std::move(fresh), stack);
       return;

@@ -15,7 +15,13 @@
 //   and its backward): the output laid out like query (empty_like), the
 //   logsumexp [B, H, L] with [B, L, H] memory, the gradients [B, L, H, E]
 //   memory. Their meta kernels say the same, so graphs traced through them
-//   (torch.compile) view the results as the device lays them out.
+//   (torch.compile) view the results as the device lays them out;
+// - the linear algebra ops LAPACK backs on the CPU (cholesky, inv, lu_factor,
+//   qr, geqrf, eigh's vectors, svd's U and Vh, the solvers, ...): their
+//   matrices batched column-major (the last two dims' strides swapped), as
+//   ATen's meta functions declare them (batched_matrix_contiguous_strides
+//   with f_contig) and code reading `.mT.is_contiguous()` expects; vectors
+//   (pivots, eigenvalues, singular values, infos) stay row-major.
 // A result whose layout differs is copied once on the device into the
 // layout; when every input is contiguous nothing is done.
 #include "shim.h"
@@ -48,6 +54,31 @@ bool follows_input_format(const std::string &name) {
     if (name.rfind(p, 0) == 0) return true;
   }
   return false;
+}
+
+// The results LAPACK's kernels give batched column-major (bit i: result i),
+// read off PyTorch's CPU kernels; an out= overload has its functional form's.
+uint32_t column_major_results(const std::string &name) {
+  static const struct {
+    const char *op;  // without the overload name
+    uint32_t results;
+  } kOps[] = {
+      {"aten::cholesky", 1},           {"aten::linalg_cholesky_ex", 1},
+      {"aten::linalg_inv_ex", 1},      {"aten::linalg_lu_factor_ex", 1},
+      {"aten::linalg_lu_solve", 1},    {"aten::linalg_qr", 3},
+      {"aten::geqrf", 1},              {"aten::linalg_householder_product", 1},
+      {"aten::ormqr", 1},              {"aten::_linalg_eigh", 2},
+      {"aten::_linalg_svd", 5},        {"aten::_linalg_solve_ex", 3},
+      {"aten::linalg_solve_triangular", 1}, {"aten::triangular_solve", 3},
+      {"aten::_cholesky_solve_helper", 1},  {"aten::cholesky_solve", 1},
+      {"aten::cholesky_inverse", 1},   {"aten::linalg_lstsq", 1},
+      {"aten::_linalg_det", 2},        {"aten::_linalg_slogdet", 4},
+  };
+  const std::string base = name.substr(0, name.find('.'));
+  for (const auto &o : kOps) {
+    if (base == o.op) return o.results;
+  }
+  return 0;
 }
 
 // Row-major strides are "no strides" (empty) throughout.
@@ -207,6 +238,17 @@ Dims dense_in_order(c10::IntArrayRef shape, c10::IntArrayRef order) {
   return st;
 }
 
+// A matrix (the last two dims) column-major, batched over the leading dims.
+Dims column_major_strides(c10::IntArrayRef shape) {
+  const int64_t n = static_cast<int64_t>(shape.size());
+  if (n < 2) return {};
+  Dims order;
+  for (int64_t d = 0; d < n - 2; d++) order.push_back(d);
+  order.push_back(n - 1);
+  order.push_back(n - 2);
+  return dense_in_order(shape, order);
+}
+
 // The flash attention kernel's result layouts (4-d only; see the file comment).
 Dims attention_strides(c10::ArrayRef<c10::IValue> args, size_t index, c10::IntArrayRef shape) {
   static const int64_t kBLH[] = {0, 2, 1};
@@ -223,28 +265,39 @@ Dims attention_strides(c10::ArrayRef<c10::IValue> args, size_t index, c10::IntAr
 }  // namespace
 
 ResultLayout result_layout(const c10::OperatorHandle &op, const std::string &name) {
-  if (follows_input_format(name)) return ResultLayout::kInputFormat;
-  if (name == "aten::cat" || name == "aten::cat.out") return ResultLayout::kListFormat;
-  if (name == "aten::_scaled_dot_product_flash_attention_for_cpu") return ResultLayout::kAttention;
+  if (follows_input_format(name)) return {LayoutKind::kInputFormat};
+  if (name == "aten::cat" || name == "aten::cat.out") return {LayoutKind::kListFormat};
+  if (name == "aten::_scaled_dot_product_flash_attention_for_cpu") return {LayoutKind::kAttention};
   if (name == "aten::_scaled_dot_product_flash_attention_for_cpu_backward")
-    return ResultLayout::kAttentionBackward;
+    return {LayoutKind::kAttentionBackward};
+  if (const uint32_t m = column_major_results(name)) return {LayoutKind::kColumnMajor, m};
   // hardswish, prelu's kernels and glu are TensorIterator ops without the tag
   if (op.hasTag(at::Tag::pointwise) || name.rfind("aten::native_dropout", 0) == 0 ||
       name.rfind("aten::bernoulli", 0) == 0 || name.rfind("aten::hardswish", 0) == 0 ||
       name.rfind("aten::_prelu_kernel", 0) == 0 || name.rfind("aten::glu", 0) == 0)
-    return ResultLayout::kPointwise;
-  return ResultLayout::kContiguous;
+    return {LayoutKind::kPointwise};
+  return {};
 }
 
 Dims result_strides(ResultLayout how, c10::ArrayRef<c10::IValue> inputs, size_t index,
                     c10::IntArrayRef shape) {
   static const int64_t kBLHE[] = {0, 2, 1, 3};
-  if (how == ResultLayout::kAttention) return attention_strides(inputs, index, shape);
-  if (how == ResultLayout::kAttentionBackward)
-    return shape.size() == 4 ? dense_in_order(shape, kBLHE) : Dims{};
-  if (how == ResultLayout::kInputFormat) return format_strides(inputs, shape);
-  if (how == ResultLayout::kListFormat) return list_format_strides(inputs, shape);
-  if (how == ResultLayout::kPointwise && shape.size() >= 2) return pointwise_strides(inputs, shape);
+  switch (how.kind) {
+    case LayoutKind::kAttention:
+      return attention_strides(inputs, index, shape);
+    case LayoutKind::kAttentionBackward:
+      return shape.size() == 4 ? dense_in_order(shape, kBLHE) : Dims{};
+    case LayoutKind::kInputFormat:
+      return format_strides(inputs, shape);
+    case LayoutKind::kListFormat:
+      return list_format_strides(inputs, shape);
+    case LayoutKind::kPointwise:
+      return shape.size() >= 2 ? pointwise_strides(inputs, shape) : Dims{};
+    case LayoutKind::kColumnMajor:
+      return index < 32 && (how.matrices >> index & 1) ? column_major_strides(shape) : Dims{};
+    case LayoutKind::kContiguous:
+      break;
+  }
   return {};
 }
 

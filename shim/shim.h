@@ -120,13 +120,18 @@ void register_structured_ops(torch::Library &m);
 
 // The core's results are dense row-major; PyTorch's kernels lay some results
 // out like their inputs (shim/layout.cpp).
-enum class ResultLayout {
+enum class LayoutKind {
   kContiguous,   // as the core made them
   kInputFormat,  // a channels_last input's memory format (convolution, pooling, ...)
   kListFormat,   // the common memory format of a Tensor[] argument's tensors (cat)
   kPointwise,    // TensorIterator's rule: the inputs' dim order, dense
   kAttention,          // the CPU flash attention kernel's: output like query, logsumexp [B, L, H]
   kAttentionBackward,  // its backward's: gradients in [B, L, H, E] memory
+  kColumnMajor,        // LAPACK's: the results in `matrices`, each matrix column-major
+};
+struct ResultLayout {
+  LayoutKind kind = LayoutKind::kContiguous;
+  uint32_t matrices = 0;  // kColumnMajor: bit i set when result i is batched column-major
 };
 ResultLayout result_layout(const c10::OperatorHandle &op, const std::string &name);
 // The strides `how` gives result `index` of `shape` for the op's `inputs`

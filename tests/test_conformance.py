@@ -1476,3 +1476,80 @@ def test_complex_abs_special_values_and_isclose_boundaries():
         want = torch.isclose(a.to(dtype), b.to(dtype), atol=0.5, rtol=0.5)
         got = torch.isclose(a.to(dtype).to("tpu"), b.to(dtype).to("tpu"), atol=0.5, rtol=0.5)
         assert torch.equal(got.cpu(), want)
+
+
+# --- 30. linear algebra results laid out as LAPACK's (test_linalg's test_ormqr) ----------------
+
+def _linalg_cases(dev):
+    g = torch.Generator().manual_seed(30)
+    a = torch.randn(2, 4, 4, generator=g)
+    a = a @ a.mT + 4 * torch.eye(4)
+    r = torch.randn(2, 5, 3, generator=g)
+    b = torch.randn(2, 4, 3, generator=g)
+    v = torch.randn(2, 4, generator=g)
+    c = torch.randn(2, 5, 2, generator=g)
+    a, r, b, v, c = (t.to(dev) for t in (a, r, b, v, c))
+    low = torch.linalg.cholesky(a)
+    lu, piv = torch.linalg.lu_factor(a)
+    refl, tau = torch.geqrf(r)
+    return {
+        "cholesky_ex": lambda: torch.linalg.cholesky_ex(a),
+        "cholesky": lambda: torch.cholesky(a),
+        "inv_ex": lambda: torch.linalg.inv_ex(a),
+        "lu_factor_ex": lambda: torch.linalg.lu_factor_ex(a),
+        "lu": lambda: torch.linalg.lu(r),
+        "lu_solve": lambda: torch.linalg.lu_solve(lu, piv, b),
+        "qr": lambda: torch.linalg.qr(r),
+        "qr complete": lambda: torch.linalg.qr(r, mode="complete"),
+        "geqrf": lambda: torch.geqrf(r),
+        "householder_product": lambda: torch.linalg.householder_product(refl, tau),
+        "ormqr": lambda: torch.ormqr(refl, tau, c),
+        "eigh": lambda: torch.linalg.eigh(a),
+        "svd": lambda: torch.linalg.svd(r),
+        "svd thin": lambda: torch.linalg.svd(r, full_matrices=False),
+        "torch.svd": lambda: torch.svd(r),
+        "solve": lambda: torch.linalg.solve(a, b),
+        "solve vector": lambda: torch.linalg.solve(a, v),
+        "solve_ex": lambda: torch.linalg.solve_ex(a, b),
+        "solve_triangular": lambda: torch.linalg.solve_triangular(low, b, upper=False),
+        "triangular_solve": lambda: torch.triangular_solve(b, low, upper=False),
+        "cholesky_solve": lambda: torch.cholesky_solve(b, low),
+        "cholesky_inverse": lambda: torch.cholesky_inverse(low),
+        "lstsq solution": lambda: torch.linalg.lstsq(a, b).solution,
+        "_linalg_det": lambda: torch.ops.aten._linalg_det(a),
+        "_linalg_slogdet": lambda: torch.ops.aten._linalg_slogdet(a),
+        "matrix_power -1": lambda: torch.linalg.matrix_power(a, -1),
+        "inv out=": lambda: torch.linalg.inv(a, out=torch.empty(0, device=dev)),
+        "qr out=": lambda: torch.linalg.qr(r, out=(torch.empty(0, device=dev),
+                                                    torch.empty(0, device=dev))),
+    }
+
+
+def _layouts(out):
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    return [(tuple(t.shape), t.stride()) for t in outs]
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_linalg_results_laid_out_like_lapack():
+    """ATen's LAPACK-backed results are batched column-major (its meta
+    functions' f_contig strides; geqrf's reflectors `.mT.is_contiguous()`
+    in test_ormqr), their vectors row-major; the core's results are
+    row-major, so the shim lays these out as the CPU does, values unchanged."""
+    cpu, tpu = _linalg_cases("cpu"), _linalg_cases("tpu")
+    for name in cpu:
+        want, got = cpu[name](), tpu[name]()
+        assert _layouts(got) == _layouts(want), name
+        outs = (want, got) if isinstance(want, torch.Tensor) else (tuple(want), tuple(got))
+        for w, t in zip(*(o if isinstance(o, tuple) else (o,) for o in outs)):
+            if name.startswith(("svd", "torch.svd", "eigh", "qr", "geqrf", "householder")):
+                continue  # factors are unique only up to signs: the layout is the point here
+            torch.testing.assert_close(t.cpu(), w, atol=1e-4, rtol=1e-4, msg=name)
+    # The factors, laid out anew, still multiply back to the input.
+    x = torch.randn(3, 6, 4, generator=torch.Generator().manual_seed(31))
+    q, rr = torch.linalg.qr(x.to("tpu"))
+    assert q.mT.is_contiguous() and rr.mT.is_contiguous()
+    torch.testing.assert_close((q @ rr).cpu(), x, atol=1e-5, rtol=1e-5)
+    u, s, vh = torch.linalg.svd(x.to("tpu"), full_matrices=False)
+    assert u.mT.is_contiguous() and vh.mT.is_contiguous() and s.is_contiguous()
+    torch.testing.assert_close((u * s.unsqueeze(-2) @ vh).cpu(), x, atol=1e-5, rtol=1e-5)
