@@ -834,6 +834,18 @@ bool resize_range_out(const std::string &name, const at::Tensor &t, c10::IntArra
   return true;
 }
 
+// TensorIterator resizes an out= tensor only when it is not also one of
+// the op's inputs (`x.ldexp_(y)` is mul.out(x, 2**y, out=x)): such an out
+// of another shape than the broadcast one raises, as on the CPU.
+void check_read_write_out(const Call &c, const at::Tensor &out, c10::IntArrayRef sizes) {
+  if (c.info.layout.kind != LayoutKind::kPointwise || out.sizes() == sizes) return;
+  for (size_t i = 0; i < c.args.size(); i++) {
+    const c10::IValue &a = c.args[i];
+    TORCH_CHECK(c.info.args[i].written || !a.isTensor() || !a.toTensor().is_same(out),
+                "output with shape ", out.sizes(), " doesn't match the broadcast shape ", sizes);
+  }
+}
+
 // out= tensors of the wrong shape: resize them to what the core infers.
 void resize_outs(Call &c) {
   const tt_op_call call = make_call(c);
@@ -855,6 +867,7 @@ void resize_outs(Call &c) {
     at::Tensor t = d.item < 0 ? iv.toTensor() : iv.toTensorList().get(d.item);
     const c10::IntArrayRef sizes(shapes[k].sizes, shapes[k].ndim);
     if (resize_range_out(c.info.name, t, sizes)) continue;
+    check_read_write_out(c, t, sizes);
     if (!at::native::resize_output(t, sizes)) continue;
     const auto strides = result_strides(c.info.layout, inputs, static_cast<size_t>(k), sizes);
     if (!strides.empty()) t.as_strided_(sizes, strides);

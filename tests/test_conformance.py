@@ -1553,3 +1553,76 @@ def test_linalg_results_laid_out_like_lapack():
     u, s, vh = torch.linalg.svd(x.to("tpu"), full_matrices=False)
     assert u.mT.is_contiguous() and vh.mT.is_contiguous() and s.is_contiguous()
     torch.testing.assert_close((u * s.unsqueeze(-2) @ vh).cpu(), x, atol=1e-5, rtol=1e-5)
+
+
+# --- 31. matrix products' errors in PyTorch's words and order (test_ops' test_errors_dot) -------
+
+def _t(*shape, dt=torch.float32):
+    return torch.ones(*shape, dtype=dt)
+
+
+_H = torch.float16
+_PRODUCT_ERRORS = {
+    "mm rank": lambda: torch.mm(_t(3), _t(3, 3)),
+    "mm mat2 rank": lambda: torch.mm(_t(3, 3), _t(3)),
+    "mm dtype": lambda: torch.mm(_t(3, 3), _t(3, 3, dt=_H)),
+    "mm shape before dtype": lambda: torch.mm(_t(3, 4), _t(3, 3, dt=_H)),
+    "bmm ranks": lambda: torch.bmm(_t(3, 3), _t(2, 3, 3)),
+    "bmm batch2 rank": lambda: torch.bmm(_t(2, 3, 3), _t(3, 3)),
+    "bmm dtype": lambda: torch.bmm(_t(2, 3, 3, dt=_H), _t(2, 3, 3)),
+    "bmm sizes": lambda: torch.bmm(_t(2, 3, 4), _t(3, 4, 3)),
+    "matmul sizes": lambda: torch.matmul(_t(2, 3, 4), _t(2, 3, 3)),
+    "baddbmm self dtype": lambda: torch.baddbmm(_t(2, 3, 3, dt=_H), _t(2, 3, 4), _t(2, 3, 3)),
+    "baddbmm batch2 dtype": lambda: torch.baddbmm(_t(2, 3, 3), _t(2, 3, 3), _t(2, 3, 3, dt=_H)),
+    "mv ranks": lambda: torch.mv(_t(3, 3), _t(3, 3)),
+    "mv dtype": lambda: torch.mv(_t(3, 3), _t(3, dt=_H)),
+    "mv sizes before dtype": lambda: torch.mv(_t(3, 4), _t(3, dt=_H)),
+    "addmv self rank": lambda: torch.addmv(_t(3, 3), _t(3, 3), _t(3)),
+    "addmv self size": lambda: torch.addmv(_t(2), _t(3, 4), _t(4)),
+    "addmv dtype": lambda: torch.addmv(_t(3), _t(3, 3), _t(3, dt=_H)),
+    "addmm self dtype": lambda: torch.addmm(_t(3, 3, dt=_H), _t(3, 3), _t(3, 3)),
+    "addmm mat1 dtype": lambda: torch.addmm(_t(3, 3), _t(3, 3, dt=_H), _t(3, 3)),
+    "addmm dtype before rank": lambda: torch.addmm(_t(3, 3), _t(3), _t(3, 3, dt=_H)),
+    "addmm mat2 rank": lambda: torch.addmm(_t(3, 3), _t(3, 3), _t(3)),
+    "addbmm batches": lambda: torch.addbmm(_t(3, 3), _t(2, 3, 4), _t(3, 4, 3)),
+    "addbmm sizes before dtype": lambda: torch.addbmm(_t(3, 3), _t(2, 3, 4, dt=_H), _t(2, 3, 3)),
+    "addbmm dtype": lambda: torch.addbmm(_t(3, 3), _t(2, 3, 3, dt=_H), _t(2, 3, 3)),
+    "dot ranks": lambda: torch.dot(_t(3), _t(3, 1)),
+    "dot dtype before size": lambda: torch.dot(_t(3), _t(4, dt=_H)),
+    "vdot dtype": lambda: torch.vdot(_t(3, dt=torch.complex64), _t(3, dt=torch.complex128)),
+    "dot size": lambda: torch.dot(_t(3), _t(4)),
+}
+
+
+@pytest.mark.parametrize("case", list(_PRODUCT_ERRORS))
+def test_product_errors_as_pytorch(case):
+    """mm, bmm, baddbmm, mv, addmv, addmm, addbmm, dot and vdot raise the
+    CPU's text, checks in ATen's order (which of two faults is reported);
+    ours gave one generic text for all ("expected m1 and m2 to have the same
+    dtype" for dot, which PyTorch's error_inputs for dot match)."""
+    fn = _PRODUCT_ERRORS[case]
+    with pytest.raises(RuntimeError) as want:
+        fn()
+    with torch.device("tpu"), pytest.raises(RuntimeError) as got:
+        fn()
+    assert str(got.value).startswith(str(want.value)), (str(got.value), str(want.value))
+
+
+# --- 32. an out= that is also an input is not resized (test_ops' ldexp_ variant consistency) ----
+
+def test_out_that_is_an_input_keeps_its_shape():
+    """TensorIterator resizes an out= tensor only when it is not also an
+    input: `x.ldexp_(y)` (mul.out(x, 2**y, out=x)) with x [5, 1] and y [5]
+    raises instead of turning x into [5, 5]; a separate out= is resized."""
+    for dev in ("cpu", "tpu"):
+        x, y = torch.ones(5, 1, device=dev), torch.arange(5.0, device=dev)
+        with pytest.raises(RuntimeError, match=r"output with shape \[5, 1\] doesn't match "
+                                               r"the broadcast shape \[5, 5\]"):
+            x.ldexp_(y)
+        with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+            torch.add(x, y, out=x)
+        assert x.shape == (5, 1) and bool((x == 1).all())
+        out = torch.empty(0, device=dev)
+        torch.mul(x, y, out=out)
+        assert out.shape == (5, 5)
+        torch.testing.assert_close(out.cpu(), torch.ones(5, 1) * torch.arange(5.0))
