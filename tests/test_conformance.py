@@ -1626,3 +1626,18 @@ def test_out_that_is_an_input_keeps_its_shape():
         torch.mul(x, y, out=out)
         assert out.shape == (5, 5)
         torch.testing.assert_close(out.cpu(), torch.ones(5, 1) * torch.arange(5.0))
+
+
+# --- 33. logaddexp refuses integer operands (test_ops' test_dtypes_masked_logaddexp) ----------
+
+@pytest.mark.parametrize("fn", [torch.logaddexp, torch.logaddexp2])
+def test_logaddexp_of_integers_raises_as_cpu(fn):
+    for dt in (torch.int32, torch.int64, torch.uint8, torch.bool):
+        a = torch.ones(3, dtype=dt)
+        with pytest.raises(RuntimeError, match="not implemented for"):
+            fn(a, a)
+        with pytest.raises(RuntimeError, match="not implemented for"):
+            fn(a.to("tpu"), a.to("tpu"))
+    # An integer beside a float operand promotes to float, as on the CPU.
+    a, b = torch.arange(3, dtype=torch.int32), torch.linspace(-1, 1, 3)
+    torch.testing.assert_close(fn(a.to("tpu"), b.to("tpu")).cpu(), fn(a, b))

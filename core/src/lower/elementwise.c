@@ -1227,8 +1227,15 @@ static tt_status lower_fmin(tt_lower_ctx *c) { return fminmax(c, TT_HLO_MIN); }
 // logaddexp(a, b) = max + log1p(exp(-|a - b|)) (base 2 for logaddexp2);
 // equal infinities give themselves.
 static tt_status logaddexp_like(tt_lower_ctx *c, bool base2) {
+  static const int idx[2] = {0, 1};
   tt_dtype rt;
   tt_hv v[2];
+  TT_RETURN_IF_ERROR(promoted(c, idx, 2, &rt));
+  // Not a float op in TensorIterator's sense: integer operands keep their
+  // type, which PyTorch's kernels refuse.
+  if (tt_dtype_is_int(rt) || rt == TT_BOOL)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "\"%s\" not implemented for '%s'",
+                         base2 ? "logaddexp2" : "logaddexp", tt_dtype_torch_name(rt));
   TT_RETURN_IF_ERROR(two(c, true, &rt, v));
   tt_hv m = nmax(c, TT_HLO_MAX, v[0], v[1]);
   tt_hv d = un(c, TT_HLO_NEG, un(c, TT_HLO_ABS, sub_(c, v[0], v[1])));
