@@ -6,6 +6,7 @@ uint16/32/64 tensors and integer convolutions.
 Every case runs the same call on "cpu" and "tpu": both must raise, or both
 succeed with the same dtype and values. Where both raise, the tpu message
 must START with the CPU's (our context follows it)."""
+import math
 import random
 import re
 import warnings
@@ -1641,3 +1642,40 @@ def test_logaddexp_of_integers_raises_as_cpu(fn):
     # An integer beside a float operand promotes to float, as on the CPU.
     a, b = torch.arange(3, dtype=torch.int32), torch.linspace(-1, 1, 3)
     torch.testing.assert_close(fn(a.to("tpu"), b.to("tpu")).cpu(), fn(a, b))
+
+
+# --- 34. complex pow as glibc's cpow (test_binary_ufuncs' float_power large/extremal values) --
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_pow_special_values_like_cpu(dtype):
+    """PyTorch's CPU complex pow is glibc's cpow: cexp(e * clog(a)) with C's
+    complex product. XLA's power gave NaN where the result over- or
+    underflows, (-1.1e4-2.9e3j) ** (-7.7e3+1.4e4j) is -0-0j on the CPU; and
+    zeros, infinities and NaNs follow clog's and cexp's special cases.
+    Results the CPU gives as subnormals are left out (XLA's CPU backend
+    flushes them to zero)."""
+    vals = [0.0, -0.0, 1.0, -1.0, 0.5, -3.5, 1e-30, 1e30, 1e300, math.inf, -math.inf, math.nan]
+    comps = [complex(a, b) for a in vals for b in vals]
+    a = torch.tensor([x for x in comps for _ in comps], dtype=dtype)
+    e = torch.tensor([y for _ in comps for y in comps], dtype=dtype)
+    g = torch.Generator().manual_seed(34)
+    for scale in (1.0, 1e4, 1e10):
+        r = [torch.randn(4000, generator=g, dtype=torch.float64) * scale for _ in range(4)]
+        a = torch.cat([a, torch.complex(r[0], r[1]).to(dtype)])
+        e = torch.cat([e, torch.complex(r[2], r[3]).to(dtype)])
+    want = torch.view_as_real(torch.pow(a, e))
+    got = torch.view_as_real(torch.pow(a.to("tpu"), e.to("tpu")).cpu())
+    tiny = torch.finfo(want.dtype).tiny
+    keep = ~((want.abs() < tiny) & (want != 0)).any(-1)
+    want, got = want[keep], got[keep]
+    same_class = (want.isnan() == got.isnan()) & (want.isinf() == got.isinf())
+    assert bool(same_class.all()), (a[keep][~same_class.all(-1)][:4], e[keep][~same_class.all(-1)][:4])
+    finite = torch.isfinite(want)
+    assert torch.equal(torch.signbit(got[~finite & ~want.isnan()]),
+                       torch.signbit(want[~finite & ~want.isnan()]))
+    # Finite parts: within the product's rounding, relative to |result|.
+    mag = want.nan_to_num(0, 0, 0).abs().amax(-1, keepdim=True).expand_as(want)
+    err = (got - want).abs()[finite]
+    tol = (4e-6 if dtype == torch.complex64 else 1e-12) * mag[finite] + 2 ** 10 * tiny
+    bad = ~(err <= tol)
+    assert not bool(bad.any()), (err[bad][:4], want[finite][bad][:4], got[finite][bad][:4])

@@ -373,7 +373,10 @@ static tt_status lower_pow(tt_lower_ctx *c) {
     case POW_NEG_2:
       r = tt_lower_bin(c, TT_HLO_DIV, k(c, x, 1), round_step(c, tt_lower_bin(c, TT_HLO_MUL, x, x), rt));
       break;
-    default: r = tt_lower_bin(c, TT_HLO_POW, x, v[1]); break;
+    default:
+      r = tt_dtype_is_complex(rt) ? tt_lower_complex_pow(c, x, v[1])
+                                  : tt_lower_bin(c, TT_HLO_POW, x, v[1]);
+      break;
   }
   return out(c, r, rt);
 }
@@ -508,7 +511,7 @@ static tt_hv hypot_f64(tt_lower_ctx *c, tt_hv x, tt_hv y) {
 // rounding to float, as hypotf does; complex128 through hypot_f64. XLA's
 // own abs was an ulp off for a third of random values. hypot's rules on top:
 // an infinite part wins, then NaN (XLA's abs of 1 + iNaN is sqrt(2)).
-static tt_hv complex_abs(tt_lower_ctx *c, tt_hv z) {
+tt_hv tt_lower_complex_abs(tt_lower_ctx *c, tt_hv z) {
   tt_hlo *b = tt_lower_hlo(c);
   tt_hv re = un(c, TT_HLO_ABS, tt_hlo_real(b, z)), im = un(c, TT_HLO_ABS, tt_hlo_imag(b, z));
   tt_dtype part = type_of(c, re);
@@ -532,7 +535,7 @@ static tt_status lower_abs(tt_lower_ctx *c) {
   tt_dtype d = type_of(c, x);
   if (d == TT_BOOL) return tt_lower_fail(c, TT_UNIMPLEMENTED, "abs of bool");
   tt_hv r;
-  if (tt_dtype_is_complex(d)) r = complex_abs(c, x);
+  if (tt_dtype_is_complex(d)) r = tt_lower_complex_abs(c, x);
   else r = is_unsigned(d) ? x : un(c, TT_HLO_ABS, x);
   tt_lower_result(c, r);
   return NULL;
@@ -1115,8 +1118,7 @@ static tt_status lower_frac(tt_lower_ctx *c) {
 
 // --- float classification ----------------------------------------------------------------------
 
-// The sign bit of a float (set for -0.0 and negative NaNs), as i1.
-static tt_hv sign_bit(tt_lower_ctx *c, tt_hv x) {
+tt_hv tt_lower_sign_bit(tt_lower_ctx *c, tt_hv x) {
   tt_dtype d = type_of(c, x);
   tt_dtype bits = d == TT_F64 ? TT_I64 : d == TT_F32 ? TT_I32 : TT_I16;
   tt_hv i = tt_hlo_bitcast(tt_lower_hlo(c), x, bits);
@@ -1163,7 +1165,7 @@ static tt_status lower_isfinite(tt_lower_ctx *c) {
 static tt_status lower_signbit(tt_lower_ctx *c) {
   tt_hv x = tt_lower_tensor(c, 0);
   tt_dtype d = type_of(c, x);
-  if (tt_dtype_is_float(d)) tt_lower_result(c, sign_bit(c, x));
+  if (tt_dtype_is_float(d)) tt_lower_result(c, tt_lower_sign_bit(c, x));
   else if (d == TT_BOOL || is_unsigned(d)) tt_lower_result(c, tt_hlo_convert(tt_lower_hlo(c), k(c, x, 0), TT_BOOL));
   else tt_lower_result(c, cmp(c, TT_HLO_LT, x, k(c, x, 0)));
   return NULL;
@@ -1205,7 +1207,7 @@ static tt_status lower_copysign(tt_lower_ctx *c) {
   tt_hv v[2];
   TT_RETURN_IF_ERROR(two(c, true, &rt, v));
   tt_hv a = un(c, TT_HLO_ABS, v[0]);
-  return out(c, sel(c, sign_bit(c, v[1]), un(c, TT_HLO_NEG, a), a), rt);
+  return out(c, sel(c, tt_lower_sign_bit(c, v[1]), un(c, TT_HLO_NEG, a), a), rt);
 }
 
 // fmax / fmin: like maximum / minimum, but a NaN loses to a number.

@@ -278,6 +278,17 @@ tt_hv tt_lower_splat_like(tt_lower_ctx *c, tt_hv v, double x);
 // XLA has no FMA op; exact float64 steps (linspace, hypot) are built on it.
 tt_hv tt_lower_prod_err(tt_lower_ctx *c, tt_hv x, tt_hv y, tt_hv p);
 
+// |z| of a complex z as PyTorch's CPU abs (glibc's hypot/hypotf), bit for
+// bit (elementwise.c).
+tt_hv tt_lower_complex_abs(tt_lower_ctx *c, tt_hv z);
+
+// The sign bit of a float (set for -0.0 and negative NaNs), as i1.
+tt_hv tt_lower_sign_bit(tt_lower_ctx *c, tt_hv x);
+
+// Complex a ** e as PyTorch's CPU (glibc's cpow: cexp(e * clog(a)) with C's
+// complex product), zeros, infinities, overflow and NaNs included (cpow.c).
+tt_hv tt_lower_complex_pow(tt_lower_ctx *c, tt_hv a, tt_hv e);
+
 // `v` itself, held at its 16-bit type (float16, bfloat16) by an optimization
 // barrier: XLA's CPU backend computes 16-bit arithmetic in float32 and drops
 // a round trip through the 16-bit type between two ops, where c10's Half and
