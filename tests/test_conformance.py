@@ -1679,3 +1679,25 @@ def test_complex_pow_special_values_like_cpu(dtype):
     tol = (4e-6 if dtype == torch.complex64 else 1e-12) * mag[finite] + 2 ** 10 * tiny
     bad = ~(err <= tol)
     assert not bool(bad.any()), (err[bad][:4], want[finite][bad][:4], got[finite][bad][:4])
+
+
+# --- 35. integer linspace over spans past 2^63 (test_tensor_creation_ops' test_large_linspace) --
+
+def test_integer_linspace_wide_spans_like_cpu():
+    """PyTorch's CPU kernel takes an integer linspace's step in double from
+    double(end) - double(start); end - start in int64 overflowed for
+    linspace(int64 min, max, 15) and gave all points equal to start. With one
+    step the start is itself, not rounded through double."""
+    for dt in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
+        info = torch.iinfo(dt)
+        end = info.max & ~0xFFF if dt == torch.int64 else info.max
+        for steps in (2, 3, 15, 100):
+            want = torch.linspace(info.min, end, steps, dtype=dt)
+            assert torch.equal(torch.linspace(info.min, end, steps, dtype=dt, device="tpu").cpu(), want)
+    rng = random.Random(35)
+    for _ in range(200):
+        dt = rng.choice([torch.int64, torch.int32, torch.int16, torch.uint8])
+        lo, hi = torch.iinfo(dt).min, torch.iinfo(dt).max
+        s, e, n = rng.randint(lo, hi), rng.randint(lo, hi), rng.randint(0, 40)
+        want = torch.linspace(s, e, n, dtype=dt)
+        assert torch.equal(torch.linspace(s, e, n, dtype=dt, device="tpu").cpu(), want), (dt, s, e, n)

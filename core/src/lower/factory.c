@@ -199,7 +199,11 @@ static tt_status spaced(tt_lower_ctx *c, tt_dtype d, tt_dtype arith, tt_hv *out)
   // an ulp off PyTorch's quotient at times (and many in half precision): the
   // step is divided in double where there is one, then rounded to arith.
   tt_dtype wide = arith == TT_F64 || tt_lower_supports_f64(c) ? TT_F64 : TT_F32;
-  tt_hv diff = tt_hlo_convert(b, tt_hlo_binary(b, TT_HLO_SUB, end, start), arith);
+  // Integer bounds subtract in double, as the CPU's step_t does (int64's
+  // end - start overflows for a span past 2^63).
+  tt_hv diff = fl ? tt_hlo_convert(b, tt_hlo_binary(b, TT_HLO_SUB, end, start), arith)
+                  : tt_hlo_binary(b, TT_HLO_SUB, tt_hlo_convert(b, end, arith),
+                                  tt_hlo_convert(b, start, arith));
   tt_hv span = tt_hlo_convert(b, tt_lower_rounded16(c, diff), wide);
   tt_hv den = tt_hlo_convert(b, tt_hlo_const(b, arith, (double)(n - 1)), wide);  // arith's n - 1
   tt_hv step = wide == TT_F64 ? div_f64(c, span, den) : tt_hlo_binary(b, TT_HLO_DIV, span, den);
@@ -233,9 +237,15 @@ static tt_status spaced(tt_lower_ctx *c, tt_dtype d, tt_dtype arith, tt_hv *out)
 static tt_status lower_linspace(tt_lower_ctx *c) {
   tt_dtype d = out_dtype(c);
   tt_dtype arith = !tt_dtype_is_float(d) || d == TT_F64 ? TT_F64 : d;
+  tt_hlo *b = tt_lower_hlo(c);
+  int64_t n = tt_lower_int(c, 2);
+  if (!tt_dtype_is_float(d) && (n == 0 || n == 1)) {  // start itself, not through double
+    tt_hv s = tt_hlo_convert(b, tt_lower_scalar(c, 0, TT_I64), d);
+    result_points(c, tt_lower_broadcast_to(c, s, 1, &n));
+    return NULL;
+  }
   tt_hv v;
   TT_RETURN_IF_ERROR(spaced(c, d, arith, &v));
-  tt_hlo *b = tt_lower_hlo(c);
   if (!tt_dtype_is_float(d) && !tt_lower_supports_f64(c)) {
     // Without exact double arithmetic (spaced()'s error-free steps need
     // float64), a point that is whole in PyTorch's double arithmetic can land
