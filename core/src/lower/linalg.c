@@ -66,14 +66,20 @@ static tt_status check_mm(const tt_lower_ctx *c) {
   return no_bool(c, 0);
 }
 
-// addmm(self, mat1, mat2): dtypes, ranks, shapes.
-static tt_status check_addmm(const tt_lower_ctx *c) {
+// addmm's dtype checks (also addbmm's): self against mat2, then mat1.
+static tt_status addmm_dtypes(const tt_lower_ctx *c) {
   if (!same_dtype(c, 0, 2))
     return fail(c, "self and mat2 must have the same dtype, but got %s and %s",
                 tname(c, 0), tname(c, 2));
   if (!same_dtype(c, 1, 2))
     return fail(c, "mat1 and mat2 must have the same dtype, but got %s and %s",
                 tname(c, 1), tname(c, 2));
+  return NULL;
+}
+
+// addmm(self, mat1, mat2): dtypes, ranks, shapes.
+static tt_status check_addmm(const tt_lower_ctx *c) {
+  TT_RETURN_IF_ERROR(addmm_dtypes(c));
   for (int i = 1; i <= 2; i++) {
     if (type_at(c, i).rank != 2)
       return fail(c, "mat%d must be a matrix, got %d-D tensor", i, (int)type_at(c, i).rank);
@@ -111,12 +117,7 @@ static tt_status check_addbmm(const tt_lower_ctx *c) {
   if (a.dims[2] != b.dims[1])
     return fail(c, "Incompatible matrix sizes for bmm (%" PRId64 "x%" PRId64 " and %" PRId64
                 "x%" PRId64 ")", a.dims[1], a.dims[2], b.dims[1], b.dims[2]);
-  if (!same_dtype(c, 0, 2))
-    return fail(c, "self and mat2 must have the same dtype, but got %s and %s",
-                tname(c, 0), tname(c, 2));
-  if (!same_dtype(c, 1, 2))
-    return fail(c, "mat1 and mat2 must have the same dtype, but got %s and %s",
-                tname(c, 1), tname(c, 2));
+  TT_RETURN_IF_ERROR(addmm_dtypes(c));
   return no_bool(c, 1);
 }
 
