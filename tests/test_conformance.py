@@ -1701,3 +1701,60 @@ def test_integer_linspace_wide_spans_like_cpu():
         s, e, n = rng.randint(lo, hi), rng.randint(lo, hi), rng.randint(0, 40)
         want = torch.linspace(s, e, n, dtype=dt)
         assert torch.equal(torch.linspace(s, e, n, dtype=dt, device="tpu").cpu(), want), (dt, s, e, n)
+
+
+# --- 36. mask and operand dtypes refused as on the CPU (test_ops' test_errors_masked_scatter, ---
+# --- test_dtypes_nn_functional_threshold) ----------------------------------------------------
+
+MASKED = [
+    ("masked_scatter", lambda d, m: torch.ones(1, 3, device=d).masked_scatter(m, torch.ones(3, 4, device=d))),
+    ("masked_scatter_", lambda d, m: torch.ones(2, 3, device=d).masked_scatter_(m, torch.ones(6, device=d))),
+    ("masked_fill_", lambda d, m: torch.ones(2, 3, device=d).masked_fill_(m, 0.0)),
+    ("masked_fill", lambda d, m: torch.ones(2, 3, device=d).masked_fill(m, 2.0)),
+]
+
+
+@pytest.mark.filterwarnings("ignore:masked_scatter_ received a mask with dtype torch.uint8")
+@pytest.mark.parametrize("name,fn", MASKED, ids=[n for n, _ in MASKED])
+@pytest.mark.parametrize("mask_dtype", [torch.bool, torch.uint8, torch.float32, torch.int64])
+def test_mask_dtypes_like_cpu(name, fn, mask_dtype):
+    """Only boolean masks: the CPU refuses a float, integer or (after a
+    deprecation warning) uint8 mask with "only supports boolean masks"; a
+    boolean mask works. The message names the dtype as PyTorch does."""
+    assert_like_cpu(lambda d: fn(d, (torch.arange(6, device=d).reshape(2, 3)[:1] % 2 == 0)
+                                 .to(mask_dtype)))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: torch.nn.functional.threshold(x, 0.5, 2.0),
+    lambda x: torch.threshold(x, 0, 1),
+    lambda x: torch.nn.functional.threshold_(x.clone(), 0.5, 2.0),
+])
+@pytest.mark.parametrize("dtype", [torch.bool, torch.int8, torch.uint8, torch.int64, torch.float16,
+                                   torch.bfloat16, torch.float32])
+def test_threshold_dtypes_like_cpu(fn, dtype):
+    """threshold takes every number type and refuses bool, as the CPU's kernel
+    (whose text names the kernel, "threshold_cpu")."""
+    x = torch.tensor([-2, 0, 1, 3, 1]).to(dtype)
+    if dtype == torch.bool:
+        for dev in ("cpu", "tpu"):
+            with pytest.raises(RuntimeError, match="threshold.*not implemented for 'Bool'"):
+                fn(x.to(dev))
+    else:
+        assert_like_cpu(lambda d: fn(x.to(d)))
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float32])
+def test_masked_fill_complex_device_value_into_real(dtype):
+    """masked_fill.Tensor with a complex 0-dim value on the device into a real
+    self (test_ops' test_errors_masked_fill): the CPU reads the value and
+    refuses a non-zero imaginary part. The tpu op checks it on the device and
+    raises at the next synchronisation; it never drops the imaginary part."""
+    for v in (1j, 3 + 1e-30j):
+        with pytest.raises(RuntimeError, match="without overflow"):
+            torch.ones(2, dtype=dtype).masked_fill(torch.tensor([True, False]), torch.tensor(v))
+        with pytest.raises(RuntimeError, match="without overflow"):
+            torch.ones(2, dtype=dtype, device="tpu").masked_fill(
+                torch.tensor([True, False], device="tpu"), torch.tensor(v, device="tpu")).cpu()
+    assert_like_cpu(lambda d: torch.ones(2, dtype=dtype, device=d).masked_fill(
+        torch.tensor([True, False], device=d), torch.tensor(2 + 0j, device=d)))

@@ -970,11 +970,21 @@ static tt_status lower_masked_fill(tt_lower_ctx *c) {
   const tt_value *m = tt_lower_arg(c, 1), *val = tt_lower_arg(c, 2);
   if (m->kind == TT_VALUE_TENSOR && m->u.tensor.dtype != TT_BOOL)
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "masked_fill_ only supports boolean "
-                         "masks, but got mask with dtype %s", tt_dtype_name(m->u.tensor.dtype));
+                         "masks, but got mask with dtype %s", tt_dtype_cpp_name(m->u.tensor.dtype));
   if (val->kind == TT_VALUE_TENSOR && val->u.tensor.ndim != 0)
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "masked_fill_ only supports a 0-dimensional "
                          "value tensor, but got tensor with %d dimension(s).", (int)val->u.tensor.ndim);
   tt_hv v[2] = {tt_lower_tensor(c, 0), tt_lower_tensor(c, 1)};
+  // A complex value tensor into a real self: the CPU reads the value and
+  // refuses a non-zero imaginary part; here the device checks it (raised at
+  // the next synchronisation) rather than dropping it silently.
+  if (val->kind == TT_VALUE_TENSOR && tt_dtype_is_complex(val->u.tensor.dtype) &&
+      !tt_dtype_is_complex(tt_lower_tensor_type(c, 0, -1).dtype)) {
+    tt_hv im = tt_hlo_imag(tt_lower_hlo(c), tt_lower_tensor(c, 2));
+    tt_lower_check(c, cmp(c, TT_HLO_NE, im, k(c, im, 0)), TT_HV_INVALID, TT_INVALID_ARGUMENT,
+                   "masked_fill: value cannot be converted to the type of self without overflow "
+                   "(a complex value with a non-zero imaginary part)", 0, 0);
+  }
   TT_RETURN_IF_ERROR(tt_lower_broadcast(c, v, 2));
   tt_lower_result(c, sel(c, v[1], scalar_like(c, 2, v[0]), v[0]));
   return NULL;
@@ -1503,6 +1513,10 @@ static tt_status lower_mish_backward(tt_lower_ctx *c) {
 
 // threshold(self, threshold, value): value where x <= threshold.
 static tt_status lower_threshold(tt_lower_ctx *c) {
+  tt_dtype dt = tt_lower_tensor_type(c, 0, -1).dtype;
+  if (dt == TT_BOOL)  // PyTorch's kernels dispatch over numbers only
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "\"threshold\" not implemented for '%s'",
+                         tt_dtype_torch_name(dt));
   tt_hv x = tt_lower_tensor(c, 0);
   tt_lower_result(c, sel(c, cmp(c, TT_HLO_LE, x, scalar_like(c, 1, x)), scalar_like(c, 2, x), x));
   return NULL;

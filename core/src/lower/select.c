@@ -223,6 +223,10 @@ static tt_status lower_masked_scatter(tt_lower_ctx *c) {
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "masked_scatter: expected self and source to "
                          "have same dtypes but got%s and %s", tt_dtype_torch_name(xt.dtype),
                          tt_dtype_torch_name(st.dtype));
+  tt_dtype md = tt_lower_tensor_type(c, 1, -1).dtype;
+  if (md != TT_BOOL)  // the CPU warns of uint8 masks, then refuses them too
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "masked_scatter_ only supports boolean masks, "
+                         "but got mask with dtype %s", tt_dtype_torch_name(md));
   int64_t n = tt_hlo_numel(&xt), s = tt_hlo_numel(&st);
   if (n == 0) {
     tt_lower_result(c, tt_lower_tensor(c, 0));
