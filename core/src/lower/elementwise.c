@@ -1513,11 +1513,8 @@ static tt_status lower_mish_backward(tt_lower_ctx *c) {
 
 // threshold(self, threshold, value): value where x <= threshold.
 static tt_status lower_threshold(tt_lower_ctx *c) {
-  tt_dtype dt = tt_lower_tensor_type(c, 0, -1).dtype;
-  if (dt == TT_BOOL)  // PyTorch's kernels dispatch over numbers only
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "\"threshold\" not implemented for '%s'",
-                         tt_dtype_torch_name(dt));
   tt_hv x = tt_lower_tensor(c, 0);
+  if (type_of(c, x) == TT_BOOL) return tt_lower_fail(c, TT_UNIMPLEMENTED, "threshold of bool");
   tt_lower_result(c, sel(c, cmp(c, TT_HLO_LE, x, scalar_like(c, 1, x)), scalar_like(c, 2, x), x));
   return NULL;
 }
