@@ -1,0 +1,138 @@
+"""Copies XLA adds to a compiled training step: what the optimized program of
+the llama step does besides the model's math.
+
+    python bench/step_copies.py [--flavor debugmodel] [--batch 4] [--seq 128] [--path step,fused]
+
+For each path (the whole step, the trainer's compile_mode "step", as in
+bench/train_step.py; and fused eager, whose one program per step donates
+nothing) it runs two steps in a subprocess with XLA_FLAGS asking the plugin
+to dump the optimized HLO (XLA_FLAGS is part of the persistent cache's key,
+so the step compiles afresh), then reads the largest module's entry
+computation and prints its fusions, dots and `copy` instructions with their
+bytes, the copies of entry parameters apart.
+
+Why: a parameter whose buffer the program donates (written in place; README,
+"torch.compile") must not be read after its new value is written. When
+XLA cannot order every read of the old value before that write (a fusion
+that recomputes an optimizer moment inside the parameter's update reads the
+old moment a second time; the backward matmul dX = dY W reads the old
+weight and is no ancestor of W's update), its copy insertion copies the parameter at entry, which costs one
+read and one write of it per step. The count is deterministic, unlike a
+step's time on a shared host: it is the figure to watch when changing how
+the step's program is built. On a machine without a TPU the plugin is XLA's
+CPU one; XLA's TPU and GPU compilers use the same copy insertion pass, after
+fusion choices of their own.
+"""
+import argparse
+import glob
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2,
+          "s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16}
+_INSTR = re.compile(r"^\s*(?:ROOT )?%(\S+) = (\w+)\[([\d,]*)\]\S* (\w[\w-]*)\((.*)$")
+
+
+def child(a):
+    """Runs two steps of the path (the dump happens at the first compile)."""
+    import torch
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import torchtpu
+    import train_step as ts
+
+    torchtpu.set_fallback_mode("silent")
+    torch.manual_seed(0)
+    model = ts.build_model("llama", a.flavor)
+    tokens = torch.randint(0, model.args.vocab_size, (a.batch, a.seq + 1))
+    if a.child == "step":
+        step = ts.whole_step_path(model, tokens, 1e-3)
+    else:
+        step = ts.torch_path(model, "tpu", tokens, 1e-3, fused=True)
+    for _ in range(2):
+        step()
+
+
+def entry_lines(path):
+    lines, inside = [], False
+    with open(path) as f:
+        for line in f:
+            if line.startswith("ENTRY"):
+                inside = True
+            elif inside and line.startswith("}"):
+                break
+            elif inside:
+                lines.append(line)
+    return lines
+
+
+def summarize(path):
+    """Counts of the entry computation's instructions and its copies' bytes."""
+    params, counts = set(), {}
+    copies = {"param": [0, 0], "other": [0, 0]}  # [count, bytes]
+    for line in entry_lines(path):
+        m = _INSTR.match(line)
+        if not m:
+            continue
+        name, dtype, dims, op, rest = m.groups()
+        counts[op] = counts.get(op, 0) + 1
+        if op == "parameter":
+            params.add(name)
+        if op != "copy":
+            continue
+        n = 1
+        for d in filter(None, dims.split(",")):
+            n *= int(d)
+        operand = rest.split(")")[0].strip().lstrip("%")
+        kind = "param" if operand in params else "other"
+        copies[kind][0] += 1
+        copies[kind][1] += n * _BYTES.get(dtype, 4)
+    return counts, copies
+
+
+def run_path(a, path):
+    with tempfile.TemporaryDirectory() as dump:
+        env = dict(os.environ, XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") +
+                                          f" --xla_dump_to={dump} --xla_dump_hlo_as_text"
+                                          " --xla_dump_hlo_pass_re=NONE").strip())
+        cmd = [sys.executable, os.path.abspath(__file__), "--child", path, "--flavor", a.flavor,
+               "--batch", str(a.batch), "--seq", str(a.seq)]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]
+            print(f"{path}: failed ({tail})")
+            return
+        files = glob.glob(os.path.join(dump, "*after_optimizations.txt"))
+        if not files:
+            print(f"{path}: no optimized module was dumped (XLA_FLAGS ignored by this plugin?)")
+            return
+        counts, copies = summarize(max(files, key=os.path.getsize))
+    pc, pb = copies["param"]
+    oc, ob = copies["other"]
+    print(f"{path:6s} {counts.get('parameter', 0):7d} {counts.get('fusion', 0):8d} "
+          f"{counts.get('dot', 0):5d} {pc:13d} {pb / 2**20:8.1f} {oc:13d} {ob / 2**20:8.1f}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--flavor", default="debugmodel")
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--path", default="step,fused", help="comma-separated: step, fused")
+    p.add_argument("--child", default="", help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.child:
+        child(a)
+        return
+    print(f"llama {a.flavor}: batch {a.batch} x seq {a.seq}; the largest optimized module's "
+          "entry computation")
+    print("path    params  fusions  dots  param copies      MiB  other copies      MiB")
+    for path in filter(None, a.path.split(",")):
+        run_path(a, path)
+
+
+if __name__ == "__main__":
+    main()
