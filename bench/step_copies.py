@@ -12,14 +12,16 @@ computation and prints its fusions, dots and `copy` instructions with their
 bytes, the copies of entry parameters apart.
 
 Why: a parameter whose buffer the program donates (written in place; README,
-"torch.compile") must not be read after its new value is written. When
-XLA cannot order every read of the old value before that write (a fusion
-that recomputes an optimizer moment inside the parameter's update reads the
-old moment a second time; the backward matmul dX = dY W reads the old
-weight and is no ancestor of W's update), its copy insertion copies the parameter at entry, which costs one
-read and one write of it per step. The count is deterministic, unlike a
-step's time on a shared host: it is the figure to watch when changing how
-the step's program is built. On a machine without a TPU the plugin is XLA's
+"torch.compile") gets its new value in that buffer only where XLA can put
+it there. XLA copies the parameter at entry, one read and one write of it
+per step, when the op making the new value cannot share the old one's
+buffer (a fusion's result shares an operand's buffer only when the two have
+one shape; torchtpu.compile's _flat_updates computes pointwise updates on the
+flat storage for that) or when a read of the old value is not ordered
+before that write (the weights' copies that remain: the backward matmul
+dX = dY W, for one, reads the old weight and is no ancestor of W's update).
+The count is deterministic, unlike a step's time on a shared host: it is the
+figure to watch when changing how the step's program is built. On a machine without a TPU the plugin is XLA's
 CPU one; XLA's TPU and GPU compilers use the same copy insertion pass, after
 fusion choices of their own.
 """

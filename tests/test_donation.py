@@ -134,3 +134,96 @@ def test_whole_step_donates_parameters_and_optimizer_state():
     nparams = len(list(tpu.parameters()))
     replays = 4 - 1  # the first step captures, the later ones replay
     assert n >= replays * 3 * nparams, (n, nparams)  # parameters, exp_avg, exp_avg_sq
+
+
+def _update_graph():
+    """An FX graph that rewrites input m with a pointwise op and reads the new
+    value again, as an optimizer step does (lerp, then the update reads it)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def step(m, g, bias):
+        new = torch.ops.aten.lerp.Scalar(m, g, 0.1)
+        torch.ops.aten.copy_.default(m, new)
+        shifted = torch.ops.aten.add.Tensor(g, bias)  # [4, 8] + [8]: broadcast
+        torch.ops.aten.copy_.default(g, shifted)
+        return torch.ops.aten.mul.Tensor(new, 2.0)
+
+    args = (torch.randn(4, 8), torch.randn(4, 8), torch.randn(8))
+    return make_fx(step)(*[a.clone() for a in args]), args
+
+
+def test_flat_updates_compute_a_rewritten_input_on_its_flat_storage():
+    """_flat_updates runs the pointwise op that makes an input's new value on
+    flattened operands (the shape of the input's flat storage, so that XLA can
+    write it in place), leaves ops with broadcast operands alone, and changes
+    no value."""
+    gm, args = _update_graph()
+    want_inputs = [a.clone() for a in args]
+    want = gm(*want_inputs)
+    ops = lambda g: [n for n in g.graph.nodes if n.op == "call_function"]  # noqa: E731
+    gm = tpu_compile._flat_updates(gm)
+    lerp = next(n for n in ops(gm) if n.target is torch.ops.aten.lerp.Scalar)
+    add = next(n for n in ops(gm) if n.target is torch.ops.aten.add.Tensor)
+    assert all(a.target is torch.ops.aten.reshape.default for a in lerp.args[:2]), lerp.args
+    assert [a.op for a in add.args] == ["placeholder", "placeholder"], add.args
+    got_inputs = [a.clone() for a in args]
+    got = gm(*got_inputs)
+    assert got.shape == want.shape
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    for a, b in zip(got_inputs, want_inputs):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+_COPIES_CHILD = r"""
+import glob, os, re, sys, torch, torchtpu
+import torch.nn as nn
+from torchtpu import compile as tpu_compile
+if sys.argv[1] == "off":
+    tpu_compile._flat_updates = lambda gm: gm
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(64, 128), nn.Tanh(), nn.Linear(128, 64)).to("tpu")
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3, capturable=True, foreach=False)
+step = torch.compile(opt.step, backend="tpu")
+x = torch.randn(32, 64, device="tpu")
+for _ in range(3):
+    opt.zero_grad()
+    model(x).square().mean().backward()
+    step()
+torch.tpu.synchronize()
+# the optimizer step's program: the module with the most entry parameters
+entries = [open(p).read().split("\nENTRY ", 1)[-1]
+           for p in glob.glob(os.path.join(os.environ["DUMP"], "*after_optimizations.txt"))]
+entry = max(entries, key=lambda e: e.count(" parameter("))
+sizes = dict(re.findall(r"%(\S+) = \w+\[(\d*)\]\S* parameter\(", entry))
+copied = [src for src in re.findall(r" copy\(%([^)\s]+)\)", entry)
+          if sizes.get(src) and int(sizes[src]) > 1]  # step counts (one element) aside
+print("ENTRY_PARAM_COPIES", len(copied), len(sizes))
+"""
+
+
+def _entry_copies(tmp_path, mode):
+    import os
+    import subprocess
+    import sys
+
+    dump = tmp_path / mode
+    env = dict(os.environ, DUMP=str(dump), TORCHTPU_CACHE_DIR=str(tmp_path / f"cache-{mode}"),
+               XLA_FLAGS=f"--xla_dump_to={dump} --xla_dump_hlo_as_text "
+                         "--xla_dump_hlo_pass_re=NONE")
+    out = subprocess.run([sys.executable, "-c", _COPIES_CHILD, mode], env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    line = [ln for ln in out.stdout.splitlines() if ln.startswith("ENTRY_PARAM_COPIES")]
+    assert line, out.stdout[-2000:]
+    copies, params = map(int, line[0].split()[1:])
+    assert params >= 12, line  # 4 weights and biases, 2 moments each: the step's program
+    return copies
+
+
+def test_compiled_adamw_step_copies_no_moment_at_entry(tmp_path):
+    """The XLA program of a compiled per-tensor AdamW step (foreach=False, as in
+    the trainer's whole step; 2-D weights, their moments donated) copies none of its multi-element inputs at entry: each new
+    moment and weight is written in place (the plugin's optimized-HLO dump).
+    Without _flat_updates, XLA copies the 2-D moments at every step."""
+    assert _entry_copies(tmp_path, "off") > 0
+    assert _entry_copies(tmp_path, "on") == 0

@@ -413,6 +413,81 @@ def _match_traced_layouts(gm):
     return gm
 
 
+# --- inputs rewritten in place: their last op on the flat storage ----------------------------
+#
+# A graph that rewrites an input (an optimizer step: copy_(exp_avg, lerp(...)))
+# is captured with the input aliased to its new value, and replays donate the
+# input's buffer (README, "torch.compile"). The core passes a storage as a
+# flat vector and views it in the tensor's shape; XLA writes a fusion's result
+# into an operand's buffer only when the two have one shape, so a moment
+# updated as [2048, 256] from a flat [524288] parameter was copied at the
+# program's entry, every step. When the op that makes an input's new value is
+# pointwise, `_flat_updates` runs it on flattened operands and views the
+# result back: the same values, computed in the parameter's own shape
+# (bench/step_copies.py: the llama debug step's entry copies 69 -> 22 MiB; the
+# rest are step counts and weights, whose old values other ops read, such as
+# the backward's dX = dY W, unordered with their updates).
+
+
+def _flat_operands(node, shape):
+    """node's args with each tensor of `shape` flattened (0-dim ones kept), or
+    None when an operand has another shape or a tensor hides in a list or kwarg."""
+    def is_tensor(a):
+        return isinstance(a, torch.fx.Node) and isinstance(a.meta.get("val"), torch.Tensor)
+
+    def nested(a):
+        return isinstance(a, (list, tuple)) and any(isinstance(x, torch.fx.Node) for x in a)
+
+    if any(is_tensor(v) or nested(v) for v in node.kwargs.values()):
+        return None
+    plan = []
+    for a in node.args:
+        if nested(a):
+            return None
+        if not is_tensor(a) or a.meta["val"].dim() == 0:
+            plan.append((a, False))
+        elif list(a.meta["val"].shape) == shape:
+            plan.append((a, True))
+        else:
+            return None
+    return plan
+
+
+def _flat_updates(gm):
+    """Computes each rewritten input's new value on flat operands (above)."""
+    graph = gm.graph
+    reshape = torch.ops.aten.reshape.default
+    changed = False
+    for node in list(graph.nodes):
+        if node.target is not torch.ops.aten.copy_.default:
+            continue
+        dest, new = node.args[0], node.args[1]
+        if getattr(dest, "op", None) != "placeholder" or not isinstance(new, torch.fx.Node):
+            continue
+        op, val = new.target, new.meta.get("val")
+        if (not isinstance(op, torch._ops.OpOverload) or torch.Tag.pointwise not in op.tags
+                or op._schema.is_mutable or not isinstance(val, torch.Tensor)
+                or val.dim() < 2 or not val.is_contiguous()):
+            continue
+        shape = list(val.shape)
+        if not all(isinstance(d, int) for d in shape):
+            continue  # symbolic sizes: the runtime's shapes, not the trace's
+        plan = _flat_operands(new, shape)
+        if plan is None:
+            continue
+        with graph.inserting_before(new):
+            args = [graph.call_function(reshape, (a, [-1])) if flat else a for a, flat in plan]
+            flat = graph.call_function(op, tuple(args), dict(new.kwargs))
+            back = graph.call_function(reshape, (flat, shape))
+        back.meta["val"] = val
+        new.replace_all_uses_with(back)
+        graph.erase_node(new)
+        changed = True
+    if changed:
+        gm.recompile()
+    return gm
+
+
 def _compiler(kind, options):
     use_fused = options.get("fused", True)
     use_replay = options.get("replay", True)
@@ -421,7 +496,7 @@ def _compiler(kind, options):
         del example_inputs
         _stats["graphs"] += 1
         _stats[kind] += 1
-        gm = _match_traced_layouts(_drop_rng_wrappers(gm))
+        gm = _flat_updates(_match_traced_layouts(_drop_rng_wrappers(gm)))
         fused = _fused_runner() if use_fused else None
         if any(_is_collective(n) for n in gm.graph.nodes):
             return _SegmentedGraph(gm, kind, fused, use_replay)

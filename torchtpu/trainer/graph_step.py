@@ -484,7 +484,7 @@ class WholeStep:
             raise RuntimeError(f"training.compile_mode = 'step': the traced {kind} graph reads "
                                f"tensors that are not inputs ({consts[:4]}); the step would "
                                f"not be replayable")
-        gm = tc._match_traced_layouts(gm)
+        gm = tc._flat_updates(tc._match_traced_layouts(gm))
         if any(tc._is_collective(n) for n in gm.graph.nodes):
             # the host transport: program segments with the collectives between
             return tc._SegmentedGraph(gm, kind, self.fused, replay=True)
