@@ -26,16 +26,12 @@ CPU one; XLA's TPU and GPU compilers use the same copy insertion pass, after
 fusion choices of their own.
 """
 import argparse
-import glob
 import os
-import re
 import subprocess
 import sys
 import tempfile
 
-_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2,
-          "s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16}
-_INSTR = re.compile(r"^\s*(?:ROOT )?%(\S+) = (\w+)\[([\d,]*)\]\S* (\w[\w-]*)\((.*)$")
+from torchtpu.testing import hlo_dump
 
 
 def child(a):
@@ -58,48 +54,24 @@ def child(a):
         step()
 
 
-def entry_lines(path):
-    lines, inside = [], False
-    with open(path) as f:
-        for line in f:
-            if line.startswith("ENTRY"):
-                inside = True
-            elif inside and line.startswith("}"):
-                break
-            elif inside:
-                lines.append(line)
-    return lines
-
-
 def summarize(path):
-    """Counts of the entry computation's instructions and its copies' bytes."""
-    params, counts = set(), {}
-    copies = {"param": [0, 0], "other": [0, 0]}  # [count, bytes]
-    for line in entry_lines(path):
-        m = _INSTR.match(line)
-        if not m:
-            continue
-        name, dtype, dims, op, rest = m.groups()
-        counts[op] = counts.get(op, 0) + 1
-        if op == "parameter":
-            params.add(name)
-        if op != "copy":
-            continue
-        n = 1
-        for d in filter(None, dims.split(",")):
-            n *= int(d)
-        operand = rest.split(")")[0].strip().lstrip("%")
-        kind = "param" if operand in params else "other"
-        copies[kind][0] += 1
-        copies[kind][1] += n * _BYTES.get(dtype, 4)
+    """Counts of the entry computation's instructions, and the count and bytes
+    of its copies of parameters and of other values."""
+    instrs = hlo_dump.entry_instructions(path)
+    counts = {}
+    for i in instrs:
+        counts[i.op] = counts.get(i.op, 0) + 1
+    of_params = hlo_dump.param_copies(instrs)
+    copied = {i.name for i in of_params}
+    others = [i for i in instrs if i.op == "copy" and i.name not in copied]
+    copies = {kind: [len(c), sum(i.nbytes for i in c)]
+              for kind, c in (("param", of_params), ("other", others))}
     return counts, copies
 
 
 def run_path(a, path):
     with tempfile.TemporaryDirectory() as dump:
-        env = dict(os.environ, XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") +
-                                          f" --xla_dump_to={dump} --xla_dump_hlo_as_text"
-                                          " --xla_dump_hlo_pass_re=NONE").strip())
+        env = dict(os.environ, XLA_FLAGS=hlo_dump.dump_flags(dump))
         cmd = [sys.executable, os.path.abspath(__file__), "--child", path, "--flavor", a.flavor,
                "--batch", str(a.batch), "--seq", str(a.seq)]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -107,7 +79,7 @@ def run_path(a, path):
             tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]
             print(f"{path}: failed ({tail})")
             return
-        files = glob.glob(os.path.join(dump, "*after_optimizations.txt"))
+        files = hlo_dump.optimized_modules(dump)
         if not files:
             print(f"{path}: no optimized module was dumped (XLA_FLAGS ignored by this plugin?)")
             return

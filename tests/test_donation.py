@@ -175,10 +175,11 @@ def test_flat_updates_compute_a_rewritten_input_on_its_flat_storage():
 
 
 _COPIES_CHILD = r"""
-import glob, os, re, sys, torch, torchtpu
+import sys, torch, torchtpu
 import torch.nn as nn
 from torchtpu import compile as tpu_compile
-if sys.argv[1] == "off":
+from torchtpu.testing import hlo_dump
+if sys.argv[2] == "off":
     tpu_compile._flat_updates = lambda gm: gm
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(64, 128), nn.Tanh(), nn.Linear(128, 64)).to("tpu")
@@ -191,13 +192,10 @@ for _ in range(3):
     step()
 torch.tpu.synchronize()
 # the optimizer step's program: the module with the most entry parameters
-entries = [open(p).read().split("\nENTRY ", 1)[-1]
-           for p in glob.glob(os.path.join(os.environ["DUMP"], "*after_optimizations.txt"))]
-entry = max(entries, key=lambda e: e.count(" parameter("))
-sizes = dict(re.findall(r"%(\S+) = \w+\[(\d*)\]\S* parameter\(", entry))
-copied = [src for src in re.findall(r" copy\(%([^)\s]+)\)", entry)
-          if sizes.get(src) and int(sizes[src]) > 1]  # step counts (one element) aside
-print("ENTRY_PARAM_COPIES", len(copied), len(sizes))
+entries = [hlo_dump.entry_instructions(p) for p in hlo_dump.optimized_modules(sys.argv[1])]
+entry = max(entries, key=lambda e: sum(i.op == "parameter" for i in e))
+copied = [i for i in hlo_dump.param_copies(entry) if i.elements > 1]  # step counts aside
+print("ENTRY_PARAM_COPIES", len(copied), sum(i.op == "parameter" for i in entry))
 """
 
 
@@ -206,11 +204,12 @@ def _entry_copies(tmp_path, mode):
     import subprocess
     import sys
 
+    from torchtpu.testing import hlo_dump
+
     dump = tmp_path / mode
-    env = dict(os.environ, DUMP=str(dump), TORCHTPU_CACHE_DIR=str(tmp_path / f"cache-{mode}"),
-               XLA_FLAGS=f"--xla_dump_to={dump} --xla_dump_hlo_as_text "
-                         "--xla_dump_hlo_pass_re=NONE")
-    out = subprocess.run([sys.executable, "-c", _COPIES_CHILD, mode], env=env,
+    env = dict(os.environ, TORCHTPU_CACHE_DIR=str(tmp_path / f"cache-{mode}"),
+               XLA_FLAGS=hlo_dump.dump_flags(dump, flags=""))
+    out = subprocess.run([sys.executable, "-c", _COPIES_CHILD, str(dump), mode], env=env,
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     line = [ln for ln in out.stdout.splitlines() if ln.startswith("ENTRY_PARAM_COPIES")]
@@ -221,9 +220,10 @@ def _entry_copies(tmp_path, mode):
 
 
 def test_compiled_adamw_step_copies_no_moment_at_entry(tmp_path):
-    """The XLA program of a compiled per-tensor AdamW step (foreach=False, as in
-    the trainer's whole step; 2-D weights, their moments donated) copies none of its multi-element inputs at entry: each new
-    moment and weight is written in place (the plugin's optimized-HLO dump).
-    Without _flat_updates, XLA copies the 2-D moments at every step."""
+    """The XLA program of a compiled per-tensor AdamW step (foreach=False, as
+    in the trainer's whole step; 2-D weights, their moments donated) copies
+    none of its multi-element inputs at entry: each new moment and weight is
+    written in place (the plugin's optimized-HLO dump). Without _flat_updates,
+    XLA copies the 2-D moments at every step."""
     assert _entry_copies(tmp_path, "off") > 0
     assert _entry_copies(tmp_path, "on") == 0

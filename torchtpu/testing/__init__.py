@@ -1,5 +1,6 @@
-"""Testing tools for torchtpu: the differential OpInfo harness (opinfo.py)
-and the runner for PyTorch's own device-generic test suites (pytorch_suites.py)."""
+"""Testing tools for torchtpu: the differential OpInfo harness (opinfo.py),
+the runner for PyTorch's own device-generic test suites (pytorch_suites.py)
+and a reader of the optimized programs XLA dumps (hlo_dump.py)."""
 import contextlib
 
 __all__ = ["native_only"]
