@@ -1210,9 +1210,23 @@ void register_structured_ops(torch::Library &m) {
 // the ones shim/layout.cpp gives the core's results, so the traced graph's
 // views of them hold at run time. Other Python tensors in eager code (DTensor:
 // PyTorch has no sharding strategy for the CPU flash op) take the math path.
+// A trace of our own that runs fake tensors without functionalization (the
+// trainer's whole step: make_fx) says so with set_fused_sdp_tracing, and gets
+// the fused op as well: the math path costs a [B, H, L, S] mask, a safe
+// softmax and its backward, several passes over the scores that the fused
+// op's rules do without (about 10% of the llama debug model's compiled step).
 // The fused op stands for every fused backend CUDA code may ask for
 // (sdpa_kernel(EFFICIENT_ATTENTION) or CUDNN_ATTENTION alone still gets a
 // fused kernel on "tpu", not "no available kernel").
+namespace {
+// Process-wide, not per thread: the backward of a traced step (and the
+// recomputation of checkpointed regions in it) runs on autograd's device
+// thread, and must choose as the forward did. A count: traces may nest.
+std::atomic<int> g_fused_sdp_tracing{0};
+}  // namespace
+
+void set_fused_sdp_tracing(bool on) { g_fused_sdp_tracing += on ? 1 : -1; }
+
 int64_t fused_sdp_choice(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v,
                          const std::optional<at::Tensor> &mask, double dropout_p,
                          bool /*is_causal*/, std::optional<double> /*scale*/, bool enable_gqa) {
@@ -1228,7 +1242,7 @@ int64_t fused_sdp_choice(const at::Tensor &q, const at::Tensor &k, const at::Ten
   const bool fused = ctx.userEnabledFlashSDP() || ctx.userEnabledMemEfficientSDP() ||
                      ctx.userEnabledCuDNNSDP();
   bool fits = lowered && fused && dropout_p == 0.0 &&
-              (!python || (functional && r == 4)) &&
+              (!python || ((functional || g_fused_sdp_tracing.load() > 0) && r == 4)) &&
               !q.is_nested() && !k.is_nested() && !v.is_nested() && r >= 3 &&
               k.dim() == r && v.dim() == r && !(mask && mask->defined() && mask->requires_grad());
   for (int64_t d = 0; fits && d < r - 3; d++) fits = k.size(d) == q.size(d) && v.size(d) == q.size(d);

@@ -23,6 +23,11 @@ TORCHTPU_SHIM_API int torchtpu_shim_fallback_mode(void) {
   return static_cast<int>(torchtpu::fallback_mode());
 }
 
+// Enters (true) or leaves (false) a trace that wants the fused attention op (shim.h).
+TORCHTPU_SHIM_API void torchtpu_shim_set_fused_sdp_tracing(bool on) {
+  torchtpu::set_fused_sdp_tracing(on);
+}
+
 namespace {
 
 at::Generator default_generator(int64_t device) {

@@ -147,6 +147,10 @@ void lay_out_results(ResultLayout how, c10::ArrayRef<c10::IValue> inputs,
 enum class FallbackMode { kWarn = 0, kError = 1, kSilent = 2 };
 FallbackMode fallback_mode();
 void set_fallback_mode(FallbackMode mode);
+// Between set_fused_sdp_tracing(true) and (false) (the process, nested),
+// fake tensors traced without functionalization get the fused attention op
+// from "tpu"'s SDPA choice, as functional ones do (fallback.cpp).
+void set_fused_sdp_tracing(bool on);
 
 // Before an op runs on the CPU: counts it (torch.tpu's fallback counters),
 // warns once per op in kWarn mode, throws NotImplementedError in kError

@@ -3,6 +3,8 @@ training step as one replayed program gives the eager trainer's losses, grad
 norms and final parameters on the same seed (clipping active, the lr
 changing every step in warmup), runs one program per step and compiles
 nothing after step 2; bad combinations are clear errors."""
+import copy
+
 import pytest
 import torch
 
@@ -123,6 +125,36 @@ def test_one_replayed_program_per_step_by_the_profiler():
     events = prof.events
     assert len(events) == 1 and events[0]["kind"] == "graph", events
     assert torch.isfinite(loss.cpu()) and float(norm) > 0
+
+
+def test_attention_traces_as_the_fused_op():
+    """make_fx does not functionalize, so "tpu"'s SDPA choice would take the
+    math path (a [B, H, L, S] mask, a safe softmax and its backward) in the
+    traced step; the trace asks for the fused attention op, as torch.compile's
+    graphs have it, and the step still gives CPU eager's loss and gradients."""
+    from torchtpu.train import build_optimizer
+
+    cfg = load_config(overrides={"model": {"flavor": "tiny"}})
+    torch.manual_seed(0)
+    model = build_model("llama", "tiny")
+    ref = copy.deepcopy(model)
+    model.to("tpu")
+    opt = build_optimizer(model.parameters(), cfg["optimizer"])
+    ws = WholeStep(model, opt, cfg, "tpu")
+    xs = torch.randint(0, 256, (1, 2, 16))
+    loss, norm = ws(xs.to("tpu"), xs.to("tpu"))
+    ops = {str(n.target) for r in ws.runners for n in r.gm.graph.nodes
+           if n.op == "call_function"}
+    assert "aten._scaled_dot_product_flash_attention_for_cpu.default" in ops
+    assert "aten._scaled_dot_product_flash_attention_for_cpu_backward.default" in ops
+    assert not {"aten._safe_softmax.default", "aten.tril.default"} & ops
+    logits = ref(xs[0])
+    ref_loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), xs[0].flatten())
+    ref_loss.backward()
+    ref_norm = torch.linalg.vector_norm(
+        torch.stack([torch.linalg.vector_norm(p.grad) for p in ref.parameters()]))
+    torch.testing.assert_close(loss.cpu(), ref_loss.detach(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(float(norm), float(ref_norm), rtol=1e-4, atol=1e-5)
 
 
 def test_bad_combinations_are_clear_errors(tmp_path):

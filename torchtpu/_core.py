@@ -4,6 +4,7 @@ plus the shim's fallback-mode switch.
 
 Structs mirror the header field for field. A non-NULL tt_status becomes a
 RuntimeError carrying the core's message (and is freed)."""
+import contextlib
 import ctypes
 import os
 import threading
@@ -176,6 +177,7 @@ _OPTIONAL_CORE_FUNCS = {
 _SHIM_FUNCS = {
     "torchtpu_shim_set_fallback_mode": (ctypes.c_bool, [ctypes.c_int]),
     "torchtpu_shim_fallback_mode": (ctypes.c_int, []),
+    "torchtpu_shim_set_fused_sdp_tracing": (None, [ctypes.c_bool]),
 }
 
 core = None
@@ -506,3 +508,17 @@ def set_fallback_mode(name):
 def fallback_mode():
     code = shim.torchtpu_shim_fallback_mode()
     return {v: k for k, v in _FALLBACK_MODES.items()}[code]
+
+
+@contextlib.contextmanager
+def fused_sdp_tracing():
+    """While fake "tpu" tensors are traced without functionalization
+    (make_fx), F.scaled_dot_product_attention picks the fused attention op
+    (the CPU flash op the core lowers), as under torch.compile, instead of
+    the math path (shim/fallback.cpp, fused_sdp_choice). Process-wide: the
+    traced backward runs on autograd's device thread."""
+    shim.torchtpu_shim_set_fused_sdp_tracing(True)
+    try:
+        yield
+    finally:
+        shim.torchtpu_shim_set_fused_sdp_tracing(False)

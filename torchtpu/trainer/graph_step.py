@@ -464,13 +464,17 @@ class WholeStep:
         import torch.fx.traceback as fx_traceback
         from torch.fx.experimental.proxy_tensor import make_fx
 
+        from .. import _core
+
         tc = self._tc
         try:
             # preserve_node_meta restores fx's global node metadata afterwards:
             # selective checkpointing writes "recompute" tags into it while
             # tracing and does not take them out, so every later torch.compile
             # in the process would see its nodes as checkpointed
-            with fx_traceback.preserve_node_meta():
+            # fused_sdp_tracing: SDPA traces as the fused attention op, as
+            # under torch.compile (make_fx does not functionalize)
+            with fx_traceback.preserve_node_meta(), _core.fused_sdp_tracing():
                 gm = make_fx(fn, decomposition_table=tc.decompositions(),
                              tracing_mode="fake")(*inputs)
         finally:
