@@ -1214,7 +1214,7 @@ void register_structured_ops(torch::Library &m) {
 // trainer's whole step: make_fx) says so with set_fused_sdp_tracing, and gets
 // the fused op as well: the math path costs a [B, H, L, S] mask, a safe
 // softmax and its backward, several passes over the scores that the fused
-// op's rules do without (about 10% of the llama debug model's compiled step).
+// op's rules do without (the llama debug model's whole step: 401 -> 396 ms).
 // The fused op stands for every fused backend CUDA code may ask for
 // (sdpa_kernel(EFFICIENT_ATTENTION) or CUDNN_ATTENTION alone still gets a
 // fused kernel on "tpu", not "no available kernel").
