@@ -15,14 +15,8 @@ def loss_of(model, tokens):
 def time_steps(step, warmup, steps):
     """Seconds per step (median of `steps` after `warmup`) and the last loss."""
     for _ in range(warmup):
-        loss = step()
-    times = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        loss = step()
-        times.append(time.perf_counter() - t0)
-    times.sort()
-    return times[len(times) // 2], loss
+        step()
+    return time_interleaved({"step": step}, steps)["step"]
 
 
 def time_interleaved(steps_by_key, steps):
