@@ -69,21 +69,31 @@ def summarize(path):
     return counts, copies
 
 
+def dump_module(a, path, dump):
+    """Runs two steps of `path` ("step" or "fused") in a child process that
+    dumps its optimized programs into the folder `dump`; the largest one's
+    file (the step's program). RuntimeError, with the reason, when the child
+    fails or nothing was dumped."""
+    env = dict(os.environ, XLA_FLAGS=hlo_dump.dump_flags(dump))
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", path, "--flavor", a.flavor,
+           "--batch", str(a.batch), "--seq", str(a.seq)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]
+        raise RuntimeError(f"the {path} child failed ({tail})")
+    files = hlo_dump.optimized_modules(dump)
+    if not files:
+        raise RuntimeError("no optimized module was dumped (XLA_FLAGS ignored by this plugin?)")
+    return max(files, key=os.path.getsize)
+
+
 def run_path(a, path):
     with tempfile.TemporaryDirectory() as dump:
-        env = dict(os.environ, XLA_FLAGS=hlo_dump.dump_flags(dump))
-        cmd = [sys.executable, os.path.abspath(__file__), "--child", path, "--flavor", a.flavor,
-               "--batch", str(a.batch), "--seq", str(a.seq)]
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        if proc.returncode != 0:
-            tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]
-            print(f"{path}: failed ({tail})")
+        try:
+            counts, copies = summarize(dump_module(a, path, dump))
+        except RuntimeError as e:
+            print(f"{path}: {e}")
             return
-        files = hlo_dump.optimized_modules(dump)
-        if not files:
-            print(f"{path}: no optimized module was dumped (XLA_FLAGS ignored by this plugin?)")
-            return
-        counts, copies = summarize(max(files, key=os.path.getsize))
     pc, pb = copies["param"]
     oc, ob = copies["other"]
     print(f"{path:6s} {counts.get('parameter', 0):7d} {counts.get('fusion', 0):8d} "

@@ -16,7 +16,8 @@ import glob
 import os
 import re
 
-__all__ = ["Instr", "dump_flags", "optimized_modules", "entry_instructions", "param_copies"]
+__all__ = ["Instr", "Dot", "dump_flags", "optimized_modules", "entry_instructions",
+           "param_copies", "dots"]
 
 _BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2,
           "s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16}
@@ -25,6 +26,12 @@ _INSTR = re.compile(r"^\s*(?:ROOT )?%(\S+) = (\w+)\[([\d,]*)\]\S* (\w[\w-]*)\((.
 
 Instr = collections.namedtuple("Instr", "name dtype elements nbytes op operand")
 Instr.__doc__ = "An entry instruction: its result's element count and bytes, its first operand."
+Dot = collections.namedtuple("Dot", "dtype out lhs rhs lhs_batch lhs_contract rhs_batch rhs_contract")
+Dot.__doc__ = "A dot: its result's, its operands' dims and its dimension numbers (tuples of ints)."
+# "%x = f32[4,3]{1,0} dot(%a, %b), lhs_batch_dims={0}, lhs_contracting_dims={2}, ..."
+_DOT = re.compile(r"%\S+ = (\w+)\[([\d,]*)\]\S* dot\(%([^,\s]+), %([^,\s)]+)\)(.*)$")
+# Any typed value: "%name = f32[4,3]" (an instruction) or "name: f32[4,3]" (a parameter)
+_SHAPE = re.compile(r"%?([\w.\-]+)(?: =|:) \w+\[([\d,]*)\]")
 
 
 def dump_flags(dump_dir, flags=None):
@@ -64,3 +71,27 @@ def param_copies(instrs):
     copies when the program starts (a donated one it could not write in place)."""
     params = {i.name for i in instrs if i.op == "parameter"}
     return [i for i in instrs if i.op == "copy" and i.operand in params]
+
+
+def _ints(text):
+    return tuple(int(x) for x in filter(None, text.split(",")))
+
+
+def dots(path):
+    """Every dot of the module, the ones inside fusions (XLA's CPU backend
+    puts most in YNNPACK fusions) included: operand dims and dimension numbers."""
+    with open(path) as f:
+        text = f.read()
+    shapes = {m.group(1): _ints(m.group(2)) for m in _SHAPE.finditer(text)}
+    out = []
+    for line in text.splitlines():
+        m = _DOT.search(line)
+        if not m or m.group(3) not in shapes or m.group(4) not in shapes:
+            continue
+        dims = dict(re.findall(r"(\w+_dims)=\{([\d,]*)\}", m.group(5)))
+        out.append(Dot(m.group(1), _ints(m.group(2)), shapes[m.group(3)], shapes[m.group(4)],
+                       _ints(dims.get("lhs_batch_dims", "")),
+                       _ints(dims.get("lhs_contracting_dims", "")),
+                       _ints(dims.get("rhs_batch_dims", "")),
+                       _ints(dims.get("rhs_contracting_dims", ""))))
+    return out
