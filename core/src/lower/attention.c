@@ -112,6 +112,13 @@ static tt_hv unfold(tt_lower_ctx *c, tt_hv v, const tt_hlo_type *like, int64_t c
 
 // --- scores -----------------------------------------------------------------------------------
 
+// The softmax scale: the argument `scale_arg` (float?), else 1 / sqrt(E).
+static tt_hv attention_scale(tt_lower_ctx *c, const att_shape *a, int scale_arg) {
+  if (tt_lower_is_none(c, scale_arg))
+    return tt_hlo_const(tt_lower_hlo(c), a->acc, 1.0 / sqrt((double)a->e));
+  return tt_lower_scalar(c, scale_arg, a->acc);
+}
+
 // The scaled, masked scores [N, Hk, G*L, S] (opmath): scale * Q K^T + mask,
 // -inf where causality or a bool mask hides a key. Arguments: the mask
 // (Tensor?), is_causal (bool or -1 for false), scale (float?).
@@ -119,10 +126,11 @@ static tt_hv scores(tt_lower_ctx *c, const att_shape *a, tt_hv q4, tt_hv k4, int
                     int causal_arg, int scale_arg) {
   tt_hlo *b = tt_lower_hlo(c);
   int64_t gl = a->g * a->l, d4[4] = {a->n, a->hk, gl, a->s};
-  tt_hv sc = tt_lower_is_none(c, scale_arg) ? tt_hlo_const(b, a->acc, 1.0 / sqrt((double)a->e))
-                                            : tt_lower_scalar(c, scale_arg, a->acc);
+  // The scale multiplies Q ([GL, E] a head) rather than the scores ([GL, S]):
+  // the same product up to rounding, on E / S as many elements.
+  tt_hv sc = attention_scale(c, a, scale_arg);
+  q4 = tt_lower_bin(c, TT_HLO_MUL, q4, tt_lower_broadcast_to(c, sc, 4, tt_lower_type(c, q4).dims));
   tt_hv s = bmm(c, q4, k4, 3, 3);
-  s = tt_lower_bin(c, TT_HLO_MUL, s, tt_lower_broadcast_to(c, sc, 4, d4));
   tt_hlo_type st = tt_hlo_make_type(a->acc, 4, d4);
   tt_hv neg_inf = tt_hlo_splat(b, &st, -INFINITY);
   if (!tt_lower_is_none(c, mask_arg)) {
@@ -166,8 +174,10 @@ static tt_status lower_flash_attention(tt_lower_ctx *c) {
   tt_hv any = tt_hlo_compare(b, TT_HLO_GT, sum, tt_lower_splat_like(c, sum, 0));
   tt_hv inv = tt_hlo_select(b, any, tt_lower_bin(c, TT_HLO_DIV, tt_lower_splat_like(c, sum, 1), sum),
                             tt_lower_splat_like(c, sum, 0));
-  tt_hv p = tt_lower_bin(c, TT_HLO_MUL, e, tt_lower_expand_like(c, inv, e));
-  tt_hv o = bmm(c, p, v4, 3, 2);
+  // Normalised after the product: (E V) / sum scales [GL, Ev] a head, where
+  // (E / sum) V would write the [GL, S] probabilities once more.
+  tt_hv o = bmm(c, e, v4, 3, 2);
+  o = tt_lower_bin(c, TT_HLO_MUL, o, tt_lower_expand_like(c, inv, o));
   tt_hv lse = tt_lower_bin(c, TT_HLO_ADD, m, tt_hlo_unary(b, TT_HLO_LOG, sum));
   lse = tt_hlo_select(b, any, lse, tt_lower_splat_like(c, lse, 0));
   tt_lower_result(c, unfold(c, o, &a.q, a.ev, a.q.dtype));
@@ -194,11 +204,14 @@ static tt_status lower_flash_attention_backward(tt_lower_ctx *c) {
   tt_hv gp = bmm(c, go, v4, 3, 3);                          // dO V^T   [N, Hk, GL, S]
   tt_hv dsum = reduce_last(c, tt_lower_bin(c, TT_HLO_MUL, go, o), TT_HLO_REDUCE_ADD);
   tt_hv gs = tt_lower_bin(c, TT_HLO_MUL, p, tt_lower_bin(c, TT_HLO_SUB, gp, tt_lower_expand_like(c, dsum, gp)));
-  tt_hv sc = tt_lower_is_none(c, 9) ? tt_hlo_const(b, a.acc, 1.0 / sqrt((double)a.e))
-                                    : tt_lower_scalar(c, 9, a.acc);
-  gs = tt_lower_bin(c, TT_HLO_MUL, gs, tt_lower_broadcast_to(c, sc, 4, tt_lower_type(c, gs).dims));
+  // S = scale Q K^T: the scale multiplies the two small products, not dS
+  // (XLA's CPU backend wrote the broadcast scale out at dS's full size to
+  // feed the fused dot).
+  tt_hv sc = attention_scale(c, &a, 9);
   tt_hv gq = bmm(c, gs, k4, 3, 2);                          // dS K     [N, Hk, GL, E]
   tt_hv gk = bmm(c, gs, q4, 2, 2);                          // dS^T Q   [N, Hk, S, E]
+  gq = tt_lower_bin(c, TT_HLO_MUL, gq, tt_lower_broadcast_to(c, sc, 4, tt_lower_type(c, gq).dims));
+  gk = tt_lower_bin(c, TT_HLO_MUL, gk, tt_lower_broadcast_to(c, sc, 4, tt_lower_type(c, gk).dims));
   tt_lower_result(c, unfold(c, gq, &a.q, a.e, a.q.dtype));
   tt_lower_result(c, unfold(c, gk, &a.k, a.e, a.k.dtype));
   tt_lower_result(c, unfold(c, gv, &a.v, a.ev, a.v.dtype));
