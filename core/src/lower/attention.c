@@ -126,11 +126,12 @@ static tt_hv scores(tt_lower_ctx *c, const att_shape *a, tt_hv q4, tt_hv k4, int
                     int causal_arg, int scale_arg) {
   tt_hlo *b = tt_lower_hlo(c);
   int64_t gl = a->g * a->l, d4[4] = {a->n, a->hk, gl, a->s};
-  // The scale multiplies Q ([GL, E] a head) rather than the scores ([GL, S]):
-  // the same product up to rounding, on E / S as many elements.
-  tt_hv sc = attention_scale(c, a, scale_arg);
-  q4 = tt_lower_bin(c, TT_HLO_MUL, q4, tt_lower_broadcast_to(c, sc, 4, tt_lower_type(c, q4).dims));
+  // Scaling the scores rather than Q costs no pass of its own (XLA fuses it
+  // into the masking), and keeps Q K^T the same product in the forward and
+  // in the backward's recomputation, which XLA then computes once when both
+  // are in one program (the whole training step).
   tt_hv s = bmm(c, q4, k4, 3, 3);
+  s = tt_lower_bin(c, TT_HLO_MUL, s, tt_lower_broadcast_to(c, attention_scale(c, a, scale_arg), 4, d4));
   tt_hlo_type st = tt_hlo_make_type(a->acc, 4, d4);
   tt_hv neg_inf = tt_hlo_splat(b, &st, -INFINITY);
   if (!tt_lower_is_none(c, mask_arg)) {
