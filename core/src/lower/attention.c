@@ -131,7 +131,8 @@ static tt_hv scores(tt_lower_ctx *c, const att_shape *a, tt_hv q4, tt_hv k4, int
   // in the backward's recomputation, which XLA then computes once when both
   // are in one program (the whole training step).
   tt_hv s = bmm(c, q4, k4, 3, 3);
-  s = tt_lower_bin(c, TT_HLO_MUL, s, tt_lower_broadcast_to(c, attention_scale(c, a, scale_arg), 4, d4));
+  tt_hv sc = attention_scale(c, a, scale_arg);
+  s = tt_lower_bin(c, TT_HLO_MUL, s, tt_lower_broadcast_to(c, sc, 4, d4));
   tt_hlo_type st = tt_hlo_make_type(a->acc, 4, d4);
   tt_hv neg_inf = tt_hlo_splat(b, &st, -INFINITY);
   if (!tt_lower_is_none(c, mask_arg)) {
