@@ -157,6 +157,45 @@ def test_attention_traces_as_the_fused_op():
     torch.testing.assert_close(float(norm), float(ref_norm), rtol=1e-4, atol=1e-5)
 
 
+_SCORES_CHILD = r"""
+import torch, torchtpu
+from torchtpu.models import build_model
+from torchtpu.train import build_optimizer
+from torchtpu.trainer.config import load_config
+from torchtpu.trainer.graph_step import WholeStep
+cfg = load_config(overrides={"model": {"flavor": "tiny"}})
+torch.manual_seed(0)
+model = build_model("llama", "tiny").to("tpu")
+ws = WholeStep(model, build_optimizer(model.parameters(), cfg["optimizer"]), cfg, "tpu")
+xs = torch.randint(0, 256, (1, 2, 24), device="tpu")
+ws(xs, xs)
+torch.tpu.synchronize()
+"""
+
+
+def test_attention_scores_computed_once_per_layer(tmp_path):
+    """In the whole step's XLA program the backward's recomputation of the
+    scores Q K^T is the forward's product (XLA computes it once): per layer,
+    two products have the scores' shape, Q K^T and dO V^T (the plugin's
+    optimized-HLO dump). Scaling Q instead of the scores once made them two
+    products, a third of the attention's matmul work more."""
+    import os
+    import subprocess
+    import sys
+
+    from torchtpu.testing import hlo_dump
+
+    env = dict(os.environ, TORCHTPU_CACHE_DIR=str(tmp_path / "cache"),
+               XLA_FLAGS=hlo_dump.dump_flags(tmp_path / "dump", flags=""))
+    out = subprocess.run([sys.executable, "-c", _SCORES_CHILD], env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    step = max(hlo_dump.optimized_modules(tmp_path / "dump"), key=os.path.getsize)
+    # [batch, heads, 24 queries, 24 keys] (the model repeats its kv heads itself)
+    scores = [d for d in hlo_dump.dots(step) if len(d.out) >= 3 and d.out[-2:] == (24, 24)]
+    assert len(scores) == 2 * build_model("llama", "tiny").args.n_layers, scores
+
+
 def test_bad_combinations_are_clear_errors(tmp_path):
     with pytest.raises(ConfigError, match="implementation = 'fused'"):
         config(tmp_path, training={"compile_mode": "step"},
