@@ -27,7 +27,6 @@ fusion choices of their own.
 """
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -74,10 +73,8 @@ def dump_module(a, path, dump):
     dumps its optimized programs into the folder `dump`; the largest one's
     file (the step's program). RuntimeError, with the reason, when the child
     fails or nothing was dumped."""
-    env = dict(os.environ, XLA_FLAGS=hlo_dump.dump_flags(dump))
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", path, "--flavor", a.flavor,
-           "--batch", str(a.batch), "--seq", str(a.seq)]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    proc = hlo_dump.run_dumping([os.path.abspath(__file__), "--child", path, "--flavor",
+                                 a.flavor, "--batch", str(a.batch), "--seq", str(a.seq)], dump)
     if proc.returncode != 0:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]
         raise RuntimeError(f"the {path} child failed ({tail})")

@@ -200,17 +200,12 @@ print("ENTRY_PARAM_COPIES", len(copied), sum(i.op == "parameter" for i in entry)
 
 
 def _entry_copies(tmp_path, mode):
-    import os
-    import subprocess
-    import sys
-
     from torchtpu.testing import hlo_dump
 
     dump = tmp_path / mode
-    env = dict(os.environ, TORCHTPU_CACHE_DIR=str(tmp_path / f"cache-{mode}"),
-               XLA_FLAGS=hlo_dump.dump_flags(dump, flags=""))
-    out = subprocess.run([sys.executable, "-c", _COPIES_CHILD, str(dump), mode], env=env,
-                         capture_output=True, text=True, timeout=600)
+    out = hlo_dump.run_dumping(["-c", _COPIES_CHILD, str(dump), mode], dump, flags="",
+                               env={"TORCHTPU_CACHE_DIR": str(tmp_path / f"cache-{mode}")},
+                               timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     line = [ln for ln in out.stdout.splitlines() if ln.startswith("ENTRY_PARAM_COPIES")]
     assert line, out.stdout[-2000:]

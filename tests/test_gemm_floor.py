@@ -3,7 +3,6 @@ every matrix product of a compiled program (those XLA put inside fusions
 too), and the bench's einsum for each one computes a result of the dot's own
 shape and the product's FLOPs."""
 import os
-import subprocess
 import sys
 
 import torch
@@ -27,10 +26,8 @@ torch.tpu.synchronize()
 
 
 def test_dots_of_a_compiled_program(tmp_path):
-    env = dict(os.environ, TORCHTPU_CACHE_DIR=str(tmp_path / "cache"),
-               XLA_FLAGS=hlo_dump.dump_flags(tmp_path / "dump", flags=""))
-    out = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True,
-                         text=True, timeout=600)
+    out = hlo_dump.run_dumping(["-c", _CHILD], tmp_path / "dump", flags="",
+                               env={"TORCHTPU_CACHE_DIR": str(tmp_path / "cache")}, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     files = hlo_dump.optimized_modules(tmp_path / "dump")
     dots = [d for path in files for d in hlo_dump.dots(path)]

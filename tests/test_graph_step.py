@@ -180,15 +180,11 @@ def test_attention_scores_computed_once_per_layer(tmp_path):
     optimized-HLO dump). Scaling Q instead of the scores once made them two
     products, a third of the attention's matmul work more."""
     import os
-    import subprocess
-    import sys
 
     from torchtpu.testing import hlo_dump
 
-    env = dict(os.environ, TORCHTPU_CACHE_DIR=str(tmp_path / "cache"),
-               XLA_FLAGS=hlo_dump.dump_flags(tmp_path / "dump", flags=""))
-    out = subprocess.run([sys.executable, "-c", _SCORES_CHILD], env=env, capture_output=True,
-                         text=True, timeout=600)
+    out = hlo_dump.run_dumping(["-c", _SCORES_CHILD], tmp_path / "dump", flags="",
+                               env={"TORCHTPU_CACHE_DIR": str(tmp_path / "cache")}, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     step = max(hlo_dump.optimized_modules(tmp_path / "dump"), key=os.path.getsize)
     # [batch, heads, 24 queries, 24 keys] (the model repeats its kv heads itself)

@@ -1,8 +1,8 @@
 """Reading the optimized programs XLA's plugins dump: what XLA made of a
-program, read after the fact (bench/step_copies.py, tests/test_donation.py).
+program, read after the fact (bench/step_copies.py, bench/gemm_floor.py and
+their tests, tests/test_donation.py).
 
-    env = dict(os.environ, XLA_FLAGS=dump_flags(dump_dir))   # for a child process
-    ...
+    proc = run_dumping(["-c", code], dump_dir)   # a child process that dumps
     for path in optimized_modules(dump_dir):
         instrs = entry_instructions(path)
         copies = [i for i in param_copies(instrs) if i.elements > 1]
@@ -15,9 +15,11 @@ import collections
 import glob
 import os
 import re
+import subprocess
+import sys
 
-__all__ = ["Instr", "Dot", "dump_flags", "optimized_modules", "entry_instructions",
-           "param_copies", "dots"]
+__all__ = ["Instr", "Dot", "dump_flags", "run_dumping", "optimized_modules",
+           "entry_instructions", "param_copies", "dots"]
 
 _BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2,
           "s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16}
@@ -40,6 +42,16 @@ def dump_flags(dump_dir, flags=None):
     base = os.environ.get("XLA_FLAGS", "") if flags is None else flags
     return (f"{base} --xla_dump_to={dump_dir} --xla_dump_hlo_as_text "
             "--xla_dump_hlo_pass_re=NONE").strip()
+
+
+def run_dumping(args, dump_dir, flags=None, env=None, timeout=None):
+    """`python *args` in a child process whose plugin dumps its optimized
+    programs into dump_dir (dump_flags: `flags`, else the environment's
+    XLA_FLAGS); `env`: more variables for the child. Its
+    subprocess.CompletedProcess, output captured as text."""
+    child_env = dict(os.environ, **(env or {}), XLA_FLAGS=dump_flags(dump_dir, flags))
+    return subprocess.run([sys.executable, *args], env=child_env, capture_output=True,
+                          text=True, timeout=timeout)
 
 
 def optimized_modules(dump_dir):
