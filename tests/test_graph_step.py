@@ -4,11 +4,12 @@ norms and final parameters on the same seed (clipping active, the lr
 changing every step in warmup), runs one program per step and compiles
 nothing after step 2; bad combinations are clear errors."""
 import copy
+import re
 
 import pytest
 import torch
 
-import torchtpu  # noqa: F401
+import torchtpu
 from torchtpu import train as trainer
 from torchtpu.models import build_model
 from torchtpu.trainer.config import ConfigError, load_config
@@ -178,18 +179,46 @@ def test_attention_scores_computed_once_per_layer(tmp_path):
     scores Q K^T is the forward's product (XLA computes it once): per layer,
     two products have the scores' shape, Q K^T and dO V^T (the plugin's
     optimized-HLO dump). Scaling Q instead of the scores once made them two
-    products, a third of the attention's matmul work more."""
+    products, a third of the attention's matmul work more. This is the
+    StableHLO lowering TPU and GPU plugins compile: on the CPU plugin our C
+    kernel is turned off for it."""
+    step = _step_program(tmp_path, {"TORCHTPU_CPU_ATTENTION_KERNEL": "0"})
+    from torchtpu.testing import hlo_dump
+    # [batch, heads, 24 queries, 24 keys] (the model repeats its kv heads itself)
+    scores = [d for d in hlo_dump.dots(step) if len(d.out) >= 3 and d.out[-2:] == (24, 24)]
+    assert len(scores) == 2 * build_model("llama", "tiny").args.n_layers, scores
+
+
+def _step_program(tmp_path, env):
+    """The tiny llama's whole training step, as the plugin optimized it."""
     import os
 
     from torchtpu.testing import hlo_dump
 
-    out = hlo_dump.run_dumping(["-c", _SCORES_CHILD], tmp_path / "dump", flags="",
-                               env={"TORCHTPU_CACHE_DIR": str(tmp_path / "cache")}, timeout=600)
+    env = dict(env, TORCHTPU_CACHE_DIR=str(tmp_path / "cache"))
+    out = hlo_dump.run_dumping(["-c", _SCORES_CHILD], tmp_path / "dump", flags="", env=env,
+                               timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
-    step = max(hlo_dump.optimized_modules(tmp_path / "dump"), key=os.path.getsize)
-    # [batch, heads, 24 queries, 24 keys] (the model repeats its kv heads itself)
-    scores = [d for d in hlo_dump.dots(step) if len(d.out) >= 3 and d.out[-2:] == (24, 24)]
-    assert len(scores) == 2 * build_model("llama", "tiny").args.n_layers, scores
+    return max(hlo_dump.optimized_modules(tmp_path / "dump"), key=os.path.getsize)
+
+
+@pytest.mark.skipif(not torchtpu.runtime_info()["cpu_attention_kernel"],
+                    reason="our C attention kernel runs on XLA's CPU plugin, x86-64 with AVX2")
+def test_attention_is_one_kernel_call_each_way(tmp_path):
+    """On the CPU plugin the whole step's attention is our C kernel: one
+    custom call forward and one backward per layer, no score-shaped product
+    left to XLA, and no transpose to the kernel's [batch, seq, heads, dim]
+    operands (XLA cancels it against the model's own transpose)."""
+    from torchtpu.testing import hlo_dump
+
+    step = _step_program(tmp_path, {})
+    text = open(step).read()
+    n_layers = build_model("llama", "tiny").args.n_layers
+    assert text.count('custom_call_target="torchtpu_c_kernel"') == 2 * n_layers
+    assert [d for d in hlo_dump.dots(step) if len(d.out) >= 3 and d.out[-2:] == (24, 24)] == []
+    # [2 sequences, 24 tokens, 4 heads, 16] or [2, 4, 24, 16]: q, k, v, o, dO, dq, dk, dv
+    moved = re.findall(r"= f32\[(?:2,24,4,16|2,4,24,16)\]\{[0-9,]*\} (?:transpose|copy)\(", text)
+    assert moved == []
 
 
 def test_bad_combinations_are_clear_errors(tmp_path):

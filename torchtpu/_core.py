@@ -45,6 +45,7 @@ class RuntimeInfo(ctypes.Structure):  # tt_runtime_info
         ("supports_f64", ctypes.c_bool),
         ("asynchronous", ctypes.c_bool),
         ("host_memory_kept", ctypes.c_bool),
+        ("cpu_attention_kernel", ctypes.c_bool),
     ]
 
 
@@ -276,6 +277,7 @@ def info():
         "supports_f64": bool(out.supports_f64),
         "asynchronous": bool(out.asynchronous),
         "host_memory_kept": bool(out.host_memory_kept),
+        "cpu_attention_kernel": bool(out.cpu_attention_kernel),
     }
 
 

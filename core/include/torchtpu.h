@@ -52,6 +52,10 @@ typedef struct tt_runtime_options {
   int cpu_device_count;     // devices the CPU plugin creates; <=0 means 1
   tt_cpu_launch cpu_launch;
   tt_cpu_memory cpu_memory;
+  // XLA's CPU plugin: true lowers scaled dot-product attention to plain
+  // StableHLO even where our C attention kernel can run (an x86-64 CPU with
+  // AVX2 and FMA; runtime/attention_kernel.c says why it exists).
+  bool cpu_attention_xla;
 } tt_runtime_options;
 
 TT_API tt_status tt_runtime_create(const tt_runtime_options *opts,
@@ -61,7 +65,8 @@ TT_API void tt_runtime_destroy(tt_runtime *rt);
 // The process-wide runtime used by the shim and Python. Created on first use
 // from the environment (TORCHTPU_PLUGIN_PATH, TORCHTPU_CPU_DEVICES,
 // TORCHTPU_CPU_ASYNC: 1 asynchronous, 0 inline, unset the default;
-// TORCHTPU_CPU_KEEP_MEMORY: 1 keep, 0 release, unset the default); a failed
+// TORCHTPU_CPU_KEEP_MEMORY: 1 keep, 0 release, unset the default;
+// TORCHTPU_CPU_ATTENTION_KERNEL: 0 sets cpu_attention_xla); a failed
 // creation is remembered and returned again (with its message) on every call.
 TT_API tt_status tt_runtime_get(tt_runtime **out_rt);
 
@@ -75,6 +80,7 @@ typedef struct tt_runtime_info {
   bool supports_f64;
   bool asynchronous;             // launches return before their programs end
   bool host_memory_kept;         // CPU plugin: tt_cpu_memory's keep is in force
+  bool cpu_attention_kernel;     // CPU plugin: attention runs our C kernel
 } tt_runtime_info;
 
 // Fills `out` with borrowed strings that live as long as `rt`.

@@ -24,6 +24,7 @@
 // the math path, whose dropout lowers natively; the rules treat dropout_p as
 // 0), a gradient for attn_mask (same), nested tensors.
 #include <math.h>
+#include <stdio.h>
 
 #include "lower/lower.h"
 
@@ -156,6 +157,79 @@ static tt_hv scores(tt_lower_ctx *c, const att_shape *a, tt_hv q4, tt_hv k4, int
   return s;
 }
 
+// --- the CPU kernel ---------------------------------------------------------------------------
+//
+// On XLA's CPU plugin the runtime registers C kernels for attention
+// (kernels/cpu_attention.c; runtime/attention_kernel.c says why): a call
+// without a mask then lowers to one custom call each way. Their operands are
+// float32 with the sequence before the heads ([N, L, H, E]): models make
+// their [N, H, L, E] arguments by transposing that layout, and XLA cancels
+// our transpose against theirs where a copy to the kernel's layout would
+// otherwise be written.
+
+static const int64_t kSwap12[4] = {0, 2, 1, 3};
+
+static bool use_kernel(tt_lower_ctx *c, const att_shape *a, int mask_arg) {
+  return tt_lower_attention_ffi_target(c) && a->acc == TT_F32 && tt_lower_is_none(c, mask_arg);
+}
+
+// Tensor argument i ([..., H, R, C]) as float32 [N, R, H, C].
+static tt_hv seq_major(tt_lower_ctx *c, int i, const att_shape *a) {
+  tt_hlo_type t = tt_lower_tensor_type(c, i, -1);
+  int64_t h = t.rank >= 3 ? t.dims[t.rank - 3] : 1;  // rank 2: one head
+  int64_t d4[4] = {a->n, h, t.dims[t.rank - 2], t.dims[t.rank - 1]};
+  tt_hv x = tt_lower_convert(c, tt_lower_tensor(c, i), a->acc);
+  return tt_hlo_transpose(tt_lower_hlo(c), tt_hlo_reshape(tt_lower_hlo(c), x, 4, d4), kSwap12);
+}
+
+// A kernel result [N, R, H, C] back as `like` ([..., H, R, C]), dtype d.
+static tt_hv from_seq_major(tt_lower_ctx *c, tt_hv v, const tt_hlo_type *like, tt_dtype d) {
+  if (v == TT_HV_INVALID) return v;
+  return unfold(c, tt_hlo_transpose(tt_lower_hlo(c), v, kSwap12), like, like->dims[like->rank - 1],
+                d);
+}
+
+// The custom call to kernel `base` (its causal variant when is_causal holds).
+static tt_hv kernel_call(tt_lower_ctx *c, const char *base, int causal_arg, const tt_hv *ins,
+                         int n, const tt_hlo_type *res, int nres) {
+  bool causal = causal_arg >= 0 && tt_lower_bool(c, causal_arg);
+  char attrs[128];
+  snprintf(attrs, sizeof attrs, "tt_kernel = \"torchtpu::%s%s\"", base, causal ? "_causal" : "");
+  return tt_hlo_ffi_call(tt_lower_hlo(c), tt_lower_attention_ffi_target(c), attrs, ins, n, res,
+                         nres);
+}
+
+static tt_status kernel_forward(tt_lower_ctx *c, const att_shape *a) {
+  int64_t hq = a->hk * a->g, od[4] = {a->n, a->l, hq, a->ev}, ld[3] = {a->n, hq, a->l};
+  tt_hlo_type res[2] = {tt_hlo_make_type(TT_F32, 4, od), tt_hlo_make_type(TT_F32, 3, ld)};
+  tt_hv ins[4] = {seq_major(c, 0, a), seq_major(c, 1, a), seq_major(c, 2, a),
+                  attention_scale(c, a, 6)};
+  tt_hv r = kernel_call(c, "cpu_attention_fwd", 4, ins, 4, res, 2);
+  tt_hlo_type ot = a->q;
+  ot.dims[ot.rank - 1] = a->ev;
+  tt_lower_result(c, from_seq_major(c, r, &ot, a->q.dtype));
+  tt_lower_result(c, r == TT_HV_INVALID ? r : unfold(c, r + 1, &a->q, -1, a->acc));
+  return NULL;
+}
+
+static tt_status kernel_backward(tt_lower_ctx *c, const att_shape *a) {
+  int64_t hq = a->hk * a->g, ld[3] = {a->n, hq, a->l};
+  tt_hv lse = tt_hlo_reshape(tt_lower_hlo(c), tt_lower_convert(c, tt_lower_tensor(c, 5), a->acc),
+                             3, ld);
+  tt_hv ins[7] = {seq_major(c, 0, a), seq_major(c, 1, a), seq_major(c, 2, a),
+                  seq_major(c, 3, a), seq_major(c, 4, a), lse, attention_scale(c, a, 9)};
+  int64_t qd[4] = {a->n, a->l, hq, a->e}, kd[4] = {a->n, a->s, a->hk, a->e},
+          vd[4] = {a->n, a->s, a->hk, a->ev};
+  tt_hlo_type res[3] = {tt_hlo_make_type(TT_F32, 4, qd), tt_hlo_make_type(TT_F32, 4, kd),
+                        tt_hlo_make_type(TT_F32, 4, vd)};
+  tt_hv r = kernel_call(c, "cpu_attention_bwd", 7, ins, 7, res, 3);
+  bool ok = r != TT_HV_INVALID;
+  tt_lower_result(c, from_seq_major(c, r, &a->q, a->q.dtype));
+  tt_lower_result(c, from_seq_major(c, ok ? r + 1 : r, &a->k, a->k.dtype));
+  tt_lower_result(c, from_seq_major(c, ok ? r + 2 : r, &a->v, a->v.dtype));
+  return NULL;
+}
+
 // --- forward and backward ---------------------------------------------------------------------
 
 // _scaled_dot_product_flash_attention_for_cpu(query, key, value, dropout_p,
@@ -163,6 +237,7 @@ static tt_hv scores(tt_lower_ctx *c, const att_shape *a, tt_hv q4, tt_hv k4, int
 static tt_status lower_flash_attention(tt_lower_ctx *c) {
   att_shape a;
   TT_RETURN_IF_ERROR(read_shape(c, 0, 1, 2, &a));
+  if (use_kernel(c, &a, 5)) return kernel_forward(c, &a);
   tt_hlo *b = tt_lower_hlo(c);
   int64_t gl = a.g * a.l;
   tt_hv q4 = as4(c, 0, &a, gl, a.e), k4 = as4(c, 1, &a, a.s, a.e), v4 = as4(c, 2, &a, a.s, a.ev);
@@ -193,6 +268,7 @@ static tt_status lower_flash_attention(tt_lower_ctx *c) {
 static tt_status lower_flash_attention_backward(tt_lower_ctx *c) {
   att_shape a;
   TT_RETURN_IF_ERROR(read_shape(c, 1, 2, 3, &a));
+  if (use_kernel(c, &a, 8)) return kernel_backward(c, &a);
   tt_hlo *b = tt_lower_hlo(c);
   int64_t gl = a.g * a.l, d3[3] = {a.n, a.hk, gl};
   tt_hv q4 = as4(c, 1, &a, gl, a.e), k4 = as4(c, 2, &a, a.s, a.e), v4 = as4(c, 3, &a, a.s, a.ev);

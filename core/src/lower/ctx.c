@@ -455,6 +455,9 @@ tt_dtype tt_lower_default_dtype(const tt_lower_ctx *c) {
 }
 
 bool tt_lower_supports_f64(const tt_lower_ctx *c) { return c->opts.supports_f64; }
+const char *tt_lower_attention_ffi_target(const tt_lower_ctx *c) {
+  return c->opts.attention_ffi_target;
+}
 
 const tt_value *tt_lower_arg(const tt_lower_ctx *c, int i) {
   return (i >= 0 && i < c->call->nargs) ? &c->call->args[i] : &kNone;

@@ -28,6 +28,10 @@ typedef struct tt_lower_options {
   bool infer_only;     // compute result metas; emit no writes, no text
   bool supports_f64;   // the device has 64-bit floats
   bool device_checks;  // rules' value checks (tt_lower_check) become outputs
+  // The custom-call target of the process's C kernels when the CPU
+  // attention kernels (kernels/cpu_attention.c) are registered with the
+  // plugin, else NULL: attention then lowers to plain StableHLO.
+  const char *attention_ffi_target;
   tt_storage_facts_fn facts;  // the executor's view of its storages
 } tt_lower_options;
 

@@ -132,6 +132,9 @@ int64_t tt_lower_int(const tt_lower_ctx *c, int i);   // INT (or BOOL) arg
 bool tt_lower_bool(const tt_lower_ctx *c, int i);
 tt_dtype tt_lower_default_dtype(const tt_lower_ctx *c);
 bool tt_lower_supports_f64(const tt_lower_ctx *c);  // the device has 64-bit floats
+// The FFI target of the CPU attention kernels, NULL when they are not
+// registered (tt_lower_options.attention_ffi_target).
+const char *tt_lower_attention_ffi_target(const tt_lower_ctx *c);
 
 // Input tensor i as a value of its logical shape and dtype. Emitted once on
 // first request (later calls return the same value).

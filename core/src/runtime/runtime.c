@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/attention_kernel.h"
 #include "runtime/cache.h"
 #include "runtime/checks.h"
 #include "runtime/executor.h"
@@ -41,6 +42,8 @@ tt_status tt_runtime_create(const tt_runtime_options *opts,
   if (strcmp(rt->info.platform, "cpu") == 0 &&
       !(opts && opts->cpu_memory == TT_CPU_MEMORY_RELEASE))
     rt->host_memory_kept = tt_hostmem_keep();
+  if (strcmp(rt->info.platform, "cpu") == 0 && !(opts && opts->cpu_attention_xla))
+    rt->attention_ffi_target = tt_attention_kernel_register(rt->pjrt);
   TT_GOTO_IF_ERROR(st, tt_hlo_create(&rt->hlo), fail);
   TT_GOTO_IF_ERROR(st, tt_prog_cache_create(&rt->progs), fail);
   TT_GOTO_IF_ERROR(st, tt_strict_create(rt, &rt->strict), fail);
@@ -114,13 +117,17 @@ static void create_global(void) {
     }
     o.cpu_device_count = (int)v;
   }
-  int async = -1, keep = -1;
+  int async = -1, keep = -1, attention = -1;
   g_err = env_01("TORCHTPU_CPU_ASYNC", "programs run inline on the launching thread",
                  "asynchronously, on the plugin's threads", &async);
   if (!g_err)
     g_err = env_01("TORCHTPU_CPU_KEEP_MEMORY", "the C library's defaults",
                    "freed host memory is kept for reuse", &keep);
+  if (!g_err)
+    g_err = env_01("TORCHTPU_CPU_ATTENTION_KERNEL", "attention lowers to XLA's own ops",
+                   "attention runs torchtpu's C kernel where the CPU can", &attention);
   if (g_err) return;
+  o.cpu_attention_xla = attention == 0;
   if (async >= 0) o.cpu_launch = async ? TT_CPU_LAUNCH_ASYNC : TT_CPU_LAUNCH_INLINE;
   if (keep >= 0) o.cpu_memory = keep ? TT_CPU_MEMORY_KEEP : TT_CPU_MEMORY_RELEASE;
   g_err = tt_runtime_create(&o, &g_rt);
@@ -153,6 +160,7 @@ void tt_runtime_info_get(tt_runtime *rt, tt_runtime_info *out) {
   out->supports_f64 = rt->supports_f64;
   out->asynchronous = rt->info.asynchronous;
   out->host_memory_kept = rt->host_memory_kept;
+  out->cpu_attention_kernel = rt->attention_ffi_target != NULL;
 }
 
 void tt_runtime_pick_executor(tt_runtime *rt) {
@@ -165,6 +173,7 @@ void tt_runtime_lower_options(const tt_runtime *rt, bool infer_only,
   *out = (tt_lower_options){.infer_only = infer_only,
                             .supports_f64 = rt->supports_f64,
                             .device_checks = rt->device_checks,
+                            .attention_ffi_target = rt->attention_ffi_target,
                             .facts = tt_storage_facts_of};
 }
 

@@ -54,6 +54,9 @@ struct tt_runtime {
   tt_pjrt_info info;
   bool supports_f64;
   bool host_memory_kept;  // CPU plugin: runtime/hostmem.c's policy is in force
+  // CPU plugin: the FFI target our attention kernels are registered under
+  // (runtime/attention_kernel.c), NULL when attention lowers to XLA's ops.
+  const char *attention_ffi_target;
   tt_exec_mode mode;
   tt_stats stats;
   struct tt_profile *profile;  // profile.h; NULL until profiling first starts
