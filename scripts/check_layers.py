@@ -5,10 +5,11 @@
 
 Layers, bottom to top (a file may include its own layer and those below):
 
-    base (+ core/include/torchtpu_types.h)  <  pjrt, hlo  <  lower  <  runtime
-    <  the public API (core/include/torchtpu.h)
+    base (+ core/include/torchtpu_types.h)  <  pjrt, hlo, kernels  <  lower
+    <  runtime  <  the public API (core/include/torchtpu.h)
 
-- pjrt/ and hlo/ are peers: neither includes the other.
+- pjrt/, hlo/ and kernels/ (our own device kernels, e.g. the CPU plugin's
+  attention) are peers: none includes another.
 - torchtpu.h is the runtime's public face: only runtime/ (which implements it)
   and the shim include it. The shim includes nothing else of the core.
 - A private header (`internal.h`, `*_internal.h`) is included only from its
@@ -26,7 +27,7 @@ import os
 import re
 import sys
 
-RANKS = {"base": 0, "pjrt": 1, "hlo": 1, "lower": 2, "runtime": 3}
+RANKS = {"base": 0, "pjrt": 1, "hlo": 1, "kernels": 1, "lower": 2, "runtime": 3}
 EXECUTORS = {"runtime/strict.h", "runtime/fused.h", "runtime/graph.h"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
