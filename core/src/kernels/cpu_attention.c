@@ -31,18 +31,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-// Compiled for AVX2 + FMA (what the vectorised loops are for); registered
-// only where the CPU has them (tt_cpu_attention_supported, defined before
-// the target switch so that it runs anywhere).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// Compiled for AVX2 + FMA (what the vectorised loops are for), by GCC or
+// clang, and registered only where the CPU has them
+// (tt_cpu_attention_supported, defined before the target switch so that it
+// runs anywhere). Elsewhere the entry points only say they are not built.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define ATT_BUILT 1
+#else
+#define ATT_BUILT 0
+#endif
+
+#if ATT_BUILT
 bool tt_cpu_attention_supported(void) {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
 #pragma GCC optimize("O3", "no-trapping-math", "no-math-errno", "fp-contract=fast")
 #pragma GCC target("avx2,fma")
-#else
-bool tt_cpu_attention_supported(void) { return false; }
 #endif
 
 #define ROW_BLOCK 64  // query rows per forward work item
@@ -476,3 +484,38 @@ const char *tt_cpu_attention_bwd_causal(const tt_kernel_buffer *ins, int32_t nin
                                         tt_kernel_buffer *outs, int32_t nout) {
   return backward(ins, nin, outs, nout, 1);
 }
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
+
+#else  // !ATT_BUILT
+
+bool tt_cpu_attention_supported(void) { return false; }
+
+static const char *not_built(void) {
+  return "the CPU attention kernel is built only for x86-64 (AVX2 + FMA)";
+}
+
+const char *tt_cpu_attention_fwd(const tt_kernel_buffer *ins, int32_t nin,
+                                 tt_kernel_buffer *outs, int32_t nout) {
+  (void)ins, (void)nin, (void)outs, (void)nout;
+  return not_built();
+}
+
+const char *tt_cpu_attention_fwd_causal(const tt_kernel_buffer *ins, int32_t nin,
+                                        tt_kernel_buffer *outs, int32_t nout) {
+  return tt_cpu_attention_fwd(ins, nin, outs, nout);
+}
+
+const char *tt_cpu_attention_bwd(const tt_kernel_buffer *ins, int32_t nin,
+                                 tt_kernel_buffer *outs, int32_t nout) {
+  return tt_cpu_attention_fwd(ins, nin, outs, nout);
+}
+
+const char *tt_cpu_attention_bwd_causal(const tt_kernel_buffer *ins, int32_t nin,
+                                        tt_kernel_buffer *outs, int32_t nout) {
+  return tt_cpu_attention_fwd(ins, nin, outs, nout);
+}
+
+#endif  // ATT_BUILT

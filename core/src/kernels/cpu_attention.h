@@ -9,7 +9,7 @@
 #include "torchtpu_types.h"
 
 // True when this build's kernels can run on this CPU (x86-64 with AVX2 and
-// FMA, built by GCC); the runtime registers them only then.
+// FMA, built by GCC or clang); the runtime registers them only then.
 bool tt_cpu_attention_supported(void);
 
 const char *tt_cpu_attention_fwd(const tt_kernel_buffer *ins, int32_t nin,
