@@ -198,6 +198,23 @@ typedef struct tt_kernel_buffer {
 typedef const char *(*tt_c_kernel_fn)(const tt_kernel_buffer *ins, int32_t nin,
                                       tt_kernel_buffer *outs, int32_t nout);
 
+// A host thread pool a C kernel may spread its work over: on XLA's CPU
+// plugin, the runtime's intra-op pool, the one its own parallel loops use,
+// so that a kernel's threads and the program's never outnumber the cores.
+// schedule(impl, task, data) queues task(data) on it and returns false when
+// it could not; valid for the kernel call it was given to. threads: the
+// pool's size.
+typedef struct tt_kernel_pool {
+  void *impl;
+  int32_t threads;
+  bool (*schedule)(void *impl, void (*task)(void *data), void *data);
+} tt_kernel_pool;
+
+// A C kernel that takes the pool (NULL where the program runs without one).
+typedef const char *(*tt_c_kernel_pool_fn)(const tt_kernel_buffer *ins, int32_t nin,
+                                           tt_kernel_buffer *outs, int32_t nout,
+                                           const tt_kernel_pool *pool);
+
 #ifdef __cplusplus
 }
 #endif

@@ -20,14 +20,17 @@
 // query l sees keys s <= l (top-left, like tril). A row that sees no key
 // (S == 0) gives output 0 and logsumexp 0, as PyTorch's CPU kernel does.
 //
-// Work is split over this process's CPUs with plain pthreads, one range of
-// independent items each (the forward: blocks of query rows; the backward:
-// key/value heads, whose dk and dv sum over their query rows).
+// Work is split into independent items (the forward: blocks of query rows;
+// the backward: key/value heads, whose dk and dv sum over their query rows),
+// run on the CPU runtime's own thread pool when the FFI hands us one (its
+// threads are the ones XLA's loops use, so the cores are not oversubscribed
+// while the program's other work runs), else on plain pthreads.
 #include "kernels/cpu_attention.h"
 
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -259,16 +262,20 @@ static int cpu_count(void) {
   return n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : n;
 }
 
-// Runs fn over [0, items) in contiguous ranges, one a thread (this one
-// included); false when a worker could not run (no memory, no thread).
-static bool parallel_items(item_fn *fn, const void *ctx, int64_t items, size_t scratch_floats,
-                           double flops) {
-  int nt = cpu_count();
-  // Below ~1 MFLOP a thread's start costs more than it saves.
+// Threads worth starting for `flops` of work over `items` items, at most
+// `limit`: below ~1 MFLOP a thread's start costs more than it saves.
+static int threads_for(double flops, int64_t items, int limit) {
   int64_t by_work = (int64_t)(flops / 1e6) + 1;
+  int nt = limit;
   if (nt > items) nt = (int)items;
   if (nt > by_work) nt = (int)by_work;
-  if (nt < 1) nt = 1;
+  return nt < 1 ? 1 : nt;
+}
+
+// Runs fn over [0, items) in contiguous ranges, one a thread (this one
+// included); false when a worker could not run (no memory, no thread).
+static bool pthread_items(item_fn *fn, const void *ctx, int64_t items, size_t scratch_floats,
+                          int nt) {
   worker w[MAX_THREADS];
   memset(w, 0, sizeof w);
   bool started[MAX_THREADS] = {false};
@@ -286,6 +293,105 @@ static bool parallel_items(item_fn *fn, const void *ctx, int64_t items, size_t s
     ok = ok && !w[t].failed;
   }
   return ok;
+}
+
+// --- on the runtime's pool ------------------------------------------------------------
+//
+// The calling thread and the tasks it queues claim chunks of items from a
+// shared counter. The caller waits only for chunks that were claimed, so a
+// task the pool starts late (its threads busy, or the caller one of them)
+// finds nothing left and never holds the call up. The job lives on the
+// heap, freed by whichever of the caller and its tasks lets go last: a late
+// task still reads its counter after the call has returned.
+
+typedef struct pool_job {
+  item_fn *fn;
+  const void *ctx;
+  int64_t items, chunk, chunks;
+  size_t scratch_floats;
+  atomic_llong next;  // the next chunk to claim
+  atomic_int refs;    // the caller and the tasks that were queued
+  atomic_int failed;
+  pthread_mutex_t mu;
+  pthread_cond_t all_done;
+  int64_t done;  // chunks finished (under mu)
+} pool_job;
+
+static void job_release(pool_job *j) {
+  if (atomic_fetch_sub(&j->refs, 1) != 1) return;
+  pthread_mutex_destroy(&j->mu);
+  pthread_cond_destroy(&j->all_done);
+  free(j);
+}
+
+// Runs chunks until none is left to claim; *scratch is made on first need.
+static void job_work(pool_job *j, float **scratch) {
+  for (;;) {
+    int64_t c = atomic_fetch_add(&j->next, 1);
+    if (c >= j->chunks) return;
+    if (!*scratch) *scratch = malloc(sizeof(float) * (j->scratch_floats + 1));
+    int failed = !*scratch;
+    if (*scratch) {
+      int64_t end = (c + 1) * j->chunk < j->items ? (c + 1) * j->chunk : j->items;
+      j->fn(j->ctx, c * j->chunk, end, *scratch, &failed);
+    }
+    if (failed) atomic_store(&j->failed, 1);
+    pthread_mutex_lock(&j->mu);
+    if (++j->done == j->chunks) pthread_cond_signal(&j->all_done);
+    pthread_mutex_unlock(&j->mu);
+  }
+}
+
+static void job_task(void *data) {
+  pool_job *j = data;
+  float *scratch = NULL;
+  job_work(j, &scratch);
+  free(scratch);
+  job_release(j);
+}
+
+// As pthread_items, over the pool; -1 when no job could be made (no memory).
+static int pool_items(const tt_kernel_pool *pool, item_fn *fn, const void *ctx, int64_t items,
+                      size_t scratch_floats, int nt) {
+  pool_job *j = calloc(1, sizeof *j);
+  if (!j) return -1;
+  int64_t chunks = items < 4 * nt ? items : 4 * nt;  // a late thread's share stays small
+  j->fn = fn;
+  j->ctx = ctx;
+  j->items = items;
+  j->chunk = (items + chunks - 1) / chunks;
+  j->chunks = (items + j->chunk - 1) / j->chunk;
+  j->scratch_floats = scratch_floats;
+  atomic_init(&j->next, 0);
+  atomic_init(&j->refs, 1);
+  atomic_init(&j->failed, 0);
+  pthread_mutex_init(&j->mu, NULL);
+  pthread_cond_init(&j->all_done, NULL);
+  for (int t = 1; t < nt; t++) {
+    atomic_fetch_add(&j->refs, 1);
+    if (!pool->schedule(pool->impl, job_task, j)) atomic_fetch_sub(&j->refs, 1);
+  }
+  float *scratch = NULL;
+  job_work(j, &scratch);
+  free(scratch);
+  pthread_mutex_lock(&j->mu);
+  while (j->done < j->chunks) pthread_cond_wait(&j->all_done, &j->mu);
+  pthread_mutex_unlock(&j->mu);
+  int ok = !atomic_load(&j->failed);
+  job_release(j);
+  return ok;
+}
+
+// Runs fn over [0, items) on the pool when there is one, else on pthreads;
+// false when a worker could not run (no memory, no thread).
+static bool parallel_items(const tt_kernel_pool *pool, item_fn *fn, const void *ctx,
+                           int64_t items, size_t scratch_floats, double flops) {
+  if (pool && pool->threads > 0) {
+    int limit = pool->threads < cpu_count() ? pool->threads : cpu_count();
+    int r = pool_items(pool, fn, ctx, items, scratch_floats, threads_for(flops, items, limit));
+    if (r >= 0) return r == 1;
+  }
+  return pthread_items(fn, ctx, items, scratch_floats, threads_for(flops, items, cpu_count()));
 }
 
 // --- forward ---------------------------------------------------------------------------
@@ -431,7 +537,7 @@ static const char *read_dims(const tt_kernel_buffer *q, const tt_kernel_buffer *
 }
 
 static const char *forward(const tt_kernel_buffer *ins, int32_t nin, tt_kernel_buffer *outs,
-                           int32_t nout, int causal) {
+                           int32_t nout, const tt_kernel_pool *pool, int causal) {
   if (nin != 4 || nout != 2) return "expected 4 inputs (q, k, v, scale) and 2 outputs";
   fwd_ctx c = {.q = ins[0].data, .k = ins[1].data, .v = ins[2].data, .o = outs[0].data,
                .lse = outs[1].data};
@@ -441,13 +547,13 @@ static const char *forward(const tt_kernel_buffer *ins, int32_t nin, tt_kernel_b
   int64_t blocks = (d->l + ROW_BLOCK - 1) / ROW_BLOCK, items = d->n * d->hq * blocks;
   if (items == 0) return NULL;
   double flops = 2.0 * (double)(d->n * d->hq * d->l) * (double)d->s * (double)(d->e + d->ev);
-  if (!parallel_items(fwd_items, &c, items, (size_t)(d->ld * (d->e + 1)), flops))
+  if (!parallel_items(pool, fwd_items, &c, items, (size_t)(d->ld * (d->e + 1)), flops))
     return "out of host memory for the attention kernel's scratch";
   return NULL;
 }
 
 static const char *backward(const tt_kernel_buffer *ins, int32_t nin, tt_kernel_buffer *outs,
-                            int32_t nout, int causal) {
+                            int32_t nout, const tt_kernel_pool *pool, int causal) {
   if (nin != 7 || nout != 3)
     return "expected 7 inputs (dO, q, k, v, o, lse, scale) and 3 outputs";
   bwd_ctx c = {.go = ins[0].data, .q = ins[1].data, .k = ins[2].data, .v = ins[3].data,
@@ -460,29 +566,33 @@ static const char *backward(const tt_kernel_buffer *ins, int32_t nin, tt_kernel_
   if (items == 0) return NULL;
   double flops = 4.0 * (double)(d->n * d->hq * d->l) * (double)d->s * (double)(d->e + d->ev);
   size_t scratch = (size_t)(d->ld * (d->e + d->ev + 2 * BWD_ROWS));
-  if (!parallel_items(bwd_items, &c, items, scratch, flops))
+  if (!parallel_items(pool, bwd_items, &c, items, scratch, flops))
     return "out of host memory for the attention kernel's scratch";
   return NULL;
 }
 
 const char *tt_cpu_attention_fwd(const tt_kernel_buffer *ins, int32_t nin,
-                                 tt_kernel_buffer *outs, int32_t nout) {
-  return forward(ins, nin, outs, nout, 0);
+                                 tt_kernel_buffer *outs, int32_t nout,
+                                 const tt_kernel_pool *pool) {
+  return forward(ins, nin, outs, nout, pool, 0);
 }
 
 const char *tt_cpu_attention_fwd_causal(const tt_kernel_buffer *ins, int32_t nin,
-                                        tt_kernel_buffer *outs, int32_t nout) {
-  return forward(ins, nin, outs, nout, 1);
+                                        tt_kernel_buffer *outs, int32_t nout,
+                                        const tt_kernel_pool *pool) {
+  return forward(ins, nin, outs, nout, pool, 1);
 }
 
 const char *tt_cpu_attention_bwd(const tt_kernel_buffer *ins, int32_t nin,
-                                 tt_kernel_buffer *outs, int32_t nout) {
-  return backward(ins, nin, outs, nout, 0);
+                                 tt_kernel_buffer *outs, int32_t nout,
+                                 const tt_kernel_pool *pool) {
+  return backward(ins, nin, outs, nout, pool, 0);
 }
 
 const char *tt_cpu_attention_bwd_causal(const tt_kernel_buffer *ins, int32_t nin,
-                                        tt_kernel_buffer *outs, int32_t nout) {
-  return backward(ins, nin, outs, nout, 1);
+                                        tt_kernel_buffer *outs, int32_t nout,
+                                        const tt_kernel_pool *pool) {
+  return backward(ins, nin, outs, nout, pool, 1);
 }
 
 #if defined(__clang__)
@@ -498,24 +608,28 @@ static const char *not_built(void) {
 }
 
 const char *tt_cpu_attention_fwd(const tt_kernel_buffer *ins, int32_t nin,
-                                 tt_kernel_buffer *outs, int32_t nout) {
-  (void)ins, (void)nin, (void)outs, (void)nout;
+                                 tt_kernel_buffer *outs, int32_t nout,
+                                 const tt_kernel_pool *pool) {
+  (void)ins, (void)nin, (void)outs, (void)nout, (void)pool;
   return not_built();
 }
 
 const char *tt_cpu_attention_fwd_causal(const tt_kernel_buffer *ins, int32_t nin,
-                                        tt_kernel_buffer *outs, int32_t nout) {
-  return tt_cpu_attention_fwd(ins, nin, outs, nout);
+                                        tt_kernel_buffer *outs, int32_t nout,
+                                        const tt_kernel_pool *pool) {
+  return tt_cpu_attention_fwd(ins, nin, outs, nout, pool);
 }
 
 const char *tt_cpu_attention_bwd(const tt_kernel_buffer *ins, int32_t nin,
-                                 tt_kernel_buffer *outs, int32_t nout) {
-  return tt_cpu_attention_fwd(ins, nin, outs, nout);
+                                 tt_kernel_buffer *outs, int32_t nout,
+                                 const tt_kernel_pool *pool) {
+  return tt_cpu_attention_fwd(ins, nin, outs, nout, pool);
 }
 
 const char *tt_cpu_attention_bwd_causal(const tt_kernel_buffer *ins, int32_t nin,
-                                        tt_kernel_buffer *outs, int32_t nout) {
-  return tt_cpu_attention_fwd(ins, nin, outs, nout);
+                                        tt_kernel_buffer *outs, int32_t nout,
+                                        const tt_kernel_pool *pool) {
+  return tt_cpu_attention_fwd(ins, nin, outs, nout, pool);
 }
 
 #endif  // ATT_BUILT

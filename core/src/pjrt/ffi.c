@@ -10,6 +10,9 @@
 // The FFI calls a bare function pointer with no context, so the table of C
 // kernels is process-wide (a mutex guards it; entries are never removed).
 //
+// A kernel registered with a pool (tt_pjrt_ffi_register_pooled: our own
+// CPU kernels) is also handed the CPU runtime's intra-op thread pool.
+//
 // Leaves out: attributes other than the name, asynchronous handlers, the
 // prepare/initialize stages, execution-context user data.
 #include <pthread.h>
@@ -24,7 +27,8 @@
 
 typedef struct c_kernel {
   char name[128];
-  tt_c_kernel_fn fn;
+  tt_c_kernel_fn fn;            // one of the two
+  tt_c_kernel_pool_fn pool_fn;
 } c_kernel;
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -34,14 +38,17 @@ static const void *g_registered_api;  // the plugin our trampoline is registered
 
 const char *tt_pjrt_ffi_target(void) { return "torchtpu_c_kernel"; }
 
-static tt_c_kernel_fn find_kernel(const char *name, size_t len) {
-  tt_c_kernel_fn fn = NULL;
+// Copies the kernel `name` into *out; false when there is none.
+static bool find_kernel(const char *name, size_t len, c_kernel *out) {
+  bool found = false;
   pthread_mutex_lock(&g_mu);
-  for (int i = 0; i < g_nkernels && !fn; i++)
-    if (strlen(g_kernels[i].name) == len && memcmp(g_kernels[i].name, name, len) == 0)
-      fn = g_kernels[i].fn;
+  for (int i = 0; i < g_nkernels && !found; i++)
+    if (strlen(g_kernels[i].name) == len && memcmp(g_kernels[i].name, name, len) == 0) {
+      *out = g_kernels[i];
+      found = true;
+    }
   pthread_mutex_unlock(&g_mu);
-  return fn;
+  return found;
 }
 
 // --- the handler ----------------------------------------------------------------------
@@ -72,6 +79,46 @@ static XLA_FFI_Error *make_error(const XLA_FFI_CallFrame *f, const char *msg) {
   a.message = msg;
   a.errc = 13;  // INTERNAL: the kernel said it failed
   return f->api->XLA_FFI_Error_Create(&a);
+}
+
+// --- the CPU runtime's thread pool, as a tt_kernel_pool ------------------------------------
+
+typedef struct xla_pool {
+  const XLA_FFI_Api *api;
+  XLA_FFI_ExecutionContext *ctx;
+} xla_pool;
+
+static void drop_error(const XLA_FFI_Api *api, XLA_FFI_Error *e) {
+  XLA_FFI_Error_Destroy_Args a = {.struct_size = sizeof a, .error = e};
+  api->XLA_FFI_Error_Destroy(&a);
+}
+
+static bool pool_schedule(void *impl, void (*task)(void *), void *data) {
+  const xla_pool *p = impl;
+  XLA_FFI_ThreadPool_Schedule_Args a = {.struct_size = sizeof a, .ctx = p->ctx, .task = task,
+                                        .data = data};
+  XLA_FFI_Error *e = p->api->XLA_FFI_ThreadPool_Schedule(&a);
+  if (e) drop_error(p->api, e);
+  return e == NULL;
+}
+
+// The pool of the call's runtime; false when it has none.
+static bool pool_of(const XLA_FFI_CallFrame *f, xla_pool *impl, tt_kernel_pool *out) {
+  const XLA_FFI_Api *api = f->api;
+  if (!api->XLA_FFI_ThreadPool_NumThreads || !api->XLA_FFI_ThreadPool_Schedule ||
+      !api->XLA_FFI_Error_Destroy)
+    return false;
+  int64_t n = 0;
+  XLA_FFI_ThreadPool_NumThreads_Args a = {.struct_size = sizeof a, .ctx = f->ctx,
+                                          .num_threads = &n};
+  XLA_FFI_Error *e = api->XLA_FFI_ThreadPool_NumThreads(&a);
+  if (e) {
+    drop_error(api, e);
+    return false;
+  }
+  *impl = (xla_pool){api, f->ctx};
+  *out = (tt_kernel_pool){.impl = impl, .threads = (int32_t)n, .schedule = pool_schedule};
+  return n > 0;
 }
 
 // Fills `out` from an FFI buffer; false when the dtype or rank is unknown.
@@ -108,8 +155,8 @@ static XLA_FFI_Error *trampoline(XLA_FFI_CallFrame *f) {
   }
   char msg[1024];
   if (!name) return make_error(f, "torchtpu C kernel: the custom call has no tt_kernel attribute");
-  tt_c_kernel_fn fn = find_kernel(name, len);
-  if (!fn) {
+  c_kernel k;
+  if (!find_kernel(name, len, &k)) {
     snprintf(msg, sizeof msg, "C kernel %.*s is not registered in this process", (int)len, name);
     return make_error(f, msg);
   }
@@ -132,7 +179,15 @@ static XLA_FFI_Error *trampoline(XLA_FFI_CallFrame *f) {
              (int)len, name);
     return make_error(f, msg);
   }
-  const char *err = fn(ins, (int32_t)nin, outs, (int32_t)nout);
+  const char *err;
+  if (k.pool_fn) {
+    xla_pool impl;
+    tt_kernel_pool pool;
+    bool has_pool = pool_of(f, &impl, &pool);
+    err = k.pool_fn(ins, (int32_t)nin, outs, (int32_t)nout, has_pool ? &pool : NULL);
+  } else {
+    err = k.fn(ins, (int32_t)nin, outs, (int32_t)nout);
+  }
   if (!err) return NULL;
   snprintf(msg, sizeof msg, "C kernel %.*s failed: %s", (int)len, name, err);
   return make_error(f, msg);
@@ -182,7 +237,8 @@ static tt_status register_trampoline(tt_pjrt *p) {
   return st;
 }
 
-tt_status tt_pjrt_ffi_register(tt_pjrt *p, const char *name, tt_c_kernel_fn fn) {
+static tt_status add_kernel(tt_pjrt *p, const char *name, tt_c_kernel_fn fn,
+                            tt_c_kernel_pool_fn pool_fn) {
   pthread_mutex_lock(&g_mu);
   tt_status st = register_trampoline(p);
   if (!st) {
@@ -194,9 +250,18 @@ tt_status tt_pjrt_ffi_register(tt_pjrt *p, const char *name, tt_c_kernel_fn fn) 
     } else {
       snprintf(g_kernels[i].name, sizeof g_kernels[i].name, "%s", name);
       g_kernels[i].fn = fn;
+      g_kernels[i].pool_fn = pool_fn;
       if (i == g_nkernels) g_nkernels++;
     }
   }
   pthread_mutex_unlock(&g_mu);
   return st;
+}
+
+tt_status tt_pjrt_ffi_register(tt_pjrt *p, const char *name, tt_c_kernel_fn fn) {
+  return add_kernel(p, name, fn, NULL);
+}
+
+tt_status tt_pjrt_ffi_register_pooled(tt_pjrt *p, const char *name, tt_c_kernel_pool_fn fn) {
+  return add_kernel(p, name, NULL, fn);
 }

@@ -146,20 +146,71 @@ typedef struct XLA_FFI_Error_Create_Args {
 
 typedef XLA_FFI_Error *XLA_FFI_Error_Create(XLA_FFI_Error_Create_Args *args);
 
-// The prefix of XLA_FFI_Api we use: the error constructor.
+typedef struct XLA_FFI_Error_Destroy_Args {
+  size_t struct_size;
+  XLA_FFI_Extension_Base *extension_start;
+  XLA_FFI_Error *error;
+} XLA_FFI_Error_Destroy_Args;
+
+typedef void XLA_FFI_Error_Destroy(XLA_FFI_Error_Destroy_Args *args);
+
+typedef struct XLA_FFI_ExecutionContext XLA_FFI_ExecutionContext;  // opaque
+
+// The CPU runtime's intra-op thread pool (the one its own parallel loops
+// use): Schedule queues task(data) on it, NumThreads says how many threads
+// it has. Both fail when the program runs without a pool.
+typedef void XLA_FFI_Task(void *data);
+
+typedef struct XLA_FFI_ThreadPool_Schedule_Args {
+  size_t struct_size;
+  XLA_FFI_Extension_Base *extension_start;
+  XLA_FFI_ExecutionContext *ctx;
+  XLA_FFI_Task *task;
+  void *data;
+} XLA_FFI_ThreadPool_Schedule_Args;
+
+typedef XLA_FFI_Error *XLA_FFI_ThreadPool_Schedule(XLA_FFI_ThreadPool_Schedule_Args *args);
+
+typedef struct XLA_FFI_ThreadPool_NumThreads_Args {
+  size_t struct_size;
+  XLA_FFI_Extension_Base *extension_start;
+  XLA_FFI_ExecutionContext *ctx;
+  int64_t *num_threads;  // out
+} XLA_FFI_ThreadPool_NumThreads_Args;
+
+typedef XLA_FFI_Error *XLA_FFI_ThreadPool_NumThreads(XLA_FFI_ThreadPool_NumThreads_Args *args);
+
+// The prefix of XLA_FFI_Api we use: the error constructor and destructor and
+// the thread pool. The pool's two entries came after the API's struct_size
+// stopped growing (XLA sets it at XLA_FFI_Stream_Get), so it cannot say
+// whether a plugin has them: they were read off the pinned CPU plugin
+// (lammps-jax-pjrt-cpu 0.11.2, whose FFI checks the sizes of both argument
+// structs), and only the CPU kernels that ask for a pool call them.
 typedef struct XLA_FFI_Api {
   size_t struct_size;
   XLA_FFI_Extension_Base *extension_start;
   XLA_FFI_Api_Version api_version;
   void *internal_api;
   XLA_FFI_Error_Create *XLA_FFI_Error_Create;
+  void *XLA_FFI_Error_GetMessage;
+  XLA_FFI_Error_Destroy *XLA_FFI_Error_Destroy;
+  void *XLA_FFI_Handler_Register;
+  void *XLA_FFI_Stream_Get;
+  void *XLA_FFI_TypeId_Register;
+  void *XLA_FFI_ExecutionContext_Get;
+  void *XLA_FFI_State_Set;
+  void *XLA_FFI_State_Get;
+  void *XLA_FFI_DeviceMemory_Allocate;
+  void *XLA_FFI_DeviceMemory_Free;
+  XLA_FFI_ThreadPool_Schedule *XLA_FFI_ThreadPool_Schedule;
+  XLA_FFI_ThreadPool_NumThreads *XLA_FFI_ThreadPool_NumThreads;
 } XLA_FFI_Api;
 
 typedef struct XLA_FFI_CallFrame {
   size_t struct_size;
   XLA_FFI_Extension_Base *extension_start;
   const XLA_FFI_Api *api;
-  void *ctx;  // XLA_FFI_ExecutionContext *
+  XLA_FFI_ExecutionContext *ctx;
   int stage;  // XLA_FFI_ExecutionStage
   XLA_FFI_Args args;
   XLA_FFI_Rets rets;

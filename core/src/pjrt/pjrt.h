@@ -133,6 +133,8 @@ tt_status tt_pjrt_compile_options(void **out, size_t *out_len);
 // Registers our FFI handler with the plugin (once) and `fn` as the C kernel
 // `name`; TT_UNIMPLEMENTED when the plugin has no FFI extension.
 tt_status tt_pjrt_ffi_register(tt_pjrt *p, const char *name, tt_c_kernel_fn fn);
+// The same for a kernel that is handed the CPU runtime's thread pool.
+tt_status tt_pjrt_ffi_register_pooled(tt_pjrt *p, const char *name, tt_c_kernel_pool_fn fn);
 // The custom-call target every C kernel's call names.
 const char *tt_pjrt_ffi_target(void);
 

@@ -16,7 +16,7 @@
 
 static const struct {
   const char *name;
-  tt_c_kernel_fn fn;
+  tt_c_kernel_pool_fn fn;
 } kKernels[] = {
     {"torchtpu::cpu_attention_fwd", tt_cpu_attention_fwd},
     {"torchtpu::cpu_attention_fwd_causal", tt_cpu_attention_fwd_causal},
@@ -27,7 +27,7 @@ static const struct {
 const char *tt_attention_kernel_register(tt_pjrt *p) {
   if (!tt_cpu_attention_supported()) return NULL;
   for (size_t i = 0; i < sizeof kKernels / sizeof kKernels[0]; i++) {
-    tt_status st = tt_pjrt_ffi_register(p, kKernels[i].name, kKernels[i].fn);
+    tt_status st = tt_pjrt_ffi_register_pooled(p, kKernels[i].name, kKernels[i].fn);
     if (st) {  // no FFI here: the StableHLO lowering serves
       tt_status_free(st);
       return NULL;
