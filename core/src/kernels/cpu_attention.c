@@ -24,7 +24,7 @@
 // the backward: key/value heads, whose dk and dv sum over their query rows),
 // run on the CPU runtime's own thread pool when the FFI hands us one (its
 // threads are the ones XLA's loops use, so the cores are not oversubscribed
-// while the program's other work runs), else on plain pthreads.
+// while the program's other work runs), else on threads of our own.
 #include "kernels/cpu_attention.h"
 
 #include <math.h>
@@ -59,7 +59,7 @@ bool tt_cpu_attention_supported(void) {
 #define ROW_BLOCK 64  // query rows per forward work item
 #define KEY_TILE 32   // scores computed per tile, kept in registers
 #define BWD_ROWS 8    // query rows whose dk, dv updates are summed in one pass
-#define MAX_THREADS 64
+#define MAX_THREADS 64  // workers a call uses at most
 
 // --- exp -------------------------------------------------------------------------
 
@@ -234,27 +234,6 @@ static float row_sum(const float *x, int64_t n) {
 
 typedef void item_fn(const void *ctx, int64_t begin, int64_t end, float *scratch, int *failed);
 
-typedef struct worker {
-  pthread_t tid;
-  item_fn *fn;
-  const void *ctx;
-  int64_t begin, end;
-  size_t scratch_floats;
-  int failed;
-} worker;
-
-static void *run_worker(void *arg) {
-  worker *w = arg;
-  float *scratch = malloc(sizeof(float) * (w->scratch_floats ? w->scratch_floats : 1));
-  if (!scratch) {
-    w->failed = 1;
-    return NULL;
-  }
-  w->fn(w->ctx, w->begin, w->end, scratch, &w->failed);
-  free(scratch);
-  return NULL;
-}
-
 static int cpu_count(void) {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
@@ -272,33 +251,11 @@ static int threads_for(double flops, int64_t items, int limit) {
   return nt < 1 ? 1 : nt;
 }
 
-// Runs fn over [0, items) in contiguous ranges, one a thread (this one
-// included); false when a worker could not run (no memory, no thread).
-static bool pthread_items(item_fn *fn, const void *ctx, int64_t items, size_t scratch_floats,
-                          int nt) {
-  worker w[MAX_THREADS];
-  memset(w, 0, sizeof w);
-  bool started[MAX_THREADS] = {false};
-  for (int t = 0; t < nt; t++) {
-    w[t] = (worker){.fn = fn, .ctx = ctx, .begin = items * t / nt,
-                    .end = items * (t + 1) / nt, .scratch_floats = scratch_floats};
-    if (t > 0) started[t] = pthread_create(&w[t].tid, NULL, run_worker, &w[t]) == 0;
-  }
-  for (int t = 1; t < nt; t++)  // a thread that did not start: its range runs here
-    if (!started[t]) run_worker(&w[t]);
-  run_worker(&w[0]);
-  bool ok = true;
-  for (int t = 0; t < nt; t++) {
-    if (started[t]) pthread_join(w[t].tid, NULL);
-    ok = ok && !w[t].failed;
-  }
-  return ok;
-}
-
-// --- on the runtime's pool ------------------------------------------------------------
+// --- on a pool -----------------------------------------------------------------------
 //
-// The calling thread and the tasks it queues claim chunks of items from a
-// shared counter. The caller waits only for chunks that were claimed, so a
+// The calling thread and the tasks it queues on the pool (the runtime's, or
+// spawn_pool's threads of our own) claim chunks of items from a shared
+// counter. The caller waits only for chunks that were claimed, so a
 // task the pool starts late (its threads busy, or the caller one of them)
 // finds nothing left and never holds the call up. The job lives on the
 // heap, freed by whichever of the caller and its tasks lets go last: a late
@@ -350,7 +307,9 @@ static void job_task(void *data) {
   job_release(j);
 }
 
-// As pthread_items, over the pool; -1 when no job could be made (no memory).
+// Runs fn over [0, items) with nt workers, this thread and nt - 1 tasks on
+// `pool`; 1 when all ran, 0 when a worker could not (no memory for its
+// scratch), -1 when no job could be made (no memory).
 static int pool_items(const tt_kernel_pool *pool, item_fn *fn, const void *ctx, int64_t items,
                       size_t scratch_floats, int nt) {
   pool_job *j = calloc(1, sizeof *j);
@@ -382,16 +341,29 @@ static int pool_items(const tt_kernel_pool *pool, item_fn *fn, const void *ctx, 
   return ok;
 }
 
-// Runs fn over [0, items) on the pool when there is one, else on pthreads;
-// false when a worker could not run (no memory, no thread).
+// Where no pool is handed in: each task on a thread of its own, started now.
+static void *spawned(void *arg) {
+  job_task(arg);
+  return NULL;
+}
+
+static bool spawn(void *impl, void (*task)(void *), void *data) {
+  (void)impl, (void)task;  // task is always job_task
+  pthread_t tid;
+  if (pthread_create(&tid, NULL, spawned, data) != 0) return false;
+  pthread_detach(tid);
+  return true;
+}
+
+// Runs fn over [0, items) on `pool`, or on threads of our own when there is
+// none; false when a worker could not run (no memory).
 static bool parallel_items(const tt_kernel_pool *pool, item_fn *fn, const void *ctx,
                            int64_t items, size_t scratch_floats, double flops) {
-  if (pool && pool->threads > 0) {
-    int limit = pool->threads < cpu_count() ? pool->threads : cpu_count();
-    int r = pool_items(pool, fn, ctx, items, scratch_floats, threads_for(flops, items, limit));
-    if (r >= 0) return r == 1;
-  }
-  return pthread_items(fn, ctx, items, scratch_floats, threads_for(flops, items, cpu_count()));
+  int cpus = cpu_count();
+  const tt_kernel_pool spawn_pool = {.threads = cpus, .schedule = spawn};
+  if (!pool || pool->threads <= 0) pool = &spawn_pool;
+  int limit = pool->threads < cpus ? pool->threads : cpus;
+  return pool_items(pool, fn, ctx, items, scratch_floats, threads_for(flops, items, limit)) == 1;
 }
 
 // --- forward ---------------------------------------------------------------------------
@@ -571,6 +543,28 @@ static const char *backward(const tt_kernel_buffer *ins, int32_t nin, tt_kernel_
   return NULL;
 }
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
+
+#else  // !ATT_BUILT
+
+bool tt_cpu_attention_supported(void) { return false; }
+
+// What the entry points below run here: they only say the kernel is not built.
+static const char *forward(const tt_kernel_buffer *ins, int32_t nin, tt_kernel_buffer *outs,
+                           int32_t nout, const tt_kernel_pool *pool, int causal) {
+  (void)ins, (void)nin, (void)outs, (void)nout, (void)pool, (void)causal;
+  return "the CPU attention kernel is built only for x86-64 (AVX2 + FMA)";
+}
+
+static const char *backward(const tt_kernel_buffer *ins, int32_t nin, tt_kernel_buffer *outs,
+                            int32_t nout, const tt_kernel_pool *pool, int causal) {
+  return forward(ins, nin, outs, nout, pool, causal);
+}
+
+#endif  // ATT_BUILT
+
 const char *tt_cpu_attention_fwd(const tt_kernel_buffer *ins, int32_t nin,
                                  tt_kernel_buffer *outs, int32_t nout,
                                  const tt_kernel_pool *pool) {
@@ -594,42 +588,3 @@ const char *tt_cpu_attention_bwd_causal(const tt_kernel_buffer *ins, int32_t nin
                                         const tt_kernel_pool *pool) {
   return backward(ins, nin, outs, nout, pool, 1);
 }
-
-#if defined(__clang__)
-#pragma clang attribute pop
-#endif
-
-#else  // !ATT_BUILT
-
-bool tt_cpu_attention_supported(void) { return false; }
-
-static const char *not_built(void) {
-  return "the CPU attention kernel is built only for x86-64 (AVX2 + FMA)";
-}
-
-const char *tt_cpu_attention_fwd(const tt_kernel_buffer *ins, int32_t nin,
-                                 tt_kernel_buffer *outs, int32_t nout,
-                                 const tt_kernel_pool *pool) {
-  (void)ins, (void)nin, (void)outs, (void)nout, (void)pool;
-  return not_built();
-}
-
-const char *tt_cpu_attention_fwd_causal(const tt_kernel_buffer *ins, int32_t nin,
-                                        tt_kernel_buffer *outs, int32_t nout,
-                                        const tt_kernel_pool *pool) {
-  return tt_cpu_attention_fwd(ins, nin, outs, nout, pool);
-}
-
-const char *tt_cpu_attention_bwd(const tt_kernel_buffer *ins, int32_t nin,
-                                 tt_kernel_buffer *outs, int32_t nout,
-                                 const tt_kernel_pool *pool) {
-  return tt_cpu_attention_fwd(ins, nin, outs, nout, pool);
-}
-
-const char *tt_cpu_attention_bwd_causal(const tt_kernel_buffer *ins, int32_t nin,
-                                        tt_kernel_buffer *outs, int32_t nout,
-                                        const tt_kernel_pool *pool) {
-  return tt_cpu_attention_fwd(ins, nin, outs, nout, pool);
-}
-
-#endif  // ATT_BUILT

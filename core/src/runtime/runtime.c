@@ -39,10 +39,10 @@ tt_status tt_runtime_create(const tt_runtime_options *opts,
   tt_pjrt_info_get(rt->pjrt, &rt->info);
   // TPUs have no 64-bit floats; XLA's CPU and GPU backends do.
   rt->supports_f64 = strcmp(rt->info.platform, "tpu") != 0;
-  if (strcmp(rt->info.platform, "cpu") == 0 &&
-      !(opts && opts->cpu_memory == TT_CPU_MEMORY_RELEASE))
+  bool cpu = strcmp(rt->info.platform, "cpu") == 0;
+  if (cpu && !(opts && opts->cpu_memory == TT_CPU_MEMORY_RELEASE))
     rt->host_memory_kept = tt_hostmem_keep();
-  if (strcmp(rt->info.platform, "cpu") == 0 && !(opts && opts->cpu_attention_xla))
+  if (cpu && !(opts && opts->cpu_attention_xla))
     rt->attention_ffi_target = tt_attention_kernel_register(rt->pjrt);
   TT_GOTO_IF_ERROR(st, tt_hlo_create(&rt->hlo), fail);
   TT_GOTO_IF_ERROR(st, tt_prog_cache_create(&rt->progs), fail);
