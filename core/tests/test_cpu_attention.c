@@ -192,8 +192,11 @@ int main(void) {
     return 0;
   }
   // 100 x 100 rows: enough work for two threads; e 16 is all vector
-  // columns, ev 20 has a tail; 4 query heads share 2 key/value heads.
-  shape shapes[] = {{2, 100, 100, 4, 2, 16, 20, 1}, {2, 70, 100, 4, 4, 16, 20, 0}};
+  // columns, ev 20 has a tail; 4 query heads share 2 key/value heads. The
+  // third: an odd e (the products' even/odd split has a last row), ev 24
+  // (16 columns, then 8), key rows in fours with a remainder.
+  shape shapes[] = {{2, 100, 100, 4, 2, 16, 20, 1}, {2, 70, 100, 4, 4, 16, 20, 0},
+                    {1, 45, 47, 3, 1, 9, 24, 1}};
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
     for (int mode = -1; mode <= 2; mode++) check_case(&shapes[i], mode);
   return check_exit_code();

@@ -115,13 +115,31 @@ static int64_t keys(const att_dims *d, int64_t l) {
 }
 
 // out = x^T ([cols, ld], the columns past rows zero): x [rows, cols], its
-// rows `stride` floats apart.
+// rows `stride` floats apart. Row by row: each row of x is read once, in
+// order (its columns one after another would touch every row's cache line
+// once per column).
 static void transpose(const float *x, int64_t rows, int64_t cols, int64_t stride, int64_t ld,
                       float *out) {
-  for (int64_t c = 0; c < cols; c++) {
-    for (int64_t r = 0; r < rows; r++) out[c * ld + r] = x[r * stride + c];
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) out[c * ld + r] = x[r * stride + c];
+  for (int64_t c = 0; c < cols; c++)
     memset(out + c * ld + rows, 0, sizeof *out * (size_t)(ld - rows));
-  }
+}
+
+// dst [rows, cols] = the rows of x, `stride` floats apart, made contiguous:
+// a head's rows in the [N, S, Hk, C] layout are Hk * C floats apart, a
+// stride at which few of them share the L1 cache.
+static void gather_rows(const float *x, int64_t rows, int64_t cols, int64_t stride,
+                        float *dst) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) dst[r * cols + c] = x[r * stride + c];
+}
+
+// The reverse: x [rows, cols] contiguous to rows of dst `stride` floats apart.
+static void scatter_rows(const float *x, int64_t rows, int64_t cols, int64_t stride,
+                         float *dst) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) dst[r * stride + c] = x[r * cols + c];
 }
 
 // Eight floats in a register (GCC's vector extension: AVX here, SSE pairs
@@ -140,66 +158,134 @@ static inline __attribute__((always_inline)) void store8(float *p, v8 v) {
 }
 
 // out[j] = scale * (x . y_j) for j < n rounded up to KEY_TILE (<= ld: the
-// padding of yt), yt = y^T [e, ld]: KEY_TILE products at a time, accumulated
-// in four registers over e.
+// padding of yt), yt = y^T [e, ld]: KEY_TILE products at a time. Even and
+// odd i go to two sets of four registers: a single set makes each sum wait
+// on its previous FMA (4 cycles), leaving the FMA units half idle.
 static void row_products(const float *x, const float *yt, int64_t e, int64_t ld, int64_t n,
                          float scale, float *out) {
   for (int64_t j0 = 0; j0 < n; j0 += KEY_TILE) {
-    v8 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
-    for (int64_t i = 0; i < e; i++) {
-      const float xi = x[i], *y = yt + i * ld + j0;
-      a0 += xi * load8(y);
-      a1 += xi * load8(y + 8);
-      a2 += xi * load8(y + 16);
-      a3 += xi * load8(y + 24);
+    v8 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0};
+    int64_t i = 0;
+    for (; i + 2 <= e; i += 2) {
+      const float xa = x[i], xb = x[i + 1], *ya = yt + i * ld + j0, *yb = ya + ld;
+      a0 += xa * load8(ya);
+      a1 += xa * load8(ya + 8);
+      a2 += xa * load8(ya + 16);
+      a3 += xa * load8(ya + 24);
+      b0 += xb * load8(yb);
+      b1 += xb * load8(yb + 8);
+      b2 += xb * load8(yb + 16);
+      b3 += xb * load8(yb + 24);
     }
-    store8(out + j0, a0 * scale);
-    store8(out + j0 + 8, a1 * scale);
-    store8(out + j0 + 16, a2 * scale);
-    store8(out + j0 + 24, a3 * scale);
+    if (i < e) {
+      const float xa = x[i], *ya = yt + i * ld + j0;
+      a0 += xa * load8(ya);
+      a1 += xa * load8(ya + 8);
+      a2 += xa * load8(ya + 16);
+      a3 += xa * load8(ya + 24);
+    }
+    store8(out + j0, (a0 + b0) * scale);
+    store8(out + j0 + 8, (a1 + b1) * scale);
+    store8(out + j0 + 16, (a2 + b2) * scale);
+    store8(out + j0 + 24, (a3 + b3) * scale);
   }
 }
 
-// out[:c] = sum_j w[j] * y[j, :c] for j < n (y's rows `ys` floats apart):
-// columns 16 at a time in two registers across j, the rest one by one.
+// out[:c] = scale * sum_j w[j] * y[j, :c] for j < n (y's rows `ys` floats apart):
+// 16 columns (a cache line) at a time, then 8, each summed over j in four
+// sets of registers (j mod 4) so that an FMA does not wait on the one before
+// it (4 cycles); the rest one by one.
 static void weighted_rows(const float *w, const float *y, int64_t n, int64_t c, int64_t ys,
-                          float *out) {
+                          float scale, float *out) {
   int64_t i0 = 0;
   for (; i0 + 16 <= c; i0 += 16) {
-    v8 a0 = {0}, a1 = {0};
-    for (int64_t j = 0; j < n; j++) {
-      const float *yj = y + j * ys + i0;
+    v8 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0};
+    const float *yj = y + i0;
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4, yj += 4 * ys) {
       a0 += w[j] * load8(yj);
-      a1 += w[j] * load8(yj + 8);
+      b0 += w[j] * load8(yj + 8);
+      a1 += w[j + 1] * load8(yj + ys);
+      b1 += w[j + 1] * load8(yj + ys + 8);
+      a2 += w[j + 2] * load8(yj + 2 * ys);
+      b2 += w[j + 2] * load8(yj + 2 * ys + 8);
+      a3 += w[j + 3] * load8(yj + 3 * ys);
+      b3 += w[j + 3] * load8(yj + 3 * ys + 8);
     }
-    store8(out + i0, a0);
-    store8(out + i0 + 8, a1);
+    for (; j < n; j++, yj += ys) {
+      a0 += w[j] * load8(yj);
+      b0 += w[j] * load8(yj + 8);
+    }
+    store8(out + i0, ((a0 + a1) + (a2 + a3)) * scale);
+    store8(out + i0 + 8, ((b0 + b1) + (b2 + b3)) * scale);
+  }
+  for (; i0 + 8 <= c; i0 += 8) {
+    v8 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+    const float *yj = y + i0;
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4, yj += 4 * ys) {
+      a0 += w[j] * load8(yj);
+      a1 += w[j + 1] * load8(yj + ys);
+      a2 += w[j + 2] * load8(yj + 2 * ys);
+      a3 += w[j + 3] * load8(yj + 3 * ys);
+    }
+    for (; j < n; j++, yj += ys) a0 += w[j] * load8(yj);
+    store8(out + i0, ((a0 + a1) + (a2 + a3)) * scale);
   }
   for (int64_t i = i0; i < c; i++) {
     float acc = 0.0f;
     for (int64_t j = 0; j < n; j++) acc += w[j] * y[j * ys + i];
-    out[i] = acc;
+    out[i] = acc * scale;
   }
 }
 
 // out[j, :c] += sum_r w[r, j] * x[r, :c] for j < n, r < rows (rows of out
-// `os` floats apart, of w ld, of x xs): the rows' rank-1 updates, each out
-// row loaded and stored once per 16 columns.
+// `os` floats apart, of w ld, of x xs): the rows' rank-1 updates, four out
+// rows at a time (eight independent sums per 16 columns, each x row loaded
+// once for the four), each out row loaded and stored once.
 static void rank_updates(float *out, int64_t os, const float *w, int64_t ld, int rows,
                          const float *x, int64_t xs, int64_t n, int64_t c) {
   int64_t i0 = 0;
-  for (; i0 + 16 <= c; i0 += 16)
-    for (int64_t j = 0; j < n; j++) {
+  for (; i0 + 16 <= c; i0 += 16) {
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
       float *o = out + j * os + i0;
-      v8 a0 = load8(o), a1 = load8(o + 8);
+      v8 a0 = load8(o), b0 = load8(o + 8), a1 = load8(o + os), b1 = load8(o + os + 8),
+         a2 = load8(o + 2 * os), b2 = load8(o + 2 * os + 8), a3 = load8(o + 3 * os),
+         b3 = load8(o + 3 * os + 8);
+      for (int r = 0; r < rows; r++) {
+        const float *wr = w + r * ld + j, *xr = x + r * xs + i0;
+        const v8 xa = load8(xr), xb = load8(xr + 8);
+        a0 += wr[0] * xa;
+        b0 += wr[0] * xb;
+        a1 += wr[1] * xa;
+        b1 += wr[1] * xb;
+        a2 += wr[2] * xa;
+        b2 += wr[2] * xb;
+        a3 += wr[3] * xa;
+        b3 += wr[3] * xb;
+      }
+      store8(o, a0);
+      store8(o + 8, b0);
+      store8(o + os, a1);
+      store8(o + os + 8, b1);
+      store8(o + 2 * os, a2);
+      store8(o + 2 * os + 8, b2);
+      store8(o + 3 * os, a3);
+      store8(o + 3 * os + 8, b3);
+    }
+    for (; j < n; j++) {
+      float *o = out + j * os + i0;
+      v8 a0 = load8(o), b0 = load8(o + 8);
       for (int r = 0; r < rows; r++) {
         const float wr = w[r * ld + j], *xr = x + r * xs + i0;
         a0 += wr * load8(xr);
-        a1 += wr * load8(xr + 8);
+        b0 += wr * load8(xr + 8);
       }
       store8(o, a0);
-      store8(o + 8, a1);
+      store8(o + 8, b0);
     }
+  }
   for (int64_t j = 0; j < n && i0 < c; j++)
     for (int r = 0; r < rows; r++)
       for (int64_t i = i0; i < c; i++) out[j * os + i] += w[r * ld + j] * x[r * xs + i];
@@ -375,7 +461,7 @@ typedef struct fwd_ctx {
 } fwd_ctx;
 
 // Query row l of head h of batch n: o = softmax(scale q K^T) V, lse = log
-// sum exp(scale q K^T). kt: the head's K^T; v: its first value row.
+// sum exp(scale q K^T). kt: the head's K^T; v: its V, rows ev floats apart.
 static void fwd_row(const fwd_ctx *c, int64_t n, int64_t h, int64_t l, const float *kt,
                     const float *v, float *p) {
   const att_dims *d = &c->d;
@@ -391,29 +477,28 @@ static void fwd_row(const fwd_ctx *c, int64_t n, int64_t h, int64_t l, const flo
   if (!isfinite(m)) m = 0.0f;  // inf/nan scores: let them propagate as PyTorch's do
   for (int64_t j = 0; j < nk; j++) p[j] = exp_neg(p[j] - m);
   float sum = row_sum(p, nk);
-  weighted_rows(p, v, nk, d->ev, d->hk * d->ev, o);
-  float inv = 1.0f / sum;
-  for (int64_t i = 0; i < d->ev; i++) o[i] *= inv;
+  weighted_rows(p, v, nk, d->ev, d->ev, 1.0f / sum, o);
   *lse = m + logf(sum);
 }
 
-// Items: (n, h, block of ROW_BLOCK query rows). Scratch: K^T, a row's scores.
+// Items: (n, h, block of ROW_BLOCK query rows). Scratch: K^T, V, a row's
+// scores.
 static void fwd_items(const void *vctx, int64_t begin, int64_t end, float *scratch,
                       int *failed) {
   (void)failed;
   const fwd_ctx *c = vctx;
   const att_dims *d = &c->d;
   int64_t blocks = (d->l + ROW_BLOCK - 1) / ROW_BLOCK;
-  float *kt = scratch, *p = scratch + d->ld * d->e;
+  float *kt = scratch, *v = kt + d->ld * d->e, *p = v + d->s * d->ev;
   int64_t kv_loaded = -1;
   for (int64_t it = begin; it < end; it++) {
     int64_t b = it % blocks, h = it / blocks % d->hq, n = it / blocks / d->hq;
     int64_t hk = h / d->g;
     if (n * d->hk + hk != kv_loaded) {
       transpose(c->k + krow(d, n, hk, 0, d->e), d->s, d->e, d->hk * d->e, d->ld, kt);
+      gather_rows(c->v + krow(d, n, hk, 0, d->ev), d->s, d->ev, d->hk * d->ev, v);
       kv_loaded = n * d->hk + hk;
     }
-    const float *v = c->v + krow(d, n, hk, 0, d->ev);
     int64_t l0 = b * ROW_BLOCK, l1 = l0 + ROW_BLOCK < d->l ? l0 + ROW_BLOCK : d->l;
     for (int64_t l = l0; l < l1; l++) fwd_row(c, n, h, l, kt, v, p);
   }
@@ -427,60 +512,80 @@ typedef struct bwd_ctx {
   float *gq, *gk, *gv;
 } bwd_ctx;
 
+// A backward item's scratch: its key/value head's K^T, V^T and K (rows
+// contiguous), the dk and dv it sums, and a block's P and dS.
+typedef struct bwd_scratch {
+  float *kt, *vt, *k, *gk, *gv, *p, *ds;
+} bwd_scratch;
+
+static size_t bwd_scratch_floats(const att_dims *d) {
+  return (size_t)(d->ld * (d->e + d->ev + 2 * BWD_ROWS) + d->s * (2 * d->e + d->ev));
+}
+
+static bwd_scratch bwd_scratch_at(const att_dims *d, float *f) {
+  bwd_scratch w;
+  w.kt = f;
+  w.vt = w.kt + d->ld * d->e;
+  w.p = w.vt + d->ld * d->ev;
+  w.ds = w.p + BWD_ROWS * d->ld;
+  w.k = w.ds + BWD_ROWS * d->ld;
+  w.gk = w.k + d->s * d->e;
+  w.gv = w.gk + d->s * d->e;
+  return w;
+}
+
 // Query rows [l0, l1) (at most BWD_ROWS) of head h of batch n,
 // FlashAttention-2's backward: P = exp(scale q K^T - lse), dP = dO V^T,
 // dS = P (dP - dO . o); dq = scale dS K, dk += scale dS^T q, dv += P^T dO.
 // P and dS of the block's rows are kept (zero past each row's keys) so that
 // dk and dv take all the rows' updates in one pass over their rows.
 static void bwd_rows(const bwd_ctx *c, int64_t n, int64_t h, int64_t l0, int64_t l1,
-                     const float *kt, const float *vt, float *p, float *ds) {
+                     const bwd_scratch *w) {
   const att_dims *d = &c->d;
-  int64_t hk = h / d->g, e = d->e, ev = d->ev;
+  int64_t e = d->e, ev = d->ev;
   int rows = (int)(l1 - l0);
   int64_t nmax = keys(d, l1 - 1);
-  const float *k = c->k + krow(d, n, hk, 0, e);
   for (int r = 0; r < rows; r++) {
     int64_t l = l0 + r, nk = keys(d, l);
     const float *q = c->q + qrow(d, n, h, l, e), *go = c->go + qrow(d, n, h, l, ev),
                 *o = c->o + qrow(d, n, h, l, ev);
-    float *pr = p + r * d->ld, *dsr = ds + r * d->ld, dsum = 0.0f;
+    float *pr = w->p + r * d->ld, *dsr = w->ds + r * d->ld, dsum = 0.0f;
     float lse = c->lse[(n * d->hq + h) * d->l + l];
     for (int64_t i = 0; i < ev; i++) dsum += go[i] * o[i];
-    row_products(q, kt, e, d->ld, nk, d->scale, pr);
-    row_products(go, vt, ev, d->ld, nk, 1.0f, dsr);
+    row_products(q, w->kt, e, d->ld, nk, d->scale, pr);
+    row_products(go, w->vt, ev, d->ld, nk, 1.0f, dsr);
     for (int64_t j = 0; j < nk; j++) {
       pr[j] = exp_neg(pr[j] - lse);
       dsr[j] = pr[j] * (dsr[j] - dsum) * d->scale;  // dS, scaled for dq and dk
     }
     for (int64_t j = nk; j < nmax; j++) pr[j] = dsr[j] = 0.0f;
-    weighted_rows(dsr, k, nk, e, d->hk * e, c->gq + qrow(d, n, h, l, e));
+    weighted_rows(dsr, w->k, nk, e, e, 1.0f, c->gq + qrow(d, n, h, l, e));
   }
-  rank_updates(c->gk + krow(d, n, hk, 0, e), d->hk * e, ds, d->ld, rows,
-               c->q + qrow(d, n, h, l0, e), d->hq * e, nmax, e);
-  rank_updates(c->gv + krow(d, n, hk, 0, ev), d->hk * ev, p, d->ld, rows,
-               c->go + qrow(d, n, h, l0, ev), d->hq * ev, nmax, ev);
+  rank_updates(w->gk, e, w->ds, d->ld, rows, c->q + qrow(d, n, h, l0, e), d->hq * e, nmax, e);
+  rank_updates(w->gv, ev, w->p, d->ld, rows, c->go + qrow(d, n, h, l0, ev), d->hq * ev, nmax,
+               ev);
 }
 
 // Items: (n, hk); each sums the gradients of its G query heads into its own
-// dk and dv. Scratch: K^T, V^T, a block's P and dS.
+// dk and dv, in scratch (contiguous rows), then writes them out.
 static void bwd_items(const void *vctx, int64_t begin, int64_t end, float *scratch,
                       int *failed) {
   (void)failed;
   const bwd_ctx *c = vctx;
   const att_dims *d = &c->d;
-  float *kt = scratch, *vt = kt + d->ld * d->e, *p = vt + d->ld * d->ev,
-        *ds = p + BWD_ROWS * d->ld;
+  const bwd_scratch w = bwd_scratch_at(d, scratch);
   for (int64_t it = begin; it < end; it++) {
     int64_t n = it / d->hk, hk = it % d->hk;
-    transpose(c->k + krow(d, n, hk, 0, d->e), d->s, d->e, d->hk * d->e, d->ld, kt);
-    transpose(c->v + krow(d, n, hk, 0, d->ev), d->s, d->ev, d->hk * d->ev, d->ld, vt);
-    for (int64_t j = 0; j < d->s; j++) {
-      memset(c->gk + krow(d, n, hk, j, d->e), 0, sizeof(float) * (size_t)d->e);
-      memset(c->gv + krow(d, n, hk, j, d->ev), 0, sizeof(float) * (size_t)d->ev);
-    }
+    const float *k = c->k + krow(d, n, hk, 0, d->e), *v = c->v + krow(d, n, hk, 0, d->ev);
+    transpose(k, d->s, d->e, d->hk * d->e, d->ld, w.kt);
+    transpose(v, d->s, d->ev, d->hk * d->ev, d->ld, w.vt);
+    gather_rows(k, d->s, d->e, d->hk * d->e, w.k);
+    memset(w.gk, 0, sizeof(float) * (size_t)(d->s * (d->e + d->ev)));  // gk and gv
     for (int64_t h = hk * d->g; h < (hk + 1) * d->g; h++)
       for (int64_t l0 = 0; l0 < d->l; l0 += BWD_ROWS)
-        bwd_rows(c, n, h, l0, l0 + BWD_ROWS < d->l ? l0 + BWD_ROWS : d->l, kt, vt, p, ds);
+        bwd_rows(c, n, h, l0, l0 + BWD_ROWS < d->l ? l0 + BWD_ROWS : d->l, &w);
+    scatter_rows(w.gk, d->s, d->e, d->hk * d->e, c->gk + krow(d, n, hk, 0, d->e));
+    scatter_rows(w.gv, d->s, d->ev, d->hk * d->ev, c->gv + krow(d, n, hk, 0, d->ev));
   }
 }
 
@@ -519,7 +624,8 @@ static const char *forward(const tt_kernel_buffer *ins, int32_t nin, tt_kernel_b
   int64_t blocks = (d->l + ROW_BLOCK - 1) / ROW_BLOCK, items = d->n * d->hq * blocks;
   if (items == 0) return NULL;
   double flops = 2.0 * (double)(d->n * d->hq * d->l) * (double)d->s * (double)(d->e + d->ev);
-  if (!parallel_items(pool, fwd_items, &c, items, (size_t)(d->ld * (d->e + 1)), flops))
+  size_t scratch = (size_t)(d->ld * (d->e + 1) + d->s * d->ev);
+  if (!parallel_items(pool, fwd_items, &c, items, scratch, flops))
     return "out of host memory for the attention kernel's scratch";
   return NULL;
 }
@@ -537,8 +643,7 @@ static const char *backward(const tt_kernel_buffer *ins, int32_t nin, tt_kernel_
   int64_t items = d->n * d->hk;
   if (items == 0) return NULL;
   double flops = 4.0 * (double)(d->n * d->hq * d->l) * (double)d->s * (double)(d->e + d->ev);
-  size_t scratch = (size_t)(d->ld * (d->e + d->ev + 2 * BWD_ROWS));
-  if (!parallel_items(pool, bwd_items, &c, items, scratch, flops))
+  if (!parallel_items(pool, bwd_items, &c, items, bwd_scratch_floats(d), flops))
     return "out of host memory for the attention kernel's scratch";
   return NULL;
 }
