@@ -169,13 +169,15 @@ enum { SMALL = 32 };
 
 void tt_pjrt_exe_set_aliasing(tt_pjrt_exe *e) { e->aliasing = true; }
 
-// The arguments an aliasing program must not donate: all but donate[i].
-// NULL with *n = 0 when the program aliases nothing (PJRT donates nothing
-// then) or on no memory (*n = -1).
-static int64_t *kept_args(const tt_pjrt_exe *e, int nargs, const bool *donate, int64_t *n) {
+// The arguments an aliasing program must not donate: all but donate[i],
+// written to `small` (room for SMALL) when they fit, else to the heap (the
+// caller frees what is not `small`). NULL with *n = 0 when the program
+// aliases nothing (PJRT donates nothing then) or on no memory (*n = -1).
+static int64_t *kept_args(const tt_pjrt_exe *e, int nargs, const bool *donate,
+                          int64_t *small, int64_t *n) {
   *n = 0;
   if (!e->aliasing || nargs == 0) return NULL;
-  int64_t *kept = malloc(sizeof *kept * (size_t)nargs);
+  int64_t *kept = nargs <= SMALL ? small : malloc(sizeof *kept * (size_t)nargs);
   if (!kept) {
     *n = -1;
     return NULL;
@@ -205,8 +207,8 @@ tt_status tt_pjrt_execute(tt_pjrt *p, tt_pjrt_exe *e, int device,
                                       : malloc(sizeof *argv * (size_t)nargs);
   PJRT_Buffer **outv = nouts <= SMALL ? out_small
                                       : malloc(sizeof *outv * (size_t)nouts);
-  int64_t nkept = 0;
-  int64_t *kept = kept_args(e, nargs, donate, &nkept);
+  int64_t nkept = 0, kept_small[SMALL];
+  int64_t *kept = kept_args(e, nargs, donate, kept_small, &nkept);
   tt_status st = NULL;
   if (!argv || !outv || nkept < 0) {
     st = tt_make_status(TT_RESOURCE_EXHAUSTED, "out of host memory");
@@ -252,7 +254,7 @@ tt_status tt_pjrt_execute(tt_pjrt *p, tt_pjrt_exe *e, int device,
 cleanup:
   if (argv != arg_small) free(argv);
   if (outv != out_small) free(outv);
-  free(kept);
+  if (kept != kept_small) free(kept);
   return st;
 }
 
