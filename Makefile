@@ -99,7 +99,10 @@ build/tests/%: core/tests/%.c $(CORE_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(CORE_CFLAGS) -o $@ $< $(CORE_OBJS) $(CORE_LDLIBS)
 
-# bench/pjrt_floor: the plugin's own cost of a tiny op (bench/op_latency.py --floor).
+# The C benchmarks: bench/pjrt_floor (the plugin's own cost of a tiny op,
+# bench/op_latency.py --floor) and bench/attention_kernel (our CPU attention
+# kernel on its own). ctest-plain builds them, so that they keep compiling.
+BENCHES := $(patsubst bench/%.c,build/bench/%,$(sort $(wildcard bench/*.c)))
 build/bench/%: bench/%.c $(CORE_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(CORE_CFLAGS) -o $@ $< $(CORE_OBJS) $(CORE_LDLIBS)
@@ -143,7 +146,7 @@ SITE_PACKAGES = $(shell $(PYTHON) -c "import site; print(':'.join(site.getsitepa
 
 ctest: ctest-plain ctest-asan
 
-ctest-plain: $(TESTS)
+ctest-plain: $(TESTS) $(BENCHES)
 	@export TORCHTPU_SITE_PACKAGES="$${TORCHTPU_SITE_PACKAGES:-$(SITE_PACKAGES)}"; \
 	failed=0; \
 	for t in $(TESTS); do \
