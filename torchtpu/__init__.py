@@ -13,6 +13,7 @@ from . import _env
 _env.validate()  # a bad setting is an error naming it, before anything starts
 _env.export_site_packages()  # before the core can start
 _env.quiet_plugin_logs()
+_env.quiet_autograd_exit()
 _env.launched_devices()  # torchrun: LOCAL_WORLD_SIZE CPU-plugin devices
 
 from . import _core  # noqa: E402

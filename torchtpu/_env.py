@@ -150,6 +150,20 @@ def quiet_plugin_logs():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
 
+def quiet_autograd_exit():
+    """Backward on "tpu" starts PyTorch's autograd device thread
+    (pt_autograd_0). At exit PyTorch wakes it to stop and waits for it
+    (TORCH_AUTOGRAD_SHUTDOWN_WAIT_LIMIT seconds, 10 by default), so that
+    thread unwinds and exits while the main thread destroys the process's
+    static objects: a race, and a candidate for the "terminate called
+    without an active exception" CI saw now and then from processes whose
+    work was done (shim/module.cpp's terminate report will name the thread
+    if it recurs). 0, PyTorch's own setting for autograd threads that
+    misbehave at shutdown, leaves the idle thread asleep for the process's
+    exit to end. Keeps a value the user set."""
+    os.environ.setdefault("TORCH_AUTOGRAD_SHUTDOWN_WAIT_LIMIT", "0")
+
+
 def export_site_packages():
     """Tells the core where Python packages live, so that it finds the CPU
     PJRT plugin wheel (lammps_jax_pjrt_cpu). Keeps a value already set."""
