@@ -577,9 +577,9 @@ static void bwd_items(const void *vctx, int64_t begin, int64_t end, float *scrat
   for (int64_t it = begin; it < end; it++) {
     int64_t n = it / d->hk, hk = it % d->hk;
     const float *k = c->k + krow(d, n, hk, 0, d->e), *v = c->v + krow(d, n, hk, 0, d->ev);
-    transpose(k, d->s, d->e, d->hk * d->e, d->ld, w.kt);
-    transpose(v, d->s, d->ev, d->hk * d->ev, d->ld, w.vt);
     gather_rows(k, d->s, d->e, d->hk * d->e, w.k);
+    transpose(w.k, d->s, d->e, d->e, d->ld, w.kt);  // from the contiguous copy
+    transpose(v, d->s, d->ev, d->hk * d->ev, d->ld, w.vt);
     memset(w.gk, 0, sizeof(float) * (size_t)(d->s * (d->e + d->ev)));  // gk and gv
     for (int64_t h = hk * d->g; h < (hk + 1) * d->g; h++)
       for (int64_t l0 = 0; l0 < d->l; l0 += BWD_ROWS)
