@@ -99,6 +99,74 @@ def test_fused_steps_with_grad_scale_and_found_inf(no_fallback):
                 torch.testing.assert_close(a, b)
 
 
+def test_amp_unscale_and_update_scale_as_on_cpu(no_fallback):
+    """GradScaler's two ops run on the device and match the CPU's kernels:
+    grads of each float dtype unscaled, found_inf set by an inf or a NaN in
+    any grad (never reset), and the scale backing off, growing after
+    growth_interval clean steps, or kept when the grown scale overflows."""
+    vals = [torch.randn(3, 4).half(), torch.randn(5).bfloat16(), torch.randn(2, 2), torch.tensor(1.5)]
+    for bad in (None, float("inf"), float("nan")):
+        res = {}
+        for d in ("cpu", "tpu"):
+            grads = [v.clone().to(d) for v in vals]
+            if bad is not None:
+                grads[1][3] = bad
+            found, inv = torch.zeros(1, device=d), torch.full((1,), 0.125, device=d)
+            torch._amp_foreach_non_finite_check_and_unscale_(grads, found, inv)
+            res[d] = [t.cpu() for t in grads + [found]]
+        for a, b in zip(res["tpu"], res["cpu"]):
+            torch.testing.assert_close(a, b, equal_nan=True, atol=0, rtol=0)
+    for start, found in ((65536.0, 0.0), (65536.0, 1.0), (3e38, 0.0)):
+        for tracker in (0, 1, 2):
+            res = {}
+            for d in ("cpu", "tpu"):
+                s = torch.full((1,), start, device=d)
+                t = torch.full((1,), tracker, dtype=torch.int32, device=d)
+                r = torch._amp_update_scale_(s, t, torch.full((1,), found, device=d), 2.0, 0.5, 3)
+                assert r is s
+                res[d] = (s.cpu(), t.cpu())
+            assert torch.equal(res["tpu"][0], res["cpu"][0]), (start, found, tracker, res)
+            assert torch.equal(res["tpu"][1], res["cpu"][1]), (start, found, tracker, res)
+
+
+def test_grad_scaler_training_as_on_cpu(no_fallback):
+    """A GradScaler loop (a step with an inf input skipped, the scale grown
+    every 2 clean steps) gives the CPU's weights and scale."""
+    def run(d):
+        torch.manual_seed(0)
+        m = torch.nn.Linear(8, 4).to(d)
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        scaler = torch.amp.GradScaler(d, init_scale=2.0 ** 16, growth_interval=2)
+        xs = torch.randn(6, 2, 8, generator=torch.Generator().manual_seed(1))
+        scales = []
+        for i in range(6):
+            x = xs[i].to(d)
+            if i == 3:
+                x[0, 0] = float("inf")
+            opt.zero_grad()
+            scaler.scale(m(x).sum()).backward()
+            scaler.step(opt)
+            scaler.update()
+            scales.append(scaler.get_scale())
+        return m.weight.detach().cpu(), scales
+    (wc, sc), (wt, st) = run("cpu"), run("tpu")
+    assert st == sc
+    torch.testing.assert_close(wt, wc)
+
+
+def test_amp_ops_refuse_bad_arguments():
+    d = "tpu"
+    one_i = torch.zeros(1, dtype=torch.int32, device=d)
+    with pytest.raises(RuntimeError, match="current_scale must be a 1-element tensor"):
+        torch._amp_update_scale_(torch.ones(2, device=d), one_i, torch.zeros(1, device=d), 2.0, 0.5, 3)
+    with pytest.raises(RuntimeError, match="growth_tracker must be an int tensor"):
+        torch._amp_update_scale_(torch.ones(1, device=d), torch.zeros(1, device=d),
+                                 torch.zeros(1, device=d), 2.0, 0.5, 3)
+    with pytest.raises(RuntimeError, match="inv_scale must be a float tensor"):
+        torch._amp_foreach_non_finite_check_and_unscale_(
+            [torch.ones(2, device=d)], torch.zeros(1, device=d), torch.ones(1, dtype=torch.float64, device=d))
+
+
 # --- x[mask] = v ------------------------------------------------------------------------------
 
 def both(fn):

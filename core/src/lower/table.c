@@ -33,6 +33,7 @@ static const tt_rule_table *const kFamilies[] = {
     &tt_rules_rnn,
     &tt_rules_norm_sync,
     &tt_rules_transformer,
+    &tt_rules_amp,
 };
 enum { kNumFamilies = (int)(sizeof kFamilies / sizeof kFamilies[0]) };
 
