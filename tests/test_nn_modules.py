@@ -127,3 +127,62 @@ def test_channels_last_results_as_on_cpu(name, fmt):
     close(xt.grad, xc.grad)
     assert yt.stride() == y.stride(), (yt.stride(), y.stride())
     assert xt.grad.stride() == xc.grad.stride(), (xt.grad.stride(), xc.grad.stride())
+
+
+# --- weight norm (lower/weight_norm.c) ---------------------------------------------------------
+
+@pytest.mark.parametrize("dim", [0, -1, 1])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_weight_norm_parametrization_as_on_cpu(dim, dtype, no_fallback):
+    """nn.utils.parametrizations.weight_norm over dim 0 and the last dim
+    (_weight_norm_interface and its backward) and a middle dim (PyTorch's
+    composite norm_except_dim): outputs and the gradients of g and v."""
+    torch.manual_seed(0)
+    ref = nn.utils.parametrizations.weight_norm(nn.Linear(5, 3).to(dtype), dim=dim)
+    dev = nn.utils.parametrizations.weight_norm(nn.Linear(5, 3).to(dtype), dim=dim)
+    dev.load_state_dict(ref.state_dict())
+    dev = dev.to("tpu")
+    x = torch.randn(4, 5).to(dtype)
+    y_ref, y_dev = ref(x), dev(x.to("tpu"))
+    y_ref.square().sum().backward()
+    y_dev.square().sum().backward()
+    tol = {} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 2e-2}
+    torch.testing.assert_close(y_dev.cpu(), y_ref, **tol)
+    for (name, p_ref), (_, p_dev) in zip(ref.named_parameters(), dev.named_parameters()):
+        torch.testing.assert_close(p_dev.grad.cpu(), p_ref.grad, **tol, msg=name)
+
+
+def test_weight_norm_interface_ops_as_on_cpu(no_fallback):
+    """The two ops themselves in float64 on a 3-d weight (a conv's), norms
+    shaped like g."""
+    gen = torch.Generator().manual_seed(0)
+    for dim in (0, 2):
+        v = torch.randn(4, 3, 2, dtype=torch.float64, generator=gen)
+        g = torch.randn(*(s if d == dim else 1 for d, s in enumerate(v.shape)),
+                        dtype=torch.float64, generator=gen)
+        grad = torch.randn(v.shape, dtype=torch.float64, generator=gen)
+        ref = torch._weight_norm_interface(v, g, dim)
+        out = torch._weight_norm_interface(v.to("tpu"), g.to("tpu"), dim)
+        for a, b in zip(out, ref):
+            assert a.shape == b.shape
+            torch.testing.assert_close(a.cpu(), b)
+        bref = torch.ops.aten._weight_norm_interface_backward(grad, v, g, ref[1], dim)
+        bout = torch.ops.aten._weight_norm_interface_backward(
+            grad.to("tpu"), v.to("tpu"), g.to("tpu"), out[1], dim)
+        for a, b in zip(bout, bref):
+            assert a.shape == b.shape
+            torch.testing.assert_close(a.cpu(), b)
+
+
+def test_weight_norm_conv_old_api_as_on_cpu(no_fallback):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        ref = nn.utils.weight_norm(nn.Conv1d(3, 4, 3))
+        dev = nn.utils.weight_norm(nn.Conv1d(3, 4, 3))
+    dev.load_state_dict(ref.state_dict())
+    dev = dev.to("tpu")
+    x = torch.randn(2, 3, 8)
+    ref(x).sum().backward()
+    dev(x.to("tpu")).sum().backward()
+    torch.testing.assert_close(dev.weight_v.grad.cpu(), ref.weight_v.grad)
+    torch.testing.assert_close(dev.weight_g.grad.cpu(), ref.weight_g.grad)

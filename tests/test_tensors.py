@@ -49,6 +49,45 @@ def test_random_factories():
     assert torch.equal(a, b) and not torch.equal(a, c)
 
 
+@pytest.mark.parametrize("n", [0, 1, 2, 10, 1000])
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.float32, torch.int16])
+def test_randperm_is_a_permutation(n, dtype, no_fallback):
+    p = torch.randperm(n, device="tpu", dtype=dtype)
+    assert p.dtype == dtype and p.device.type == "tpu" and p.shape == (n,)
+    assert torch.equal(torch.sort(p.cpu().long())[0], torch.arange(n))
+    out = torch.empty(0, dtype=dtype, device="tpu")
+    torch.randperm(n, out=out)
+    assert torch.equal(torch.sort(out.cpu().long())[0], torch.arange(n))
+
+
+def test_randperm_generator_and_spread(no_fallback):
+    g = torch.Generator(device="tpu")
+    g.manual_seed(3)
+    a = torch.randperm(50, device="tpu", generator=g).cpu()
+    g.manual_seed(3)
+    b = torch.randperm(50, device="tpu", generator=g).cpu()
+    c = torch.randperm(50, device="tpu", generator=g).cpu()
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    # Each of 4 values lands in each of 4 places about a quarter of the time.
+    torch.manual_seed(0)
+    counts = torch.zeros(4, 4)
+    for _ in range(400):
+        counts[torch.arange(4), torch.randperm(4, device="tpu").cpu()] += 1
+    assert counts.min() > 60 and counts.max() < 140, counts
+
+
+@pytest.mark.parametrize("n, dtype, match", [
+    (-1, torch.int64, "negative"),
+    (300, torch.uint8, ""),
+    (3000, torch.float16, "n cannot be greater than 2049 for Half type"),
+])
+def test_randperm_bad_n_raises_like_cpu(n, dtype, match):
+    with pytest.raises(RuntimeError):
+        torch.randperm(n, dtype=dtype)
+    with pytest.raises(RuntimeError, match=match):
+        torch.randperm(n, dtype=dtype, device="tpu")
+
+
 def test_printing():
     x = torch.arange(6, dtype=torch.float32).reshape(2, 3).to("tpu")
     s = str(x)

@@ -7,6 +7,8 @@
 // The streams are not PyTorch's (no backend reproduces the CPU generator's
 // Mersenne Twister); the distributions are.
 //
+// Also randperm (random keys sorted).
+//
 // Leaves out: exponential_, geometric_, log_normal_, cauchy_, multinomial.
 #include <inttypes.h>
 #include <math.h>
@@ -206,6 +208,52 @@ static tt_status lower_bernoulli(tt_lower_ctx *c) {
   return NULL;
 }
 
+// --- randperm ------------------------------------------------------------------------------------
+
+// PyTorch's check_supported_max_int_with_precision: n - 1 must fit out's
+// dtype, and a float dtype must hold every integer up to n.
+static tt_status check_randperm_n(tt_lower_ctx *c, int64_t n, tt_dtype d) {
+  if (n < 0)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "n must be non-negative, got%" PRId64, n);
+  double lo, hi;
+  tt_dtype_bounds(d, &lo, &hi);
+  if (d == TT_BOOL || (double)(n > 0 ? n - 1 : n) > hi)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "n is too large for result tensor type: '%s'",
+                         tt_dtype_torch_name(d));
+  // PyTorch's texts (it checks Half, Float and Double; BFloat16 the same way).
+  static const struct { tt_dtype d; int bits; const char *limit, *name; } kFloat[] = {
+      {TT_F16, 11, "2049", "Half"}, {TT_BF16, 8, "257", "BFloat16"},
+      {TT_F32, 24, "2^24+1", "Float"}, {TT_F64, 53, "2^53+1", "Double"}};
+  for (size_t k = 0; k < sizeof kFloat / sizeof kFloat[0]; k++)
+    if (d == kFloat[k].d && n > (INT64_C(1) << kFloat[k].bits) + 1)
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "n cannot be greater than %s for %s type.",
+                           kFloat[k].limit, kFloat[k].name);
+  return NULL;
+}
+
+// randperm.out(n, *, out) and randperm.generator_out(n, *, generator, out):
+// 0..n-1 in a uniformly random order, in out's dtype. n random 64-bit keys
+// are sorted carrying their positions (two equal keys, about n^2 / 2^65
+// likely, keep index order).
+static tt_status randperm(tt_lower_ctx *c, int gen_arg) {
+  tt_hlo *b = tt_lower_hlo(c);
+  int64_t n = tt_lower_int(c, 0);
+  tt_hlo_type out;
+  if (!tt_lower_dest_type(c, 0, &out)) out.dtype = TT_I64;
+  TT_RETURN_IF_ERROR(check_randperm_n(c, n, out.dtype));
+  tt_hlo_type it = tt_hlo_make_type(TT_I64, 1, &n);
+  tt_hv perm = tt_hlo_iota(b, &it, 0);
+  if (n > 1) {
+    tt_hv keys = draw(c, gen_arg, TT_U64, 1, &n), sorted;
+    tt_hlo_sort(b, keys, perm, 0, false, &sorted, &perm);
+  }
+  tt_lower_result(c, tt_hlo_convert(b, perm, out.dtype));
+  return NULL;
+}
+
+static tt_status lower_randperm_out(tt_lower_ctx *c) { return randperm(c, -1); }
+static tt_status lower_randperm_generator_out(tt_lower_ctx *c) { return randperm(c, 1); }
+
 // --- argument checks (each call: the values are runtime arguments) -------------------------------
 
 // uniform_(self, from, to): PyTorch's uniform_impl_ checks, in its order.
@@ -254,6 +302,7 @@ static const tt_rule kRules[] = {
     R("random_", lower_random), R("random", lower_random),
     R("bernoulli_.float", lower_bernoulli), R("bernoulli_.Tensor", lower_bernoulli),
     R("bernoulli.p", lower_bernoulli),
+    R("randperm.out", lower_randperm_out), R("randperm.generator_out", lower_randperm_generator_out),
 };
 #undef R
 

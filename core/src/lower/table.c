@@ -34,6 +34,7 @@ static const tt_rule_table *const kFamilies[] = {
     &tt_rules_norm_sync,
     &tt_rules_transformer,
     &tt_rules_amp,
+    &tt_rules_weight_norm,
 };
 enum { kNumFamilies = (int)(sizeof kFamilies / sizeof kFamilies[0]) };
 
