@@ -104,3 +104,53 @@ def test_adaptive_max_pool_ties_pick_first():
     vt, it = F.adaptive_max_pool2d(x.to("tpu"), (2, 3), return_indices=True)
     torch.testing.assert_close(vt.cpu(), vc)
     torch.testing.assert_close(it.cpu(), ic)
+
+
+# --- grid_sample (lower/grid_sample.c) ---------------------------------------------------------
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [False, True])
+@pytest.mark.parametrize("hw", [(5, 7), (1, 4)])
+def test_grid_sample_forward_backward_as_on_cpu(mode, padding, align, hw, no_fallback):
+    """Output, grad_input and grad_grid in float64 against the CPU, with grid
+    points well outside [-1, 1] (every padding path) and a size-1 dim (the
+    degenerate reflection)."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, *hw, dtype=torch.float64, generator=gen, requires_grad=True)
+    g = (torch.rand(2, 4, 6, 2, dtype=torch.float64, generator=gen) * 3 - 1.5).requires_grad_()
+    y = F.grid_sample(x, g, mode=mode, padding_mode=padding, align_corners=align)
+    go = torch.randn(y.shape, dtype=torch.float64, generator=gen)
+    y.backward(go)
+    xt = x.detach().to("tpu").requires_grad_()
+    gt = g.detach().to("tpu").requires_grad_()
+    yt = F.grid_sample(xt, gt, mode=mode, padding_mode=padding, align_corners=align)
+    yt.backward(go.to("tpu"))
+    torch.testing.assert_close(yt.cpu(), y)
+    torch.testing.assert_close(xt.grad.cpu(), x.grad)
+    torch.testing.assert_close(gt.grad.cpu(), g.grad)
+
+
+def test_spatial_transformer_float32_as_on_cpu(no_fallback):
+    """affine_grid + grid_sample, as a spatial transformer network uses them."""
+    gen = torch.Generator().manual_seed(0)
+    theta = torch.randn(2, 2, 3, generator=gen)
+    x = torch.randn(2, 3, 8, 8, generator=gen)
+    ref = F.grid_sample(x, F.affine_grid(theta, (2, 3, 8, 8), align_corners=False),
+                        align_corners=False)
+    out = F.grid_sample(x.to("tpu"), F.affine_grid(theta.to("tpu"), (2, 3, 8, 8),
+                                                   align_corners=False), align_corners=False)
+    torch.testing.assert_close(out.cpu(), ref)
+
+
+def test_grid_sample_bicubic_runs_on_cpu():
+    """Bicubic has no rule: it falls back to the CPU, with the CPU's result."""
+    gen = torch.Generator().manual_seed(0)
+    x, g = torch.randn(1, 2, 5, 5, generator=gen), torch.rand(1, 3, 3, 2, generator=gen) * 2 - 1
+    prev = torchtpu.fallback_mode()
+    torchtpu.set_fallback_mode("silent")
+    try:
+        out = F.grid_sample(x.to("tpu"), g.to("tpu"), mode="bicubic", align_corners=False)
+    finally:
+        torchtpu.set_fallback_mode(prev)
+    torch.testing.assert_close(out.cpu(), F.grid_sample(x, g, mode="bicubic", align_corners=False))

@@ -357,6 +357,7 @@ extern const tt_rule_table tt_rules_loss;
 extern const tt_rule_table tt_rules_foreach;
 extern const tt_rule_table tt_rules_amp;
 extern const tt_rule_table tt_rules_weight_norm;
+extern const tt_rule_table tt_rules_grid_sample;
 extern const tt_rule_table tt_rules_attention;
 extern const tt_rule_table tt_rules_dropout;
 extern const tt_rule_table tt_rules_special;

@@ -35,6 +35,7 @@ static const tt_rule_table *const kFamilies[] = {
     &tt_rules_transformer,
     &tt_rules_amp,
     &tt_rules_weight_norm,
+    &tt_rules_grid_sample,
 };
 enum { kNumFamilies = (int)(sizeof kFamilies / sizeof kFamilies[0]) };
 
