@@ -154,3 +154,16 @@ def test_grid_sample_bicubic_runs_on_cpu():
     finally:
         torchtpu.set_fallback_mode(prev)
     torch.testing.assert_close(out.cpu(), F.grid_sample(x, g, mode="bicubic", align_corners=False))
+
+
+def test_grid_sampler_2d_bad_shapes_raise_like_cpu():
+    """check_grid_sampler_common's checks come first, in PyTorch's words."""
+    for shape_x, shape_g, match in [((5, 5, 5, 5, 5), (1, 1, 1, 4, 4), "same batch size"),
+                                    ((5, 5, 5, 5), (1, 1, 4, 4), "same batch size"),
+                                    ((2, 3, 4, 4), (2, 3, 3, 3), "size 2 in last dimension"),
+                                    ((2, 3, 0, 4), (2, 3, 3, 2), "non-empty spatial")]:
+        for d in ("cpu", "tpu"):
+            x = torch.randn(shape_x, dtype=torch.float64, device=d)
+            g = torch.rand(shape_g, dtype=torch.float64, device=d)
+            with pytest.raises(RuntimeError, match=match):
+                torch.grid_sampler_2d(x, g, 0, 0, True)

@@ -43,25 +43,33 @@ static tt_hv bin(const gs *s, tt_hlo_binop op, tt_hv x, tt_hv y) { return tt_low
 static tt_hv pick(const gs *s, tt_hv pred, tt_hv x, tt_hv y) { return tt_hlo_select(s->b, pred, x, y); }
 static tt_hv cmp(const gs *s, tt_hlo_cmp op, tt_hv x, double v) { return tt_hlo_compare(s->b, op, x, k(s, x, v)); }
 
-// PyTorch's checks, then the layouts every rule below works in.
+// PyTorch's checks (check_grid_sampler_common, then _2d), in its order and
+// words, then the layouts every rule below works in.
 static tt_status gs_read(tt_lower_ctx *c, int xi, int gi, int mode_arg, gs *s) {
   tt_hlo_type xt = tt_lower_tensor_type(c, xi, -1), gt = tt_lower_tensor_type(c, gi, -1);
+  char xs[128], gss[128];
+  tt_shape_str(&xt, xs, sizeof xs);
+  tt_shape_str(&gt, gss, sizeof gss);
+  if (xt.rank < 1 || gt.rank < 1 || xt.dims[0] != gt.dims[0])
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "grid_sampler(): expected grid and input to "
+                         "have same batch size, but got input with sizes %s and grid with "
+                         "sizes %s", xs, gss);
+  if (gt.dims[gt.rank - 1] != xt.rank - 2)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "grid_sampler(): expected grid to have size "
+                         "%d in last dimension, but got grid with sizes %s", xt.rank - 2, gss);
+  for (int d = 2; d < xt.rank; d++)
+    if (xt.dims[d] <= 0)
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "grid_sampler(): expected input to have "
+                           "non-empty spatial dimensions, but input has sizes %s with "
+                           "dimension %d being empty", xs, d);
   if (xt.rank != 4 || gt.rank != 4)
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "grid_sampler(): expected 4D input and grid "
-                         "with same number of dimensions, but got input of %dD and grid of %dD",
-                         xt.rank, gt.rank);
+                         "with same number of dimensions, but got input with sizes %s and "
+                         "grid with sizes %s", xs, gss);
   if (!tt_dtype_is_float(xt.dtype) || xt.dtype != gt.dtype)
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "grid_sampler(): expected input and grid to "
-                         "have the same floating dtype, but input has %s and grid has %s",
+                         "have same dtype, but input has %s and grid has %s",
                          tt_dtype_name(xt.dtype), tt_dtype_name(gt.dtype));
-  if (gt.dims[0] != xt.dims[0] || gt.dims[3] != 2)
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "grid_sampler(): expected grid of [N, H, W, 2] "
-                         "with input's batch size %lld, but got grid of [%lld, %lld, %lld, %lld]",
-                         (long long)xt.dims[0], (long long)gt.dims[0], (long long)gt.dims[1],
-                         (long long)gt.dims[2], (long long)gt.dims[3]);
-  if (xt.dims[2] == 0 || xt.dims[3] == 0)
-    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "grid_sampler(): expected input to have "
-                         "non-empty spatial dimensions");
   *s = (gs){.c = c, .b = tt_lower_hlo(c), .acc = tt_opmath(xt.dtype), .n = xt.dims[0],
             .ch = xt.dims[1], .h = xt.dims[2], .w = xt.dims[3], .ho = gt.dims[1],
             .wo = gt.dims[2], .mode = (int)tt_lower_int(c, mode_arg),
