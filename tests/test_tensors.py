@@ -150,3 +150,30 @@ def test_item_and_tolist():
     assert x[0, 1].item() == 2.5
     assert x.tolist() == [[1.5, 2.5]]
     assert torch.tensor(3, device="tpu").item() == 3
+
+
+def test_pickle_round_trips_tpu_tensors_and_storages():
+    """pickle.dumps of tpu tensors (views, bfloat16, requires_grad), modules
+    and storages: rebuilt on the same device with the same values; CPU
+    storages keep PyTorch's own reduction."""
+    import pickle
+    import warnings
+    x = torch.randn(4, 8, device="tpu")
+    for t in (x, x[1:3, ::2], x.t(), torch.randn(3, dtype=torch.bfloat16, device="tpu").requires_grad_()):
+        r = pickle.loads(pickle.dumps(t))
+        assert r.device == t.device and r.dtype == t.dtype and r.requires_grad == t.requires_grad
+        assert r.shape == t.shape and r.stride() == t.stride()
+        assert torch.equal(r.detach().cpu(), t.detach().cpu())
+    m = torch.nn.Linear(3, 2).to("tpu")
+    r = pickle.loads(pickle.dumps(m))
+    assert r.weight.device.type == "tpu" and torch.equal(r.weight.detach().cpu(), m.weight.detach().cpu())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # TypedStorage is deprecated
+        typed = x.storage()
+    r = pickle.loads(pickle.dumps(typed))
+    assert r.device == x.device and r.dtype == torch.float32 and r.size() == 32
+    u = pickle.loads(pickle.dumps(x.untyped_storage()))
+    assert u.device == x.device and u.nbytes() == 128
+    assert torch.equal(torch.empty(0, device="tpu").set_(u).cpu(), x.cpu().flatten())
+    c = torch.randn(3)
+    assert torch.equal(pickle.loads(pickle.dumps(c)), c)

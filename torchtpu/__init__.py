@@ -36,6 +36,10 @@ from . import _dlpack  # noqa: E402
 
 _dlpack.install()  # torch.from_dlpack / to_dlpack / asarray(capsule) alias tpu tensors
 
+from . import _pickle  # noqa: E402
+
+_pickle.install()  # pickle.dumps of tpu tensors and storages, through a host copy
+
 from . import amp  # noqa: E402
 
 amp.install(tpu)  # torch.autocast("tpu", dtype=torch.bfloat16)
