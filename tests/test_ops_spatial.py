@@ -24,7 +24,7 @@ ENTRIES = [
     "nn.functional.max_unpool2d.grad", "nn.functional.max_pool3d", "nn.functional.avg_pool3d",
     "nn.functional.unfold",
     "nn.functional.nll_loss", "nn.functional.glu",
-    "nn.functional.prelu",
+    "nn.functional.prelu", "nn.functional.grid_sample", "grid_sampler_2d", "grid_sampler_3d",
 ]
 SAMPLES_PER_ENTRY = 4
 
@@ -143,17 +143,26 @@ def test_spatial_transformer_float32_as_on_cpu(no_fallback):
     torch.testing.assert_close(out.cpu(), ref)
 
 
-def test_grid_sample_bicubic_runs_on_cpu():
-    """Bicubic has no rule: it falls back to the CPU, with the CPU's result."""
-    gen = torch.Generator().manual_seed(0)
-    x, g = torch.randn(1, 2, 5, 5, generator=gen), torch.rand(1, 3, 3, 2, generator=gen) * 2 - 1
-    prev = torchtpu.fallback_mode()
-    torchtpu.set_fallback_mode("silent")
-    try:
-        out = F.grid_sample(x.to("tpu"), g.to("tpu"), mode="bicubic", align_corners=False)
-    finally:
-        torchtpu.set_fallback_mode(prev)
-    torch.testing.assert_close(out.cpu(), F.grid_sample(x, g, mode="bicubic", align_corners=False))
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [False, True])
+def test_grid_sample_bicubic_as_on_cpu(padding, align, no_fallback):
+    """Bicubic: 16 neighbours, each padded on its own; float64 output and
+    both gradients against the CPU, with small inputs (2 x 2, 1 x 4) where
+    most neighbours fall outside."""
+    for hw in ((5, 7), (2, 2), (1, 4)):
+        gen = torch.Generator().manual_seed(0)
+        x = torch.randn(2, 3, *hw, dtype=torch.float64, generator=gen, requires_grad=True)
+        g = (torch.rand(2, 4, 6, 2, dtype=torch.float64, generator=gen) * 3 - 1.5).requires_grad_()
+        y = F.grid_sample(x, g, mode="bicubic", padding_mode=padding, align_corners=align)
+        go = torch.randn(y.shape, dtype=torch.float64, generator=gen)
+        y.backward(go)
+        xt = x.detach().to("tpu").requires_grad_()
+        gt = g.detach().to("tpu").requires_grad_()
+        yt = F.grid_sample(xt, gt, mode="bicubic", padding_mode=padding, align_corners=align)
+        yt.backward(go.to("tpu"))
+        torch.testing.assert_close(yt.cpu(), y)
+        torch.testing.assert_close(xt.grad.cpu(), x.grad)
+        torch.testing.assert_close(gt.grad.cpu(), g.grad)
 
 
 def test_grid_sampler_2d_bad_shapes_raise_like_cpu():
@@ -167,3 +176,25 @@ def test_grid_sampler_2d_bad_shapes_raise_like_cpu():
             g = torch.rand(shape_g, dtype=torch.float64, device=d)
             with pytest.raises(RuntimeError, match=match):
                 torch.grid_sampler_2d(x, g, 0, 0, True)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [False, True])
+def test_grid_sample_3d_as_on_cpu(mode, padding, align, no_fallback):
+    """5-d grid_sample (trilinear / nearest) and its backward in float64,
+    with a size-1 depth."""
+    for sp in ((3, 4, 5), (1, 3, 2)):
+        gen = torch.Generator().manual_seed(0)
+        x = torch.randn(2, 3, *sp, dtype=torch.float64, generator=gen, requires_grad=True)
+        g = (torch.rand(2, 2, 3, 4, 3, dtype=torch.float64, generator=gen) * 3 - 1.5).requires_grad_()
+        y = F.grid_sample(x, g, mode=mode, padding_mode=padding, align_corners=align)
+        go = torch.randn(y.shape, dtype=torch.float64, generator=gen)
+        y.backward(go)
+        xt = x.detach().to("tpu").requires_grad_()
+        gt = g.detach().to("tpu").requires_grad_()
+        yt = F.grid_sample(xt, gt, mode=mode, padding_mode=padding, align_corners=align)
+        yt.backward(go.to("tpu"))
+        torch.testing.assert_close(yt.cpu(), y)
+        torch.testing.assert_close(xt.grad.cpu(), x.grad)
+        torch.testing.assert_close(gt.grad.cpu(), g.grad)
