@@ -108,27 +108,33 @@ def test_adaptive_max_pool_ties_pick_first():
 
 # --- grid_sample (lower/grid_sample.c) ---------------------------------------------------------
 
+def grid_sample_as_on_cpu(input_shape, grid_shape, **kwargs):
+    """F.grid_sample(**kwargs) in float64 with grid points well outside
+    [-1, 1] (every padding path): output, grad_input and grad_grid on tpu
+    against the CPU."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(input_shape, dtype=torch.float64, generator=gen, requires_grad=True)
+    g = (torch.rand(grid_shape, dtype=torch.float64, generator=gen) * 3 - 1.5).requires_grad_()
+    y = F.grid_sample(x, g, **kwargs)
+    go = torch.randn(y.shape, dtype=torch.float64, generator=gen)
+    y.backward(go)
+    xt = x.detach().to("tpu").requires_grad_()
+    gt = g.detach().to("tpu").requires_grad_()
+    yt = F.grid_sample(xt, gt, **kwargs)
+    yt.backward(go.to("tpu"))
+    torch.testing.assert_close(yt.cpu(), y)
+    torch.testing.assert_close(xt.grad.cpu(), x.grad)
+    torch.testing.assert_close(gt.grad.cpu(), g.grad)
+
+
 @pytest.mark.parametrize("mode", ["bilinear", "nearest"])
 @pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
 @pytest.mark.parametrize("align", [False, True])
 @pytest.mark.parametrize("hw", [(5, 7), (1, 4)])
 def test_grid_sample_forward_backward_as_on_cpu(mode, padding, align, hw, no_fallback):
-    """Output, grad_input and grad_grid in float64 against the CPU, with grid
-    points well outside [-1, 1] (every padding path) and a size-1 dim (the
-    degenerate reflection)."""
-    gen = torch.Generator().manual_seed(0)
-    x = torch.randn(2, 3, *hw, dtype=torch.float64, generator=gen, requires_grad=True)
-    g = (torch.rand(2, 4, 6, 2, dtype=torch.float64, generator=gen) * 3 - 1.5).requires_grad_()
-    y = F.grid_sample(x, g, mode=mode, padding_mode=padding, align_corners=align)
-    go = torch.randn(y.shape, dtype=torch.float64, generator=gen)
-    y.backward(go)
-    xt = x.detach().to("tpu").requires_grad_()
-    gt = g.detach().to("tpu").requires_grad_()
-    yt = F.grid_sample(xt, gt, mode=mode, padding_mode=padding, align_corners=align)
-    yt.backward(go.to("tpu"))
-    torch.testing.assert_close(yt.cpu(), y)
-    torch.testing.assert_close(xt.grad.cpu(), x.grad)
-    torch.testing.assert_close(gt.grad.cpu(), g.grad)
+    """4-d, with a size-1 dim (the degenerate reflection)."""
+    grid_sample_as_on_cpu((2, 3, *hw), (2, 4, 6, 2), mode=mode, padding_mode=padding,
+                          align_corners=align)
 
 
 def test_spatial_transformer_float32_as_on_cpu(no_fallback):
@@ -146,23 +152,11 @@ def test_spatial_transformer_float32_as_on_cpu(no_fallback):
 @pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
 @pytest.mark.parametrize("align", [False, True])
 def test_grid_sample_bicubic_as_on_cpu(padding, align, no_fallback):
-    """Bicubic: 16 neighbours, each padded on its own; float64 output and
-    both gradients against the CPU, with small inputs (2 x 2, 1 x 4) where
-    most neighbours fall outside."""
+    """Bicubic: 16 neighbours, each padded on its own; small inputs (2 x 2,
+    1 x 4) put most neighbours outside."""
     for hw in ((5, 7), (2, 2), (1, 4)):
-        gen = torch.Generator().manual_seed(0)
-        x = torch.randn(2, 3, *hw, dtype=torch.float64, generator=gen, requires_grad=True)
-        g = (torch.rand(2, 4, 6, 2, dtype=torch.float64, generator=gen) * 3 - 1.5).requires_grad_()
-        y = F.grid_sample(x, g, mode="bicubic", padding_mode=padding, align_corners=align)
-        go = torch.randn(y.shape, dtype=torch.float64, generator=gen)
-        y.backward(go)
-        xt = x.detach().to("tpu").requires_grad_()
-        gt = g.detach().to("tpu").requires_grad_()
-        yt = F.grid_sample(xt, gt, mode="bicubic", padding_mode=padding, align_corners=align)
-        yt.backward(go.to("tpu"))
-        torch.testing.assert_close(yt.cpu(), y)
-        torch.testing.assert_close(xt.grad.cpu(), x.grad)
-        torch.testing.assert_close(gt.grad.cpu(), g.grad)
+        grid_sample_as_on_cpu((2, 3, *hw), (2, 4, 6, 2), mode="bicubic", padding_mode=padding,
+                              align_corners=align)
 
 
 def test_grid_sampler_2d_bad_shapes_raise_like_cpu():
@@ -182,19 +176,7 @@ def test_grid_sampler_2d_bad_shapes_raise_like_cpu():
 @pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
 @pytest.mark.parametrize("align", [False, True])
 def test_grid_sample_3d_as_on_cpu(mode, padding, align, no_fallback):
-    """5-d grid_sample (trilinear / nearest) and its backward in float64,
-    with a size-1 depth."""
+    """5-d (trilinear / nearest), with a size-1 depth."""
     for sp in ((3, 4, 5), (1, 3, 2)):
-        gen = torch.Generator().manual_seed(0)
-        x = torch.randn(2, 3, *sp, dtype=torch.float64, generator=gen, requires_grad=True)
-        g = (torch.rand(2, 2, 3, 4, 3, dtype=torch.float64, generator=gen) * 3 - 1.5).requires_grad_()
-        y = F.grid_sample(x, g, mode=mode, padding_mode=padding, align_corners=align)
-        go = torch.randn(y.shape, dtype=torch.float64, generator=gen)
-        y.backward(go)
-        xt = x.detach().to("tpu").requires_grad_()
-        gt = g.detach().to("tpu").requires_grad_()
-        yt = F.grid_sample(xt, gt, mode=mode, padding_mode=padding, align_corners=align)
-        yt.backward(go.to("tpu"))
-        torch.testing.assert_close(yt.cpu(), y)
-        torch.testing.assert_close(xt.grad.cpu(), x.grad)
-        torch.testing.assert_close(gt.grad.cpu(), g.grad)
+        grid_sample_as_on_cpu((2, 3, *sp), (2, 2, 3, 4, 3), mode=mode, padding_mode=padding,
+                              align_corners=align)
