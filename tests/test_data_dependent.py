@@ -269,3 +269,44 @@ def test_repeat_interleave_like_cpu(dtype):
 ])
 def test_repeat_interleave_errors_like_cpu(name, fn, exc):
     raises_like_cpu(fn, exc)
+
+
+# --- bincount -----------------------------------------------------------------------------------
+
+BINCOUNT_CASES = [
+    (torch.tensor([1, 1, 3, 0, 7]), None, 0),
+    (torch.tensor([1, 1, 3], dtype=torch.int8), None, 10),
+    (torch.tensor([2, 0, 2]), torch.tensor([0.5, 1.0, 2.0]), 0),
+    (torch.tensor([2, 0, 2]), torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64), 5),
+    (torch.tensor([2, 0, 2]), torch.tensor([1, 2, 3]), 0),
+    (torch.tensor([], dtype=torch.long), None, 3),
+    (torch.tensor([], dtype=torch.long), torch.tensor([]), 2),
+    (torch.randint(0, 50, (1000,), generator=torch.Generator().manual_seed(0)), None, 0),
+]
+
+
+@pytest.mark.parametrize("case", range(len(BINCOUNT_CASES)))
+def test_bincount_like_cpu(case):
+    """Counts and weighted sums on the device, with the CPU's result dtypes
+    (int64; float32 for float32 weights, float64 for others; int64 zeros for
+    an empty input)."""
+    x, w, minlength = BINCOUNT_CASES[case]
+    want = torch.bincount(x, w, minlength)
+    got = no_fallback(lambda: torch.bincount(x.to("tpu"), None if w is None else w.to("tpu"),
+                                             minlength))
+    assert got.device.type == "tpu" and got.dtype == want.dtype
+    assert torch.equal(got.cpu(), want)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda d: torch.bincount(torch.tensor([-1, 2], device=d)),
+    lambda d: torch.bincount(torch.tensor([[1]], device=d)),
+    lambda d: torch.bincount(torch.tensor([1.0], device=d)),
+    lambda d: torch.bincount(torch.tensor([1], device=d), minlength=-1),
+    lambda d: torch.bincount(torch.tensor([1, 2], device=d), torch.tensor([1.0], device=d)),
+])
+def test_bincount_errors_like_cpu(fn):
+    with pytest.raises(Exception) as want:
+        fn("cpu")
+    with pytest.raises(type(want.value), match=str(want.value).split("\n")[0][:40]):
+        fn("tpu")

@@ -1,4 +1,4 @@
-"""nonzero, masked_select, unique, repeat_interleave and one_hot on "tpu":
+"""nonzero, masked_select, unique, repeat_interleave, one_hot and bincount on "tpu":
 ops whose result's shape is the data's.
 
 A compiled program has static shapes, so the core has no rule for these and
@@ -179,6 +179,34 @@ def one_hot(self, num_classes=-1):
     return (self.unsqueeze(-1) == classes).long()
 
 
+def bincount(self, weights=None, minlength=0):
+    """The CPU kernel's checks and dtypes (int64 counts; float32 sums for
+    float32 weights, float64 for others; an empty input gives int64 zeros);
+    the number of bins, max + 1 or minlength, is read to the host with the
+    smallest value (one synchronisation), then a scatter_add counts."""
+    if self.dtype.is_floating_point or self.dtype.is_complex or self.dtype == torch.bool:
+        raise NotImplementedError(
+            f'"bincount_cpu" not implemented for \'{_aten_name(self.dtype)}\'')
+    if minlength < 0:
+        raise RuntimeError("minlength should be >= 0")
+    if self.dim() == 1 and self.numel() == 0:
+        return self.new_zeros((minlength,), dtype=torch.long)
+    if self.dim() != 1:
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    if weights is not None and (weights.dim() != 1 or weights.shape[0] != self.shape[0]):
+        raise RuntimeError("weights should be 1-d and have the same length as input")
+    lo, hi = torch.stack(torch.aminmax(self)).tolist()
+    if lo < 0:
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    if weights is None:
+        dtype, src = torch.long, torch.ones_like(self, dtype=torch.long)
+    else:
+        dtype = torch.float32 if weights.dtype == torch.float32 else torch.float64
+        src = weights.to(device=self.device, dtype=dtype)
+    bins = self.new_zeros((max(hi + 1, minlength),), dtype=dtype)
+    return bins.scatter_add_(0, self.long(), src)
+
+
 def _check_no_overlap(out, *inputs):
     """ATen's assert_no_overlap for contiguous tensors: `out` may not share memory
     with an input (what the boxed path checks for the other ops)."""
@@ -219,4 +247,5 @@ def install():
     lib.impl("unique_consecutive", unique_consecutive, "PrivateUse1")
     lib.impl("repeat_interleave.Tensor", repeat_interleave, "PrivateUse1")
     lib.impl("one_hot", one_hot, "PrivateUse1")
+    lib.impl("bincount", bincount, "PrivateUse1")
     _LIB = lib
