@@ -25,6 +25,7 @@ ENTRIES = [
     "nn.functional.unfold",
     "nn.functional.nll_loss", "nn.functional.glu",
     "nn.functional.prelu", "nn.functional.grid_sample", "grid_sampler_2d", "grid_sampler_3d",
+    "_upsample_bilinear2d_aa",
 ]
 SAMPLES_PER_ENTRY = 4
 
@@ -180,3 +181,26 @@ def test_grid_sample_3d_as_on_cpu(mode, padding, align, no_fallback):
     for sp in ((3, 4, 5), (1, 3, 2)):
         grid_sample_as_on_cpu((2, 3, *sp), (2, 2, 3, 4, 3), mode=mode, padding_mode=padding,
                               align_corners=align)
+
+
+# --- antialiased interpolation (spatial.c: aa_matrix) ------------------------------------------
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("align", [False, True])
+@pytest.mark.parametrize("sizes", [((16, 12), (5, 7)), ((4, 6), (9, 13)), ((9, 3), (1, 1))])
+@pytest.mark.parametrize("by_scale", [False, True])
+def test_interpolate_antialias_as_on_cpu(mode, align, sizes, by_scale, no_fallback):
+    """interpolate(antialias=True), down and up, by size and by scale factor
+    (a runtime scale): float64 output and gradient against the CPU."""
+    (h, w), (oh, ow) = sizes
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, h, w, dtype=torch.float64, generator=gen, requires_grad=True)
+    kw = {"scale_factor": (oh / h, ow / w)} if by_scale else {"size": (oh, ow)}
+    y = F.interpolate(x, mode=mode, align_corners=align, antialias=True, **kw)
+    go = torch.randn(y.shape, dtype=torch.float64, generator=gen)
+    y.backward(go)
+    xt = x.detach().to("tpu").requires_grad_()
+    yt = F.interpolate(xt, mode=mode, align_corners=align, antialias=True, **kw)
+    yt.backward(go.to("tpu"))
+    torch.testing.assert_close(yt.cpu(), y)
+    torch.testing.assert_close(xt.grad.cpu(), x.grad)

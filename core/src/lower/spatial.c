@@ -115,6 +115,7 @@ static tt_hv apply_taps_back(tt_lower_ctx *c, tt_hv g, int axis, const taps *t, 
 
 typedef enum mode {
   NEAREST, NEAREST_EXACT, LINEAR, CUBIC, REFLECT, REPLICATE,
+  LINEAR_AA, CUBIC_AA,  // antialiased (weights as a dense [out, in] matrix)
 } mode;
 
 typedef struct axis_args {
@@ -253,7 +254,85 @@ static void make_taps(tt_lower_ctx *c, mode m, const axis_args *a, tt_dtype d, t
     case CUBIC: cubic_taps(c, a, d, t); break;
     case REFLECT: pad_taps(c, a, true, t); break;
     case REPLICATE: pad_taps(c, a, false, t); break;
+    case LINEAR_AA: case CUBIC_AA: t->n = 0; break;  // weights as a matrix (aa_matrix)
   }
+}
+
+// --- antialiased resampling (interpolate(..., antialias=True)) ---------------------------------
+//
+// PyTorch's _compute_weights_aa: output i is centred at scale * (i + 0.5);
+// inputs j in [trunc(centre - support + 0.5), trunc(centre + support + 0.5))
+// (clipped to the input) weigh filter((j - centre + 0.5) / max(scale, 1)),
+// normalised to sum 1; support is the filter's half-width (1 linear, 2
+// cubic) times max(scale, 1). The scale is a runtime value (scales_h/w), so
+// the weights are built on the device as a dense [out, in] matrix and
+// applied with a dot (its transpose for the backward).
+
+// The triangle (linear) or Keys cubic with A = -0.5 (PIL's, as PyTorch's aa
+// filters) of |x|, elementwise.
+static tt_hv aa_filter(tt_lower_ctx *c, tt_hv x, bool cubic) {
+  tt_hlo *b = tt_lower_hlo(c);
+  x = tt_hlo_unary(b, TT_HLO_ABS, x);
+  tt_hv one = tt_lower_splat_like(c, x, 1), zero = tt_lower_splat_like(c, x, 0);
+  if (!cubic)
+    return tt_hlo_select(b, tt_hlo_compare(b, TT_HLO_LT, x, one),
+                         tt_hlo_binary(b, TT_HLO_SUB, one, x), zero);
+  const double a = -0.5;
+  tt_hv x2 = tt_hlo_binary(b, TT_HLO_MUL, x, x);
+  // ((a + 2) x - (a + 3)) x^2 + 1 on [0, 1); ((a x - 5a) x + 8a) x - 4a on [1, 2).
+  tt_hv near = tt_hlo_binary(b, TT_HLO_ADD, tt_hlo_binary(b, TT_HLO_MUL, tt_hlo_binary(b, TT_HLO_SUB,
+                   tt_hlo_binary(b, TT_HLO_MUL, tt_lower_splat_like(c, x, a + 2), x),
+                   tt_lower_splat_like(c, x, a + 3)), x2), one);
+  tt_hv far = tt_hlo_binary(b, TT_HLO_SUB, tt_hlo_binary(b, TT_HLO_MUL, tt_hlo_binary(b, TT_HLO_ADD,
+                  tt_hlo_binary(b, TT_HLO_MUL, tt_hlo_binary(b, TT_HLO_SUB,
+                      tt_hlo_binary(b, TT_HLO_MUL, tt_lower_splat_like(c, x, a), x),
+                      tt_lower_splat_like(c, x, 5 * a)), x), tt_lower_splat_like(c, x, 8 * a)), x),
+                  tt_lower_splat_like(c, x, 4 * a));
+  tt_hv two = tt_lower_splat_like(c, x, 2);
+  return tt_hlo_select(b, tt_hlo_compare(b, TT_HLO_LT, x, one), near,
+                       tt_hlo_select(b, tt_hlo_compare(b, TT_HLO_LT, x, two), far, zero));
+}
+
+// The [out, in] weights of one axis, in d.
+static tt_hv aa_matrix(tt_lower_ctx *c, const axis_args *a, tt_dtype d, bool cubic) {
+  tt_hlo *b = tt_lower_hlo(c);
+  int64_t dims[2] = {a->out, a->in};
+  tt_hlo_type t = tt_hlo_make_type(d, 2, dims);
+  tt_hv i = tt_hlo_iota(b, &t, 0), j = tt_hlo_iota(b, &t, 1);
+  tt_hv sc = tt_hlo_broadcast_in_dim(b, area_scale(c, a, d), 2, dims, NULL);
+  tt_hv one = tt_lower_splat_like(c, i, 1), half = tt_lower_splat_like(c, i, 0.5);
+  tt_hv wide = tt_hlo_compare(b, TT_HLO_GE, sc, one);
+  tt_hv stretch = tt_hlo_select(b, wide, sc, one);  // max(scale, 1) when scale >= 1
+  tt_hv support = tt_hlo_binary(b, TT_HLO_MUL, tt_lower_splat_like(c, i, cubic ? 2 : 1), stretch);
+  tt_hv centre = tt_hlo_binary(b, TT_HLO_MUL, sc, tt_hlo_binary(b, TT_HLO_ADD, i, half));
+  // static_cast<int64_t> truncates; below 0 both ends clip to 0 anyway.
+  tt_hv lo = tt_hlo_binary(b, TT_HLO_MAX, tt_hlo_unary(b, TT_HLO_FLOOR, tt_hlo_binary(b, TT_HLO_ADD,
+                 tt_hlo_binary(b, TT_HLO_SUB, centre, support), half)), tt_lower_splat_like(c, i, 0));
+  tt_hv hi = tt_hlo_binary(b, TT_HLO_MIN, tt_hlo_unary(b, TT_HLO_FLOOR, tt_hlo_binary(b, TT_HLO_ADD,
+                 tt_hlo_binary(b, TT_HLO_ADD, centre, support), half)),
+                 tt_lower_splat_like(c, i, (double)a->in));
+  tt_hv inside = tt_hlo_binary(b, TT_HLO_AND, tt_hlo_compare(b, TT_HLO_GE, j, lo),
+                               tt_hlo_compare(b, TT_HLO_LT, j, hi));
+  tt_hv arg = tt_hlo_binary(b, TT_HLO_DIV, tt_hlo_binary(b, TT_HLO_ADD,
+                  tt_hlo_binary(b, TT_HLO_SUB, j, centre), half), stretch);
+  tt_hv w = tt_hlo_select(b, inside, aa_filter(c, arg, cubic), tt_lower_splat_like(c, i, 0));
+  bool rows[TT_MAX_RANK] = {false, true};
+  tt_hv total = tt_lower_reduce(c, w, rows, true, TT_HLO_REDUCE_ADD);
+  tt_hv nonzero = tt_hlo_compare(b, TT_HLO_NE, total, tt_lower_splat_like(c, total, 0));
+  tt_hv div = tt_hlo_select(b, nonzero, total, tt_lower_splat_like(c, total, 1));
+  return tt_hlo_binary(b, TT_HLO_DIV, w, tt_lower_expand_like(c, div, w));
+}
+
+// v's dim `axis` contracted with the matrix (forward: [out, in] . v; backward:
+// its transpose), the result's new dim put back at `axis`.
+static tt_hv apply_matrix(tt_lower_ctx *c, tt_hv v, int axis, tt_hv w, bool backward) {
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hlo_type vt = tt_lower_type(c, v);
+  int64_t cw = backward ? 0 : 1, cv = axis;
+  tt_hv r = tt_hlo_dot_general(b, w, v, NULL, NULL, 0, &cw, &cv, 1, vt.dtype);  // [n, rest...]
+  int64_t perm[TT_MAX_RANK];
+  for (int k = 0, src = 1; k < vt.rank; k++) perm[k] = k == axis ? 0 : src++;
+  return tt_hlo_transpose(b, r, perm);
 }
 
 // Applies mode `m` along the last ns dims of x (forward), or its transpose
@@ -262,13 +341,17 @@ static tt_hv resample(tt_lower_ctx *c, tt_hv x, mode m, const axis_args *ax, int
                       bool backward) {
   tt_hlo *b = tt_lower_hlo(c);
   tt_hlo_type xt = tt_lower_type(c, x);
-  bool weighted = m == LINEAR || m == CUBIC;
+  bool weighted = m == LINEAR || m == CUBIC || m == LINEAR_AA || m == CUBIC_AA;
   tt_dtype d = weighted ? tt_opmath(xt.dtype) : xt.dtype;
   if (backward) d = tt_opmath(xt.dtype);
   tt_hv v = tt_hlo_convert(b, x, d);
   for (int s = 0; s < ns; s++) {
     int i = backward ? ns - 1 - s : s;
     int axis = xt.rank - ns + i;
+    if (m == LINEAR_AA || m == CUBIC_AA) {
+      v = apply_matrix(c, v, axis, aa_matrix(c, &ax[i], d, m == CUBIC_AA), backward);
+      continue;
+    }
     taps t;
     make_taps(c, m, &ax[i], d, &t);
     v = backward ? apply_taps_back(c, v, axis, &t, ax[i].in) : apply_taps(c, v, axis, &t);
@@ -312,7 +395,7 @@ static tt_status read_upsample(tt_lower_ctx *c, int ns, int osz, int isz, int al
 // forward: (self, output_size, [align_corners,] scales...);
 // backward: (grad_output, output_size, input_size, [align_corners,] scales...)
 static tt_status upsample(tt_lower_ctx *c, mode m, int ns, bool backward) {
-  bool has_align = m == LINEAR || m == CUBIC;
+  bool has_align = m == LINEAR || m == CUBIC || m == LINEAR_AA || m == CUBIC_AA;
   int isz = backward ? 2 : -1, next = backward ? 3 : 2;
   int align_arg = has_align ? next : -1;
   axis_args ax[3];
@@ -340,6 +423,8 @@ UPSAMPLE(linear1d, LINEAR, 1)
 UPSAMPLE(bilinear2d, LINEAR, 2)
 UPSAMPLE(trilinear3d, LINEAR, 3)
 UPSAMPLE(bicubic2d, CUBIC, 2)
+UPSAMPLE(bilinear2d_aa, LINEAR_AA, 2)
+UPSAMPLE(bicubic2d_aa, CUBIC_AA, 2)
 #undef UPSAMPLE
 
 // --- padding ------------------------------------------------------------------------------
@@ -1166,6 +1251,8 @@ static const tt_rule kRules[] = {
     R4("upsample_bilinear2d", bilinear2d),
     R4("upsample_trilinear3d", trilinear3d),
     R4("upsample_bicubic2d", bicubic2d),
+    R4("_upsample_bilinear2d_aa", bilinear2d_aa),
+    R4("_upsample_bicubic2d_aa", bicubic2d_aa),
     R4("reflection_pad1d", reflection_pad1d),
     R4("reflection_pad2d", reflection_pad2d),
     R4("reflection_pad3d", reflection_pad3d),
