@@ -177,3 +177,36 @@ def test_pickle_round_trips_tpu_tensors_and_storages():
     assert torch.equal(torch.empty(0, device="tpu").set_(u).cpu(), x.cpu().flatten())
     c = torch.randn(3)
     assert torch.equal(pickle.loads(pickle.dumps(c)), c)
+
+
+@pytest.mark.parametrize("alpha", [0.05, 0.3, 1.0, 2.5, 10.0, 300.0])
+def test_standard_gamma_moments(alpha, no_fallback):
+    """Gamma(alpha, 1) on the device: mean and variance alpha, within 6
+    standard errors over 20,000 draws (a fixed seed); positive results."""
+    torch.manual_seed(0)
+    n = 20000
+    x = torch._standard_gamma(torch.full((n,), alpha, device="tpu")).cpu().double()
+    assert x.min() > 0
+    assert abs(x.mean() - alpha) < 6 * (alpha / n) ** 0.5
+    # The sample variance's standard error: sqrt((m4 - var^2) / n), m4 = 3a^2 + 6a.
+    assert abs(x.var() - alpha) < 6 * ((3 * alpha ** 2 + 6 * alpha - alpha ** 2) / n) ** 0.5
+
+
+def test_gamma_dirichlet_beta_distributions(no_fallback):
+    torch.manual_seed(0)
+    z = torch._standard_gamma(torch.tensor([0.0, 2.0], device="tpu")).cpu()
+    assert z[0] == torch.finfo(torch.float32).tiny and z[1] > 0  # alpha 0: the smallest normal
+    for dt in (torch.float64, torch.float16, torch.bfloat16):
+        assert torch._standard_gamma(torch.full((4,), 2.0, dtype=dt, device="tpu")).dtype == dt
+    conc = torch.tensor([0.5, 1.0, 3.0])
+    d = torch.distributions.Dirichlet(conc.to("tpu")).sample((20000,)).cpu().double()
+    torch.testing.assert_close(d.sum(-1), torch.ones(20000, dtype=torch.float64))
+    assert (d.mean(0) - conc / conc.sum()).abs().max() < 0.01
+    b = torch.distributions.Beta(torch.tensor(2.0, device="tpu"),
+                                 torch.tensor(5.0, device="tpu")).sample((20000,)).cpu()
+    assert abs(b.mean() - 2 / 7) < 0.01 and b.min() > 0 and b.max() < 1
+    g = torch.Generator(device="tpu")
+    g.manual_seed(1)
+    a = torch._standard_gamma(torch.ones(8, device="tpu"), generator=g).cpu()
+    g.manual_seed(1)
+    assert torch.equal(a, torch._standard_gamma(torch.ones(8, device="tpu"), generator=g).cpu())

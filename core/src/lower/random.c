@@ -7,7 +7,8 @@
 // The streams are not PyTorch's (no backend reproduces the CPU generator's
 // Mersenne Twister); the distributions are.
 //
-// Also randperm (random keys sorted).
+// Also randperm (random keys sorted), and gamma and Dirichlet samples
+// (Marsaglia-Tsang with all candidates drawn at once).
 //
 // Leaves out: exponential_, geometric_, log_normal_, cauchy_, multinomial.
 #include <inttypes.h>
@@ -208,6 +209,125 @@ static tt_status lower_bernoulli(tt_lower_ctx *c) {
   return NULL;
 }
 
+// --- gamma and dirichlet -----------------------------------------------------------------------
+//
+// _standard_gamma(alpha, *, generator): PyTorch's sample_gamma, Marsaglia
+// and Tsang's rejection method, alpha < 1 boosted to alpha + 1 and scaled by
+// U^(1/alpha). Instead of its loop, kGammaTries candidates per element are
+// drawn at once and the first accepted one is taken: each is accepted with
+// probability above 0.95 (alpha >= 1 after the boost), so all of them
+// failing (the last is then taken) has probability below 1e-20. Results
+// below the dtype's smallest normal become it, as on the CPU.
+enum { kGammaTries = 16 };
+
+// Smallest positive normal and epsilon of a float dtype.
+static void float_limits(tt_dtype d, double *tiny, double *eps) {
+  switch (d) {
+    case TT_F16: *tiny = 0x1p-14, *eps = 0x1p-10; break;
+    case TT_BF16: *tiny = 0x1p-126, *eps = 0x1p-7; break;
+    case TT_F64: *tiny = 0x1p-1022, *eps = 0x1p-52; break;
+    default: *tiny = 0x1p-126, *eps = 0x1p-23; break;
+  }
+}
+
+// Row r of a [rows, n] value, as [n].
+static tt_hv row(tt_hlo *b, tt_hv x, int64_t r, int64_t n) {
+  int64_t s0[2] = {r, 0}, l0[2] = {r + 1, n}, st[2] = {1, 1};
+  return tt_hlo_reshape(b, tt_hlo_slice(b, x, s0, l0, st), 1, &n);
+}
+
+// Gamma(alpha, 1) samples of flat alpha [n] (dtype sd), drawn with the
+// generator in argument gen_arg; 0 where alpha is 0.
+static tt_hv gamma_flat(tt_lower_ctx *c, tt_hv alpha, int64_t n, tt_dtype sd, int gen_arg) {
+  tt_hlo *b = tt_lower_hlo(c);
+  const int64_t kt = kGammaTries;
+  int64_t all[2] = {3 * kt + 1, n}, kn[2] = {kt, n};
+  tt_hv u = uniform01(c, gen_arg, sd, 2, all);
+  int64_t st[2] = {1, 1};
+  tt_hv part[3];
+  for (int i = 0; i < 3; i++) {
+    int64_t lo[2] = {i * kt, 0}, hi[2] = {(i + 1) * kt, n};
+    part[i] = tt_hlo_slice(b, u, lo, hi, st);
+  }
+  tt_hv a = tt_hlo_broadcast_in_dim(b, alpha, 2, kn, (int64_t[1]){1});
+  tt_hv small = tt_hlo_compare(b, TT_HLO_LT, a, k(c, a, 1));
+  tt_hv boosted = tt_hlo_select(b, small, tt_lower_bin(c, TT_HLO_ADD, a, k(c, a, 1)), a);
+  tt_hv d = tt_lower_bin(c, TT_HLO_SUB, boosted, k(c, a, 1.0 / 3.0));
+  tt_hv cc = tt_lower_bin(c, TT_HLO_DIV, k(c, a, 1),
+                          tt_hlo_unary(b, TT_HLO_SQRT, tt_lower_bin(c, TT_HLO_MUL, k(c, a, 9), d)));
+  // Standard normals by Box-Muller, as normal_ draws them.
+  tt_hv rad = tt_hlo_unary(b, TT_HLO_SQRT, tt_lower_bin(c, TT_HLO_MUL, k(c, a, -2),
+                  tt_hlo_unary(b, TT_HLO_LOG, tt_lower_bin(c, TT_HLO_SUB, k(c, a, 1), part[0]))));
+  tt_hv x = tt_lower_bin(c, TT_HLO_MUL, rad, tt_hlo_unary(b, TT_HLO_COS,
+                tt_lower_bin(c, TT_HLO_MUL, k(c, a, 6.28318530717958647692), part[1])));
+  tt_hv y = tt_lower_bin(c, TT_HLO_ADD, k(c, a, 1), tt_lower_bin(c, TT_HLO_MUL, cc, x));
+  tt_hv v = tt_lower_bin(c, TT_HLO_MUL, tt_lower_bin(c, TT_HLO_MUL, y, y), y);
+  tt_hv uu = tt_lower_bin(c, TT_HLO_SUB, k(c, a, 1), part[2]);  // in (0, 1]
+  tt_hv xx = tt_lower_bin(c, TT_HLO_MUL, x, x);
+  tt_hv squeeze = tt_hlo_compare(b, TT_HLO_LT, uu, tt_lower_bin(c, TT_HLO_SUB, k(c, a, 1),
+                      tt_lower_bin(c, TT_HLO_MUL, k(c, a, 0.0331), tt_lower_bin(c, TT_HLO_MUL, xx, xx))));
+  tt_hv logv = tt_hlo_unary(b, TT_HLO_LOG, v);
+  tt_hv bound = tt_lower_bin(c, TT_HLO_ADD, tt_lower_bin(c, TT_HLO_MUL, k(c, a, 0.5), xx),
+                    tt_lower_bin(c, TT_HLO_MUL, d, tt_lower_bin(c, TT_HLO_ADD,
+                        tt_lower_bin(c, TT_HLO_SUB, k(c, a, 1), v), logv)));
+  tt_hv full = tt_hlo_compare(b, TT_HLO_LT, tt_hlo_unary(b, TT_HLO_LOG, uu), bound);
+  tt_hv ok = tt_lower_bin(c, TT_HLO_AND, tt_hlo_compare(b, TT_HLO_GT, y, k(c, a, 0)),
+                          tt_lower_bin(c, TT_HLO_OR, squeeze, full));
+  tt_hv cand = tt_lower_bin(c, TT_HLO_MUL, d, v);
+  // The first accepted candidate (the last one when none is).
+  tt_hv pick = row(b, cand, kt - 1, n);
+  for (int64_t r = kt - 2; r >= 0; r--)
+    pick = tt_hlo_select(b, row(b, ok, r, n), row(b, cand, r, n), pick);
+  tt_hv ub = row(b, u, 3 * kt, n);
+  tt_hv boost = tt_lower_bin(c, TT_HLO_POW, tt_lower_bin(c, TT_HLO_SUB, k(c, ub, 1), ub),
+                             tt_lower_bin(c, TT_HLO_DIV, k(c, alpha, 1), alpha));
+  tt_hv is_small = tt_hlo_compare(b, TT_HLO_LT, alpha, k(c, alpha, 1));
+  tt_hv r = tt_lower_bin(c, TT_HLO_MUL, tt_hlo_select(b, is_small, boost, k(c, alpha, 1)), pick);
+  return tt_hlo_select(b, tt_hlo_compare(b, TT_HLO_EQ, alpha, k(c, alpha, 0)), k(c, alpha, 0), r);
+}
+
+static tt_status lower_standard_gamma(tt_lower_ctx *c) {
+  tt_hlo_type t = tt_lower_tensor_type(c, 0, -1);
+  TT_RETURN_IF_ERROR(need_float(c, t.dtype));
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_dtype sd = sample_dtype(t.dtype);
+  int64_t n = tt_hlo_numel(&t);
+  tt_hv alpha = tt_hlo_reshape(b, tt_hlo_convert(b, tt_lower_tensor(c, 0), sd), 1, &n);
+  double tiny, eps;
+  float_limits(t.dtype, &tiny, &eps);
+  tt_hv g = n ? gamma_flat(c, alpha, n, sd, 1) : alpha;
+  g = tt_hlo_convert(b, tt_hlo_reshape(b, g, t.rank, t.dims), t.dtype);
+  tt_lower_result(c, tt_lower_bin(c, TT_HLO_MAX, g, k(c, g, tiny)));
+  return NULL;
+}
+
+// _sample_dirichlet(alpha, *, generator): gamma samples (in float64 where
+// the device has it, as the CPU draws them) normalised along the last dim,
+// then kept in [smallest normal, 1 - eps] of alpha's dtype.
+static tt_status lower_sample_dirichlet(tt_lower_ctx *c) {
+  tt_hlo_type t = tt_lower_tensor_type(c, 0, -1);
+  TT_RETURN_IF_ERROR(need_float(c, t.dtype));
+  if (t.rank < 1)
+    return tt_lower_fail(c, TT_INVALID_ARGUMENT, "dirichlet needs at least 1 dim, got a 0-d alpha");
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_dtype sd = tt_lower_supports_f64(c) ? TT_F64 : TT_F32;
+  int64_t n = tt_hlo_numel(&t);
+  double tiny, eps, tiny_sd, eps_sd;
+  float_limits(t.dtype, &tiny, &eps);
+  float_limits(sd, &tiny_sd, &eps_sd);
+  tt_hv alpha = tt_hlo_reshape(b, tt_hlo_convert(b, tt_lower_tensor(c, 0), sd), 1, &n);
+  tt_hv g = n ? gamma_flat(c, alpha, n, sd, 1) : alpha;
+  g = tt_hlo_reshape(b, g, t.rank, t.dims);
+  g = tt_lower_bin(c, TT_HLO_MAX, g, k(c, g, tiny_sd));
+  bool last[TT_MAX_RANK] = {false};
+  last[t.rank - 1] = true;
+  tt_hv sum = tt_lower_reduce(c, g, last, true, TT_HLO_REDUCE_ADD);
+  tt_hv r = tt_hlo_convert(b, tt_lower_bin(c, TT_HLO_DIV, g, tt_lower_expand_like(c, sum, g)), t.dtype);
+  r = tt_hlo_clamp(b, k(c, r, tiny), r, k(c, r, 1 - eps));
+  tt_lower_result(c, r);
+  return NULL;
+}
+
 // --- randperm ------------------------------------------------------------------------------------
 
 // PyTorch's check_supported_max_int_with_precision: n - 1 must fit out's
@@ -302,6 +422,7 @@ static const tt_rule kRules[] = {
     R("random_", lower_random), R("random", lower_random),
     R("bernoulli_.float", lower_bernoulli), R("bernoulli_.Tensor", lower_bernoulli),
     R("bernoulli.p", lower_bernoulli),
+    R("_standard_gamma", lower_standard_gamma), R("_sample_dirichlet", lower_sample_dirichlet),
     R("randperm.out", lower_randperm_out), R("randperm.generator_out", lower_randperm_generator_out),
 };
 #undef R
