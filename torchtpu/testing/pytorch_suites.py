@@ -143,6 +143,7 @@ def _bridge_renamed_helpers():
     such a file is one collection error. Each alias is the same helper under
     its old name (nothing is stubbed to pass): the test files' own code is not
     touched. Only names the installed torch lacks are added."""
+    import torch
     import torch.testing._internal.common_cuda as cuda
     import torch.testing._internal.common_device_type as device_type
     import torch.testing._internal.common_methods_invocations as cmi
@@ -163,6 +164,8 @@ def _bridge_renamed_helpers():
         (cuda, "tf32_is_not_fp32", lambda: lambda: False),
         # the list test_nn iterates, now built by a function
         (cnn, "new_module_tests", lambda: cnn.get_new_module_tests()),
+        # test_autograd's import-time query, since moved to torch.backends
+        (torch._C, "has_mkldnn", lambda: torch.backends.mkldnn.is_available()),
     )
     for module, name, make in aliases:
         if not hasattr(module, name):
