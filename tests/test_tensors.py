@@ -175,8 +175,13 @@ def test_pickle_round_trips_tpu_tensors_and_storages():
     u = pickle.loads(pickle.dumps(x.untyped_storage()))
     assert u.device == x.device and u.nbytes() == 128
     assert torch.equal(torch.empty(0, device="tpu").set_(u).cpu(), x.cpu().flatten())
-    c = torch.randn(3)
-    assert torch.equal(pickle.loads(pickle.dumps(c)), c)
+    # Tensors pickle without TypedStorage's deprecation warning, on either device.
+    torch.storage._reset_warn_typed_storage_removal()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        c = torch.randn(3)
+        assert torch.equal(pickle.loads(pickle.dumps(c)), c)
+        assert torch.equal(pickle.loads(pickle.dumps(x)).cpu(), x.cpu())
 
 
 @pytest.mark.parametrize("alpha", [0.05, 0.3, 1.0, 2.5, 10.0, 300.0])

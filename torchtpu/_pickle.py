@@ -30,11 +30,14 @@ def _rebuild_untyped(cpu_bytes, device):
 
 
 def _reduce_typed(storage):
-    if storage.device.type != "tpu":
+    # The untyped storage's device: TypedStorage.device warns that
+    # TypedStorage is deprecated, and this runs for every pickled tensor.
+    device = storage._untyped_storage.device
+    if device.type != "tpu":
         return storage.__reduce__()
     cpu = torch.storage.TypedStorage(wrap_storage=storage._untyped_storage.cpu(),
                                      dtype=storage.dtype, _internal=True)
-    return _rebuild_typed, (cpu, str(storage.device))
+    return _rebuild_typed, (cpu, str(device))
 
 
 def _reduce_untyped(storage):
