@@ -161,3 +161,50 @@ def test_accelerator_device_capability_lists_tpu_dtypes():
     assert torch.zeros(2, dtype=torch.complex64, device="tpu").cpu().dtype == torch.complex64
     assert (torch.complex128 in dtypes) == torchtpu.runtime_info()["supports_f64"]
     assert torch.complex32 not in dtypes
+
+
+def test_torch_tpu_amp_mirrors_torch_cuda_amp():
+    """torch.tpu.amp's autocast, GradScaler, custom_fwd and custom_bwd, as
+    code written for torch.cuda.amp uses them; autocast defaults to bfloat16."""
+    from torch.tpu.amp import GradScaler, autocast, custom_bwd, custom_fwd
+    assert torch.get_autocast_dtype("tpu") == torch.bfloat16
+    m = torch.nn.Linear(4, 2).to("tpu")
+    x = torch.randn(3, 4, device="tpu")
+    with torch.tpu.amp.autocast():
+        assert m(x).dtype == torch.bfloat16
+    with torch.autocast("tpu"):
+        assert m(x).dtype == torch.bfloat16
+    with autocast(dtype=torch.float16):
+        assert m(x).dtype == torch.float16
+    with autocast(enabled=False):
+        assert m(x).dtype == torch.float32
+
+    @autocast()
+    def forward(inp):
+        return m(inp)
+    assert forward(x).dtype == torch.bfloat16
+
+    scaler = GradScaler(init_scale=1024.0, growth_interval=1)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    scaler.scale(m(x).sum()).backward()
+    scaler.step(opt)
+    scaler.update()
+    assert scaler.get_scale() == 2048.0
+
+    class Twice(torch.autograd.Function):
+        @staticmethod
+        @custom_fwd(cast_inputs=torch.float32)
+        def forward(ctx, t):
+            return t * 2
+
+        @staticmethod
+        @custom_bwd
+        def backward(ctx, g):
+            return g * 2
+
+    t = torch.randn(3, device="tpu", dtype=torch.bfloat16, requires_grad=True)
+    with autocast():
+        out = Twice.apply(t)
+    assert out.dtype == torch.float32
+    out.sum().backward()
+    assert torch.equal(t.grad.float().cpu(), torch.full((3,), 2.0))

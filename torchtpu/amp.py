@@ -1,5 +1,5 @@
 """torch.autocast("tpu", dtype=torch.bfloat16): automatic mixed precision on
-the tpu device.
+the tpu device (bfloat16 is also the default dtype: torch.autocast("tpu")).
 
 PyTorch 2.13 needs two things from an out-of-tree (PrivateUse1) backend before
 autocast works on it:
@@ -144,6 +144,10 @@ def install(device_module):
     if _libs:
         return
     device_module.get_amp_supported_dtype = get_amp_supported_dtype
+    # torch.autocast("tpu") without a dtype: bfloat16, the TPU's matrix-unit
+    # type (PyTorch's default for a PrivateUse1 device is CUDA's float16;
+    # PyTorch/XLA's for TPUs is bfloat16 too). A dtype passed still wins.
+    torch.set_autocast_dtype("tpu", torch.bfloat16)
     if not torch._C._dispatch_has_backend_fallback(torch._C.DispatchKey.AutocastPrivateUse1):
         fallback = torch.library.Library("_", "IMPL")
         fallback.fallback(torch.library.fallthrough_kernel, _KEY)
