@@ -93,8 +93,13 @@ static tt_status gs_read(tt_lower_ctx *c, int xi, int gi, int mode_arg, int nsp,
   for (int d = 0; d < nsp; d++) {
     s->in[d] = xt.dims[2 + d];
     s->out[d] = gt.dims[1 + d];
-    s->rows *= s->in[d];
-    s->p *= s->out[d];
+    // An empty batch or channel dim lets the others be huge: keep the
+    // products (rows, points, row strides) in int64.
+    if (__builtin_mul_overflow(s->rows, s->in[d], &s->rows) ||
+        __builtin_mul_overflow(s->p, s->out[d], &s->p) || s->rows > ((int64_t)1 << 60) ||
+        s->p > ((int64_t)1 << 60))
+      return tt_lower_fail(c, TT_INVALID_ARGUMENT, "grid_sampler(): input %s or grid %s is "
+                           "too large", xs, gss);
   }
   if (mode < MODE_BILINEAR || mode > MODE_BICUBIC)
     return tt_lower_fail(c, TT_INVALID_ARGUMENT, "unknown interpolation mode %d", mode);
