@@ -98,10 +98,12 @@ def faults():
 assert torch.equal((t + 1).cpu(), x + 1)
 for _ in range(2):
     y = t + 1; torch.tpu.synchronize(); del y
-f0 = faults()
-for _ in range(5):
+runs = []
+for _ in range(7):
+    f0 = faults()
     y = t + 1; torch.tpu.synchronize(); del y
-print(torchtpu.runtime_info()["host_memory_kept"], (faults() - f0) / 5)
+    runs.append(faults() - f0)
+print(torchtpu.runtime_info()["host_memory_kept"], sorted(runs)[len(runs) // 2])
 """
 
 
@@ -120,7 +122,10 @@ def test_cpu_plugin_keeps_freed_host_memory():
     """On the CPU plugin a 40 MB result is a fresh host block per run; kept
     (the default) it is reused from the heap, released (glibc's defaults) it
     is mmap'd, page-faulted in (~9,800 pages of 4 KiB) and unmapped each run.
-    The result is checked against the CPU's once, before counting."""
+    The result is checked against the CPU's once, before counting; the
+    figure is the median run's page faults (one run of five once faulted a
+    whole block with the heap kept, on a clean-clone CI run beside other
+    work; the median keeps that one-off out, all runs faulting still fails)."""
     if torchtpu.runtime_info()["platform"] != "cpu":
         return  # the policy is the CPU plugin's only
     kept, faults_kept = _faults_per_run("1")
