@@ -80,6 +80,16 @@ static tt_status lower_uniform(tt_lower_ctx *c) {
   return NULL;
 }
 
+// A standard normal from two uniform draws of the same shape (Box-Muller):
+// sqrt(-2 ln(1 - u1)) cos(2 pi u2).
+static tt_hv box_muller(tt_lower_ctx *c, tt_hv u1, tt_hv u2) {
+  tt_hlo *b = tt_lower_hlo(c);
+  tt_hv r = tt_hlo_unary(b, TT_HLO_SQRT, tt_lower_bin(c, TT_HLO_MUL, k(c, u1, -2),
+                         tt_hlo_unary(b, TT_HLO_LOG, tt_lower_bin(c, TT_HLO_SUB, k(c, u1, 1), u1))));
+  return tt_lower_bin(c, TT_HLO_MUL, r, tt_hlo_unary(b, TT_HLO_COS,
+                      tt_lower_bin(c, TT_HLO_MUL, k(c, u2, 6.28318530717958647692), u2)));
+}
+
 // normal_(self, mean=0, std=1, *, generator): Box–Muller on two uniform
 // draws per element, z = sqrt(-2 ln(1 - u1)) cos(2 pi u2).
 static tt_status lower_normal(tt_lower_ctx *c) {
@@ -92,9 +102,7 @@ static tt_status lower_normal(tt_lower_ctx *c) {
   int64_t s0[2] = {0, 0}, s1[2] = {1, 0}, l0[2] = {1, n}, l1[2] = {2, n}, st[2] = {1, 1};
   tt_hv u1 = tt_hlo_reshape(b, tt_hlo_slice(b, u, s0, l0, st), t.rank, t.dims);
   tt_hv u2 = tt_hlo_reshape(b, tt_hlo_slice(b, u, s1, l1, st), t.rank, t.dims);
-  tt_hv r = tt_hlo_unary(b, TT_HLO_SQRT, tt_lower_bin(c, TT_HLO_MUL, k(c, u1, -2),
-                         tt_hlo_unary(b, TT_HLO_LOG, tt_lower_bin(c, TT_HLO_SUB, k(c, u1, 1), u1))));
-  tt_hv z = tt_lower_bin(c, TT_HLO_MUL, r, tt_hlo_unary(b, TT_HLO_COS, tt_lower_bin(c, TT_HLO_MUL, k(c, u2, 6.28318530717958647692), u2)));
+  tt_hv z = box_muller(c, u1, u2);
   tt_hv mean = tt_lower_is_none(c, 1) ? tt_hlo_const(b, sd, 0) : tt_lower_scalar(c, 1, sd);
   tt_hv std = tt_lower_is_none(c, 2) ? tt_hlo_const(b, sd, 1) : tt_lower_scalar(c, 2, sd);
   z = tt_lower_bin(c, TT_HLO_MUL, z, tt_lower_broadcast_to(c, std, t.rank, t.dims));
@@ -255,11 +263,7 @@ static tt_hv gamma_flat(tt_lower_ctx *c, tt_hv alpha, int64_t n, tt_dtype sd, in
   tt_hv d = tt_lower_bin(c, TT_HLO_SUB, boosted, k(c, a, 1.0 / 3.0));
   tt_hv cc = tt_lower_bin(c, TT_HLO_DIV, k(c, a, 1),
                           tt_hlo_unary(b, TT_HLO_SQRT, tt_lower_bin(c, TT_HLO_MUL, k(c, a, 9), d)));
-  // Standard normals by Box-Muller, as normal_ draws them.
-  tt_hv rad = tt_hlo_unary(b, TT_HLO_SQRT, tt_lower_bin(c, TT_HLO_MUL, k(c, a, -2),
-                  tt_hlo_unary(b, TT_HLO_LOG, tt_lower_bin(c, TT_HLO_SUB, k(c, a, 1), part[0]))));
-  tt_hv x = tt_lower_bin(c, TT_HLO_MUL, rad, tt_hlo_unary(b, TT_HLO_COS,
-                tt_lower_bin(c, TT_HLO_MUL, k(c, a, 6.28318530717958647692), part[1])));
+  tt_hv x = box_muller(c, part[0], part[1]);  // standard normals, as normal_ draws them
   tt_hv y = tt_lower_bin(c, TT_HLO_ADD, k(c, a, 1), tt_lower_bin(c, TT_HLO_MUL, cc, x));
   tt_hv v = tt_lower_bin(c, TT_HLO_MUL, tt_lower_bin(c, TT_HLO_MUL, y, y), y);
   tt_hv uu = tt_lower_bin(c, TT_HLO_SUB, k(c, a, 1), part[2]);  // in (0, 1]
