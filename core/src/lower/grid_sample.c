@@ -328,14 +328,18 @@ static int cubic_taps(const gs *s, tap out[16], cubic *cb) {
   return 16;
 }
 
-// The neighbours of every output point: 2^nsp (linear) or 1 (nearest).
-static int taps(const gs *s, const corners *q, tap out[8]) {
+// The neighbours of every output point for the mode: 2^nsp (linear; q is
+// filled, the backward's derivatives use it), 16 (bicubic; cb is filled) or
+// 1 (nearest).
+static int taps(const gs *s, tap out[16], corners *q, cubic *cb) {
+  if (s->mode == MODE_BICUBIC) return cubic_taps(s, out, cb);
   if (s->mode == MODE_NEAREST) {
     tt_hv at[3];
     for (int c = 0; c < s->nsp; c++) at[c] = tt_hlo_unary(s->b, TT_HLO_ROUND_EVEN, s->src[c]);
     out[0] = make_tap(s, at, k(s, at[0], 1));
     return 1;
   }
+  *q = make_corners(s);
   int n = 1 << s->nsp;
   for (int bits = 0; bits < n; bits++) {
     tt_hv at[3];
@@ -349,10 +353,10 @@ static tt_status grid_sampler(tt_lower_ctx *c, int nsp) {
   gs s;
   TT_RETURN_IF_ERROR(gs_read(c, 0, 1, 2, nsp, &s));
   gs_prepare(&s, 0, 1);
-  corners q = make_corners(&s);
+  corners q;
   cubic cb;
   tap t[16];
-  int nt = s.mode == MODE_BICUBIC ? cubic_taps(&s, t, &cb) : taps(&s, &q, t);
+  int nt = taps(&s, t, &q, &cb);
   tt_hv out = TT_HV_INVALID;
   for (int i = 0; i < nt; i++) {
     tt_hv v = tap_values(&s, &t[i]);
@@ -370,10 +374,10 @@ static tt_status grid_sampler_backward(tt_lower_ctx *c, int nsp) {
   gs_prepare(&s, 1, 2);
   tt_hlo *b = s.b;
   tt_hv go = to_rows(&s, tt_lower_convert(c, tt_lower_tensor(c, 0), s.acc), s.p);
-  corners q = make_corners(&s);
+  corners q;
   cubic cb;
   tap t[16];
-  int nt = s.mode == MODE_BICUBIC ? cubic_taps(&s, t, &cb) : taps(&s, &q, t);
+  int nt = taps(&s, t, &q, &cb);
   tt_hv gin = k(&s, s.table, 0), gsrc[3];
   for (int d = 0; d < s.nsp; d++) gsrc[d] = k(&s, s.src[d], 0);
   bool mask[TT_MAX_RANK] = {false, false, true};
