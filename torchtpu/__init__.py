@@ -42,14 +42,7 @@ _pickle.install()  # pickle.dumps of tpu tensors and storages, through a host co
 
 from . import amp  # noqa: E402
 
-amp.install(tpu)  # torch.autocast("tpu", dtype=torch.bfloat16)
-
-from . import tpu_amp  # noqa: E402
-
-tpu.amp = tpu_amp  # torch.tpu.amp.autocast / GradScaler, torch.cuda.amp's names
-import sys as _sys  # noqa: E402
-
-_sys.modules["torch.tpu.amp"] = tpu_amp  # from torch.tpu.amp import autocast
+amp.install(tpu)  # torch.autocast("tpu") (bfloat16), torch.tpu.amp
 
 from . import compile as _compile  # noqa: E402,F401  (torchtpu.compile)
 from . import distributed  # noqa: E402  c10d backend "tpu" / "tpu_dist"

@@ -23,6 +23,8 @@ The same registration belongs in the C++ shim eventually (as PyTorch's
 open_registration example does with KERNEL_PRIVATEUSEONE); install() skips
 every op that already has a C++ kernel, so the two never collide.
 """
+import sys
+
 import torch
 
 _KEY = "AutocastPrivateUse1"
@@ -144,6 +146,10 @@ def install(device_module):
     if _libs:
         return
     device_module.get_amp_supported_dtype = get_amp_supported_dtype
+    # torch.tpu.amp: torch.cuda.amp's names (also `from torch.tpu.amp import ...`).
+    from . import tpu_amp
+    device_module.amp = tpu_amp
+    sys.modules["torch.tpu.amp"] = tpu_amp
     # torch.autocast("tpu") without a dtype: bfloat16, the TPU's matrix-unit
     # type (PyTorch's default for a PrivateUse1 device is CUDA's float16;
     # PyTorch/XLA's for TPUs is bfloat16 too). A dtype passed still wins.
