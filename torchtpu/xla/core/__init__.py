@@ -1,0 +1,1 @@
+"""torch_xla.core on torchtpu: xla_model (xm)."""

@@ -1,0 +1,1 @@
+"""torch_xla.debug on torchtpu: metrics."""

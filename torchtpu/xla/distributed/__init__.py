@@ -1,0 +1,2 @@
+"""torch_xla.distributed on torchtpu: xla_multiprocessing, parallel_loader,
+xla_backend, spmd."""

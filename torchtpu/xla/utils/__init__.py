@@ -1,0 +1,1 @@
+"""torch_xla.utils on torchtpu: utils (xu)."""
