@@ -599,7 +599,7 @@ def test_single_process_hook_compile_and_unsupported(scripts, tmp_path):
         assert errors[key] is not None, f"{key} did not raise NotImplementedError"
         assert api in errors[key], errors[key]
         assert "docs/migrating_from_torch_xla.md" in errors[key]
-    assert "DTensor" in errors["mesh_in_one_process"]
+    assert "distribute_tensor" in errors["mesh_in_one_process"]
 
 
 def test_without_the_hook_torch_xla_is_not_importable():
