@@ -29,7 +29,7 @@ import torch
 
 import torchtpu
 
-from . import _device, _hook, _world
+from . import _hook, _world
 
 _hook.install()
 
