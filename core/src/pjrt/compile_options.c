@@ -116,15 +116,48 @@ static tt_status take_message(pb_buf *opts, void **out, size_t *out_len) {
 }
 
 tt_status tt_pjrt_compile_options(void **out, size_t *out_len) {
+  return tt_pjrt_compile_options_opt_level(-1, out, out_len);
+}
+
+// --- the backend's optimisation level ------------------------------------------
+//
+// CompileOptionsProto's `map<string, OptionOverrideProto> env_option_overrides
+// = 7` sets single DebugOptions fields by name on top of the plugin's
+// defaults (setting `debug_options` itself would replace all of them with
+// zeros). A map entry is a message {1: key string, 2: value}; the value,
+// OptionOverrideProto, is a oneof of which we use `int64 int_field = 3`.
+enum {
+  OPTIONS_ENV_OPTION_OVERRIDES = 7,
+  MAP_KEY = 1,
+  MAP_VALUE = 2,
+  OVERRIDE_INT_FIELD = 3,
+};
+
+static void pb_string(pb_buf *b, uint32_t field, const char *s) {
+  size_t n = strlen(s);
+  pb_tag(b, field, WIRE_LEN);
+  pb_varint(b, n);
+  pb_put(b, s, n);
+}
+
+tt_status tt_pjrt_compile_options_opt_level(int level, void **out, size_t *out_len) {
   *out = NULL;
   *out_len = 0;
-  pb_buf build = {0}, opts = {0};
+  pb_buf build = {0}, value = {0}, entry = {0}, opts = {0};
   pb_int(&build, BUILD_DEVICE_ORDINAL, -1);
   pb_int(&build, BUILD_NUM_REPLICAS, 1);
   pb_int(&build, BUILD_NUM_PARTITIONS, 1);
   pb_message(&opts, OPTIONS_EXECUTABLE_BUILD_OPTIONS, &build);
   pb_int(&opts, OPTIONS_COMPILE_PORTABLE_EXECUTABLE, 1);
+  if (level >= 0) {
+    pb_int(&value, OVERRIDE_INT_FIELD, level);
+    pb_string(&entry, MAP_KEY, "xla_backend_optimization_level");
+    pb_message(&entry, MAP_VALUE, &value);
+    pb_message(&opts, OPTIONS_ENV_OPTION_OVERRIDES, &entry);
+  }
   free(build.data);
+  free(value.data);
+  free(entry.data);
   return take_message(&opts, out, out_len);
 }
 
