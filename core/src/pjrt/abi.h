@@ -6,7 +6,8 @@
 // `struct_size`, which tells the plugin how many fields we know about.
 //
 // Only the subset we call is declared. The PJRT_Api table keeps the exact slot
-// order up to the last slot we call (PJRT_Buffer_ReadyEvent); slots we never
+// order up to the last slot we call (PJRT_Buffer_UnsafePointer, optional:
+// the table must reach PJRT_Buffer_ReadyEvent); slots we never
 // call are `void *` placeholders that only hold their place.
 //
 // Rules for users (plugin.c, client.c, buffer.c, executable.c, event.c):
@@ -510,6 +511,14 @@ typedef struct PJRT_Buffer_ReadyEvent_Args {
 } PJRT_Buffer_ReadyEvent_Args;
 TT_ABI_STRUCT(PJRT_Buffer_ReadyEvent_Args, event);
 
+typedef struct PJRT_Buffer_UnsafePointer_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  PJRT_Buffer *buffer;
+  uintptr_t buffer_pointer;  // out: the platform's address of the buffer's memory
+} PJRT_Buffer_UnsafePointer_Args;
+TT_ABI_STRUCT(PJRT_Buffer_UnsafePointer_Args, buffer_pointer);
+
 // --- the function table ------------------------------------------------------
 
 typedef struct PJRT_Api {
@@ -608,6 +617,8 @@ typedef struct PJRT_Api {
   PJRT_Error *(*PJRT_Buffer_ToHostBuffer)(PJRT_Buffer_ToHostBuffer_Args *);
   void *PJRT_Buffer_IsOnCpu;
   PJRT_Error *(*PJRT_Buffer_ReadyEvent)(PJRT_Buffer_ReadyEvent_Args *);
+  // Optional: called only where the table reaches it (TT_PJRT_CALL checks).
+  PJRT_Error *(*PJRT_Buffer_UnsafePointer)(PJRT_Buffer_UnsafePointer_Args *);
   // Later slots exist in the plugin's table but are not declared here.
 } PJRT_Api;
 

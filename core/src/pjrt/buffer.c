@@ -7,6 +7,7 @@
 // mapped; a buffer of another element type reports TT_DTYPE_NONE.
 #include <assert.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "pjrt/internal.h"
 
@@ -96,6 +97,27 @@ static void row_major_layout(int rank, int64_t *minor_to_major,
   out->tiled.minor_to_major_size = (size_t)rank;
 }
 
+// A host-addressable (CPU plugin) buffer of rank <= 1 read with memcpy once
+// it is ready: its memory is host memory, and a flat array's layout is
+// plain. *done false: not such a buffer, read it the plugin's way.
+static tt_status read_in_place(tt_pjrt *p, tt_pjrt_buffer *b, int rank, const int64_t *dims,
+                               void *host, size_t nbytes, bool *done) {
+  *done = false;
+  if (!p->host_addressable || rank > 1) return NULL;
+  int64_t numel = rank ? dims[0] : 1;
+  if ((size_t)numel * tt_dtype_size(tt_pjrt_buffer_dtype(p, b)) != nbytes || !nbytes)
+    return NULL;
+  TT_RETURN_IF_ERROR(tt_pjrt_buffer_await(p, b));  // the program that makes it has run
+  PJRT_Buffer_UnsafePointer_Args a = {0};
+  a.struct_size = PJRT_Buffer_UnsafePointer_Args_STRUCT_SIZE;
+  a.buffer = tt_pjrt_raw_buffer(b);
+  TT_RETURN_IF_ERROR(TT_PJRT_CALL(p->api, PJRT_Buffer_UnsafePointer, &a));
+  if (!a.buffer_pointer) return NULL;
+  memcpy(host, (const void *)a.buffer_pointer, nbytes);
+  *done = true;
+  return NULL;
+}
+
 tt_status tt_pjrt_buffer_to_host(tt_pjrt *p, tt_pjrt_buffer *b, void *host,
                                  size_t nbytes) {
   int64_t dims[TT_MAX_RANK];
@@ -105,6 +127,9 @@ tt_status tt_pjrt_buffer_to_host(tt_pjrt *p, tt_pjrt_buffer *b, void *host,
                           "download: can't read the buffer's dims, or rank "
                           "above %d",
                           TT_MAX_RANK);
+  bool done = false;
+  TT_RETURN_IF_ERROR(read_in_place(p, b, rank, dims, host, nbytes, &done));
+  if (done) return NULL;
   int64_t minor_to_major[TT_MAX_RANK + 1];
   PJRT_Buffer_MemoryLayout layout;
   row_major_layout(rank, minor_to_major, &layout);

@@ -124,6 +124,9 @@ static tt_status init(tt_pjrt *p, const tt_pjrt_options *opts) {
   tt_status st = create_client(p, opts);
   if (!st) st = read_platform(p);
   if (!st) st = read_devices(p);
+  if (!st)
+    p->host_addressable = strcmp(p->platform, "cpu") == 0 &&
+                          tt_pjrt_has_slot(p->api, offsetof(PJRT_Api, PJRT_Buffer_UnsafePointer));
   return tt_status_annotate(st, "PJRT plugin %s", p->plugin_path);
 }
 

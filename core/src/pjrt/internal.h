@@ -29,6 +29,10 @@ struct tt_pjrt {
   PJRT_Device *const *devices;  // addressable devices, owned by the client
   int device_count;
   bool asynchronous;      // see tt_pjrt_info
+  // XLA's CPU plugin: a buffer's memory is host memory, read with memcpy
+  // once the buffer is ready (PJRT_Buffer_UnsafePointer) instead of the
+  // plugin's asynchronous transfer and its hand-off between threads.
+  bool host_addressable;
   void *compile_options;  // owned, serialized CompileOptionsProto
   size_t compile_options_len;
 };
