@@ -11,6 +11,8 @@
 // scaled_dot_product_attention at the end (PyTorch asks devices for one).
 #include "shim.h"
 
+#include <cstring>
+
 #include <ATen/Context.h>
 #include <ATen/SDPBackend.h>
 #include <ATen/native/CPUFallback.h>
@@ -92,6 +94,10 @@ struct OpInfo {
   ResultLayout layout;  // how fresh results are laid out
   int32_t nlists = 0;           // arguments described as a list of values
   int32_t nints = 0;            // int[] arguments
+  // The op may run with PyTorch's CPU kernel while its program compiles
+  // (TT_RUN_ON_HOST): an aten op with a CPU kernel, tensors in, no device
+  // argument (a factory's result must be made where it asks).
+  bool host_ok = false;
 };
 
 const struct OverlapRule *overlap_rule(const std::string &name);
@@ -214,6 +220,21 @@ std::unique_ptr<OpInfo> read_schema(const c10::FunctionSchema &schema) {
   return info;
 }
 
+// Ops that write an argument their schema does not mark written
+// (native_batch_norm updates running_mean and running_var, typed `Tensor?`):
+// PyTorch's cpu_fallback copies back only marked arguments, so the host
+// tier would lose the write.
+bool writes_unmarked(const std::string &name) {
+  static const char *const kOps[] = {"aten::native_batch_norm", "aten::_batch_norm_impl_index",
+                                     "aten::cudnn_batch_norm", "aten::miopen_batch_norm",
+                                     "aten::_fused_moving_avg_obs_fq_helper"};
+  for (const char *op : kOps) {
+    const size_t n = strlen(op);
+    if (name.compare(0, n, op) == 0 && (name.size() == n || name[n] == '.')) return true;
+  }
+  return false;
+}
+
 const OpInfo &op_info(const c10::OperatorHandle &op) {
   static std::mutex mu;
   static std::unordered_map<const c10::FunctionSchema *, std::unique_ptr<OpInfo>> cache;
@@ -223,6 +244,14 @@ const OpInfo &op_info(const c10::OperatorHandle &op) {
   if (it != cache.end()) return *it->second;
   auto info = read_schema(*key);
   info->layout = result_layout(op, info->name);
+  info->host_ok = info->id >= 0 && info->name.rfind("aten::", 0) == 0 &&
+                  !writes_unmarked(info->name) &&
+                  (op.hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
+                   op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd));
+  for (const auto &a : key->arguments()) {
+    const c10::TypePtr t = unwrap_optional(a.real_type());
+    if (t->kind() == c10::TypeKind::DeviceObjType) info->host_ok = false;
+  }
   const OpInfo &ref = *info;
   cache.emplace(key, std::move(info));
   return ref;
@@ -291,8 +320,9 @@ struct Call {
   std::vector<std::vector<tt_value>> lists;
   std::vector<at::Tensor> keep;  // tensors made here (moved index tensors)
   c10::SmallVector<tt_dest, 4> dests;
+  bool host_ok;  // info.host_ok, unless the CPU kernel refused this call
 
-  explicit Call(const OpInfo &i) : info(i) {}
+  explicit Call(const OpInfo &i) : info(i), host_ok(i.host_ok) {}
 };
 
 [[noreturn]] void wrong_device(const Call &c, size_t i, const at::Tensor &t) {
@@ -809,6 +839,7 @@ tt_op_call make_call(const Call &c) {
   call.nargs = static_cast<int32_t>(c.values.size());
   call.dests = c.dests.data();
   call.ndests = static_cast<int32_t>(c.dests.size());
+  call.host_ok = c.host_ok;
   return call;
 }
 
@@ -930,9 +961,11 @@ void unswap_lazy_outs(const OpInfo &info, torch::jit::Stack *stack, std::vector<
   }
 }
 
+// `host_tier`: a cold signature's call (TT_RUN_ON_HOST), neither counted
+// nor warned about as a fallback.
 void run_on_cpu(const OpInfo &info, const c10::OperatorHandle &op,
-                torch::jit::Stack *stack, const std::string &why) {
-  note_cpu_fallback(info.name, why);
+                torch::jit::Stack *stack, const std::string &why, bool host_tier = false) {
+  if (!host_tier) note_cpu_fallback(info.name, why);
   // PyTorch's fallback moves results back to its first tensor argument's
   // device: a host scalar first (prims.mul(1e-5, x)) would leave them on the
   // CPU. An op on tpu tensors gives tpu results.
@@ -1112,6 +1145,21 @@ void boxed_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
       return;
     }
     const tt_code code = tt_status_code(s);
+    if (code == TT_RUN_ON_HOST) {  // a cold signature: its program is compiling
+      tt_status_free(s);
+      const size_t base = stack->size() - nargs;  // below the call's arguments
+      try {
+        run_on_cpu(info, op, stack, "", /*host_tier=*/true);
+        return;
+      } catch (const c10::NotImplementedError &) {
+        // The CPU has no kernel for these dtypes: the device's program is
+        // compiled now and runs the call. Other errors are PyTorch's own.
+        if (stack->size() > base) stack->resize(base);
+        for (const c10::IValue &iv : c.args) stack->push_back(iv);
+        c.host_ok = false;
+        continue;
+      }
+    }
     if (code == TT_UNIMPLEMENTED) {
       const std::string why = tt_status_message(s) ? tt_status_message(s) : "";
       tt_status_free(s);

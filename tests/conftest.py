@@ -2,7 +2,12 @@
 
 The persistent compilation cache points at a fresh directory for the test
 session (removed at exit), so tests see real compiles whatever
-~/.cache/torchtpu holds."""
+~/.cache/torchtpu holds.
+
+The host tier is off (TORCHTPU_COMPILE_AFTER=0) unless a run sets it: tests
+check the device's programs against PyTorch's CPU results, and the host
+tier runs a new signature's first calls with PyTorch's CPU kernels, which
+would compare the CPU with itself. tests/test_host_tier.py turns it on."""
 import atexit
 import os
 import shutil
@@ -10,6 +15,7 @@ import tempfile
 
 _cache = tempfile.mkdtemp(prefix="torchtpu-test-cache-")
 os.environ["TORCHTPU_CACHE_DIR"] = _cache
+os.environ.setdefault("TORCHTPU_COMPILE_AFTER", "0")
 atexit.register(shutil.rmtree, _cache, ignore_errors=True)
 
 import torchtpu  # noqa: F401,E402

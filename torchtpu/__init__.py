@@ -246,6 +246,49 @@ def device_checks():
 _core._on_first_runtime.append(lambda rt=None: _core.set_device_checks(_device_checks))
 __all__ += ["set_device_checks", "device_checks"]
 
+# --- cold signatures: the host tier and background compiles ------------------------------
+
+_host_tier = [_env.compile_after(), _env.host_tier_max_bytes()]
+
+
+def set_host_tier(compile_after=None, max_bytes=None):
+    """Strict eager's answer to first runs and new shapes. A new op signature
+    (op, shapes, dtypes, layouts) needs an XLA compile, tens of milliseconds
+    where the op itself takes microseconds. With the host tier on, its
+    program is compiled in a background thread from its `compile_after`-th
+    call, and until the program is ready its calls run with PyTorch's own
+    CPU kernels on host copies of the tensors (results are tpu tensors, as
+    always). A signature called fewer times never compiles; a loop's ops run
+    on the device once their programs are ready. Calls whose tensors exceed
+    `max_bytes`, random ops, debug and fused eager always run on the device.
+    `compile_after=0`: every new signature compiles at its first call (the
+    device-only path). Env: TORCHTPU_COMPILE_AFTER (default 2),
+    TORCHTPU_HOST_TIER_MAX_BYTES (default 1M)."""
+    if compile_after is not None:
+        _host_tier[0] = int(compile_after)
+    if max_bytes is not None:
+        _host_tier[1] = int(max_bytes)
+    if _core.runtime_or_none() is not None:
+        _core.set_host_tier(*_host_tier)
+
+
+def host_tier():
+    """(compile_after, max_bytes) of the host tier (see set_host_tier)."""
+    return tuple(_host_tier)
+
+
+def wait_compiles():
+    """Waits for the background compiles queued so far: afterwards every op
+    signature seen enough times runs on the device (benchmarks of the steady
+    state call this after their warm-up)."""
+    if _core.runtime_or_none() is not None:
+        _core.wait_compiles()
+
+
+_core._on_first_runtime.append(lambda rt=None: _core.set_host_tier(*_host_tier))
+__all__ += ["set_host_tier", "host_tier", "wait_compiles"]
+
+
 def _finish_at_exit():
     """Shuts down tpu process groups the program did not destroy (their gloo
     worker threads are joined while the interpreter still runs) and waits
@@ -259,6 +302,9 @@ def _finish_at_exit():
         except Exception:  # noqa: BLE001 - exiting anyway
             pass
     if _core._rt is not None:
+        # A compile still running on the background thread would be inside
+        # XLA while the process tears down its static objects.
+        _core.stop_compiles()
         try:
             _core.synchronize()
         except (RuntimeError, IndexError):

@@ -83,6 +83,9 @@ class Stats(ctypes.Structure):  # tt_stats
         ("program_cache_bytes", ctypes.c_int64),
         ("program_cache_evictions", ctypes.c_int64),
         ("layout_spills", ctypes.c_int64),
+        ("host_calls", ctypes.c_int64),
+        ("background_compiles", ctypes.c_int64),
+        ("compiles_pending", ctypes.c_int64),
     ]
 
 
@@ -138,6 +141,11 @@ _CORE_FUNCS = {
     "tt_runtime_synchronize": (_p, [_p]),
     "tt_runtime_set_device_checks": (None, [_p, ctypes.c_bool]),
     "tt_runtime_set_layouts_per_op": (_p, [_p, ctypes.c_int64]),
+    "tt_runtime_set_host_tier": (_p, [_p, ctypes.c_int64, ctypes.c_int64]),
+    "tt_runtime_host_tier": (None, [_p, ctypes.POINTER(ctypes.c_int64),
+                                    ctypes.POINTER(ctypes.c_int64)]),
+    "tt_runtime_wait_compiles": (None, [_p]),
+    "tt_runtime_stop_compiles": (None, [_p]),
     "tt_runtime_device_checks": (ctypes.c_bool, [_p]),
     "tt_runtime_flush": (_p, [_p]),
     "tt_runtime_set_fuse_limit": (None, [_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]),
@@ -373,6 +381,29 @@ def set_layouts_per_op(n):
     """Layouts of one op and shape compiled before strided inputs are copied
     dense instead (0: a program per layout)."""
     check(core.tt_runtime_set_layouts_per_op(runtime(), int(n)))
+
+
+def set_host_tier(compile_after, max_bytes):
+    """Calls of a new op signature before its program is compiled in the
+    background, until then run on the host (0: compile at the first call),
+    and the largest call (bytes) the host tier takes."""
+    check(core.tt_runtime_set_host_tier(runtime(), int(compile_after), int(max_bytes)))
+
+
+def host_tier():
+    n, b = ctypes.c_int64(), ctypes.c_int64()
+    core.tt_runtime_host_tier(runtime(), ctypes.byref(n), ctypes.byref(b))
+    return n.value, b.value
+
+
+def wait_compiles():
+    core.tt_runtime_wait_compiles(runtime())
+
+
+def stop_compiles():
+    rt = runtime_or_none()
+    if rt is not None:
+        core.tt_runtime_stop_compiles(rt)
 
 
 def set_device_checks(flag):

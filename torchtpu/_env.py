@@ -32,6 +32,20 @@ Names follow DESIGN.md (compatible with Google's TorchTPU where one exists):
                             strict eager compiles a program for; a further
                             layout's strided inputs are copied dense first
                             (default 4; 0: a program per layout always)
+    TORCHTPU_COMPILE_AFTER  calls of a new op signature (strict eager) before
+                            its program is compiled, in the background; until
+                            it is ready, its calls run with PyTorch's CPU
+                            kernels on host copies of the tensors (the host
+                            tier; default 2: a signature used once never
+                            compiles; 0: compile at the first call, every op
+                            on the device)
+    TORCHTPU_HOST_TIER_MAX_BYTES  the largest op call (bytes of its tensors)
+                            the host tier takes (default 1M; same syntax as
+                            the cache bounds); a larger one compiles at once
+    TORCHTPU_OP_OPT_LEVEL   XLA's backend optimisation level for strict
+                            eager's per-op programs: 0 (default: half the
+                            compile time, the same speed for one op), 1-3, or
+                            "default" for the plugin's (read by the core)
     TORCHTPU_FUSE_MAX_INSTRUCTIONS  fused eager's compile-cost bound: a graph
                             is run before it passes this many StableHLO
                             instructions (a positive integer; default 20000)
@@ -258,6 +272,34 @@ def layouts_per_op():
     return int(raw)
 
 
+DEFAULT_COMPILE_AFTER = 2
+DEFAULT_HOST_TIER_MAX_BYTES = 1 << 20
+
+
+def compile_after():
+    """TORCHTPU_COMPILE_AFTER (default 2; 0: no host tier)."""
+    raw = os.environ.get("TORCHTPU_COMPILE_AFTER", "").strip()
+    if not raw:
+        return DEFAULT_COMPILE_AFTER
+    if not raw.isdigit() or int(raw) > 2**31 - 1:
+        raise _bad("TORCHTPU_COMPILE_AFTER", raw, "a count of calls, 0 or more (0: compile "
+                   "at a signature's first call)")
+    return int(raw)
+
+
+def host_tier_max_bytes():
+    """TORCHTPU_HOST_TIER_MAX_BYTES (default 1 MiB)."""
+    return _size_setting("TORCHTPU_HOST_TIER_MAX_BYTES", DEFAULT_HOST_TIER_MAX_BYTES)
+
+
+def op_opt_level():
+    """TORCHTPU_OP_OPT_LEVEL, checked here; the core reads it."""
+    raw = os.environ.get("TORCHTPU_OP_OPT_LEVEL", "").strip()
+    if raw and raw not in ("0", "1", "2", "3", "default"):
+        raise _bad("TORCHTPU_OP_OPT_LEVEL", raw, "0, 1, 2, 3 or default")
+    return raw or None
+
+
 def fuse_max_instructions():
     """TORCHTPU_FUSE_MAX_INSTRUCTIONS (0: the core's default, 20000)."""
     raw = os.environ.get("TORCHTPU_FUSE_MAX_INSTRUCTIONS", "").strip()
@@ -292,6 +334,9 @@ def validate():
                  "TORCHTPU_CHECK_NUMERICS", "TORCHTPU_DIST_CHECK", "TORCHTPU_DEVICE_CHECKS"):
         _flag(name)
     cpu_devices()
+    compile_after()
+    host_tier_max_bytes()
+    op_opt_level()
     cpu_async()
     cpu_keep_memory()
     # TORCHTPU_PLUGIN_PATH is checked by the core when the runtime starts: a

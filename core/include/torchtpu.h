@@ -56,7 +56,16 @@ typedef struct tt_runtime_options {
   // StableHLO even where our C attention kernel can run (an x86-64 CPU with
   // AVX2 and FMA; runtime/attention_kernel.c says why it exists).
   bool cpu_attention_xla;
+  // XLA's backend optimisation level for strict eager's per-op programs
+  // (DebugOptions' xla_backend_optimization_level): a small program's
+  // compile on XLA's CPU backend costs half at level 0 and runs as fast.
+  // Fused graphs and compiled graphs keep the plugin's default. Used when
+  // `op_opt_level_given` (else TT_DEFAULT_OP_OPT_LEVEL); -1: the plugin's.
+  bool op_opt_level_given;
+  int op_opt_level;
 } tt_runtime_options;
+
+#define TT_DEFAULT_OP_OPT_LEVEL 0
 
 TT_API tt_status tt_runtime_create(const tt_runtime_options *opts,
                                    tt_runtime **out_rt);
@@ -66,7 +75,8 @@ TT_API void tt_runtime_destroy(tt_runtime *rt);
 // from the environment (TORCHTPU_PLUGIN_PATH, TORCHTPU_CPU_DEVICES,
 // TORCHTPU_CPU_ASYNC: 1 asynchronous, 0 inline, unset the default;
 // TORCHTPU_CPU_KEEP_MEMORY: 1 keep, 0 release, unset the default;
-// TORCHTPU_CPU_ATTENTION_KERNEL: 0 sets cpu_attention_xla); a failed
+// TORCHTPU_CPU_ATTENTION_KERNEL: 0 sets cpu_attention_xla;
+// TORCHTPU_OP_OPT_LEVEL: 0 to 3, or "default" for the plugin's); a failed
 // creation is remembered and returned again (with its message) on every call.
 TT_API tt_status tt_runtime_get(tt_runtime **out_rt);
 
@@ -121,6 +131,35 @@ TT_API bool tt_runtime_device_checks(tt_runtime *rt);
 // always. Default TT_DEFAULT_LAYOUTS_PER_OP.
 #define TT_DEFAULT_LAYOUTS_PER_OP 4
 TT_API tt_status tt_runtime_set_layouts_per_op(tt_runtime *rt, int64_t n);
+
+// Cold signatures and the host tier. Strict eager compiles a program per
+// op signature; a compile costs tens of milliseconds, a CPU op microseconds.
+// With `n` >= 1, a new signature's program is compiled in the background
+// (one worker thread, the signatures called most often first) from its
+// n-th call on, and until it is ready each call of the signature returns
+// TT_RUN_ON_HOST: the caller runs the op with the host's own kernels (the
+// shim: PyTorch's CPU kernels, on host copies of the tensors). Only calls
+// whose tt_op_call.host_ok is set, in strict mode (not debug, fused or a
+// capture), whose program draws no random numbers; a program already in the
+// program cache or the persistent directory runs at once. A signature
+// called fewer than n times is never compiled. 0: every new signature
+// compiles at its first call, as the device-only path. `max_bytes` bounds
+// the call's tensors (inputs and written views, in bytes) that the host tier
+// takes: a larger call compiles at once, since on an accelerator the host
+// copies and the host's arithmetic grow with it while a compile does not.
+#define TT_DEFAULT_COMPILE_AFTER 2
+#define TT_DEFAULT_HOST_TIER_BYTES (1 << 20)
+TT_API tt_status tt_runtime_set_host_tier(tt_runtime *rt, int64_t compile_after,
+                                          int64_t max_bytes);
+TT_API void tt_runtime_host_tier(tt_runtime *rt, int64_t *out_compile_after,
+                                 int64_t *out_max_bytes);
+// Waits until the background compiles queued so far are done (not under
+// the runtime's lock: other threads go on).
+TT_API void tt_runtime_wait_compiles(tt_runtime *rt);
+// Stops the background compiler (waits for the compile under way): at
+// exit, before the plugin's static objects go. Cold signatures then stay
+// on the host tier.
+TT_API void tt_runtime_stop_compiles(tt_runtime *rt);
 
 // --- fused eager ---------------------------------------------------------------
 //
@@ -202,6 +241,13 @@ typedef struct tt_stats {
   // Op calls whose strided inputs were copied dense instead of compiling a
   // program for their layout (tt_runtime_set_layouts_per_op).
   int64_t layout_spills;
+  // The host tier (tt_runtime_set_compile_after): op calls run on the host
+  // while their signature's program was not compiled yet, programs
+  // compiled in the background and taken into the program cache (also
+  // counted in `compiles`), and background compiles queued or running.
+  int64_t host_calls;
+  int64_t background_compiles;
+  int64_t compiles_pending;
 } tt_stats;
 
 TT_API void tt_runtime_stats(tt_runtime *rt, tt_stats *out);

@@ -32,6 +32,8 @@ typedef enum tt_code {
   TT_OUT_OF_RANGE = 7,      // index out of range (IndexError in Python)
   TT_OUT_RESIZE = 8,        // an out= tensor has the wrong shape: resize, retry
   TT_TYPE_ERROR = 9,        // a dtype PyTorch refuses with TypeError (TORCH_CHECK_TYPE)
+  TT_RUN_ON_HOST = 10,      // not an error: run this call with the host's kernels (a cold
+                            // signature whose program is still compiling)
 } tt_code;
 
 typedef struct tt_status_s *tt_status;  // NULL == OK
@@ -145,6 +147,9 @@ typedef struct tt_op_call {
   // return a list of varying length (then `ndests` is an upper bound).
   const tt_dest *dests;
   int32_t ndests;
+  // The caller can run this call with the host's own kernels when the
+  // runtime answers TT_RUN_ON_HOST (tt_runtime_set_compile_after).
+  bool host_ok;
 } tt_op_call;
 
 // A fresh result: an owned storage holding a dense row-major tensor.

@@ -42,7 +42,7 @@ static inline tt_storage *add(tt_runtime *rt, const tt_tensor *a,
                               const tt_tensor *b, double alpha, tt_status *st) {
   tt_value args[3] = {tensor_value(a), tensor_value(b), scalar_value(alpha)};
   tt_dest dest = {-1, -1};
-  tt_op_call call = {tt_op_lookup("aten::add.Tensor"), 0, TT_F32, args, 3, &dest, 1};
+  tt_op_call call = {tt_op_lookup("aten::add.Tensor"), 0, TT_F32, args, 3, &dest, 1, false};
   tt_op_result res[1];
   int32_t n = 0;
   *st = tt_op_run(rt, &call, res, 1, &n);

@@ -30,7 +30,7 @@ static void run_exp(tt_runtime *rt, int64_t r, int64_t c) {
   tt_value arg = {.kind = TT_VALUE_TENSOR};
   arg.u.tensor = (tt_tensor){s, TT_F32, 2, sizes, strides, 0};
   tt_dest dest = {-1, -1};
-  tt_op_call call = {tt_op_lookup("aten::exp"), 0, TT_F32, &arg, 1, &dest, 1};
+  tt_op_call call = {tt_op_lookup("aten::exp"), 0, TT_F32, &arg, 1, &dest, 1, false};
   tt_op_result res[1];
   int32_t n = 0;
   CHECK_OK(tt_op_run(rt, &call, res, 1, &n));

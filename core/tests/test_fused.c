@@ -99,7 +99,7 @@ static void test_views_and_inputs(tt_runtime *rt) {
   tt_tensor arow = {a.s, TT_F32, 1, rs, rst, 0};
   tt_value args[3] = {tensor_value(&prow), tensor_value(&arow), scalar_value(1)};
   tt_dest dest = {0, -1};
-  tt_op_call call = {tt_op_lookup("aten::add_.Tensor"), 0, TT_F32, args, 3, &dest, 1};
+  tt_op_call call = {tt_op_lookup("aten::add_.Tensor"), 0, TT_F32, args, 3, &dest, 1, false};
   tt_op_result res[1];
   int32_t n = -1;
   CHECK_OK(tt_op_run(rt, &call, res, 1, &n));
@@ -169,7 +169,7 @@ static void test_flush_error_names_the_ops(tt_runtime *rt) {
   tt_tensor st = {s, TT_F32, 2, a.sizes, a.strides, 0};
   tt_value args[1] = {tensor_value(&st)};
   tt_dest dest = {-1, -1};
-  tt_op_call call = {op, 0, TT_F32, args, 1, &dest, 1};
+  tt_op_call call = {op, 0, TT_F32, args, 1, &dest, 1, false};
   tt_op_result res[1];
   int32_t n = 0;
   CHECK_OK(tt_op_run(rt, &call, res, 1, &n));  // recorded: no error yet

@@ -76,7 +76,7 @@ static void test_inplace_view(tt_runtime *rt) {
   tt_tensor brow = {b.s, TT_F32, 1, rs, rst, 0};
   tt_value args[3] = {tensor_value(&arow), tensor_value(&brow), scalar_value(1)};
   tt_dest dest = {0, -1};
-  tt_op_call call = {tt_op_lookup("aten::add_.Tensor"), 0, TT_F32, args, 3, &dest, 1};
+  tt_op_call call = {tt_op_lookup("aten::add_.Tensor"), 0, TT_F32, args, 3, &dest, 1, false};
   tt_op_result res[1];
   int32_t n = -1;
   CHECK_OK(tt_op_run(rt, &call, res, 1, &n));
@@ -106,7 +106,7 @@ static void test_bad_shapes(tt_runtime *rt) {
   make_dense(rt, &b, 4, 5, NULL);
   tt_value args[3] = {tensor_value(&a.t), tensor_value(&b.t), scalar_value(1)};
   tt_dest dest = {-1, -1};
-  tt_op_call call = {tt_op_lookup("aten::add.Tensor"), 0, TT_F32, args, 3, &dest, 1};
+  tt_op_call call = {tt_op_lookup("aten::add.Tensor"), 0, TT_F32, args, 3, &dest, 1, false};
   tt_op_result res[1];
   int32_t n = 0;
   tt_status st = tt_op_run(rt, &call, res, 1, &n);

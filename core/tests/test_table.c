@@ -149,7 +149,7 @@ static tt_status run_st(const char *name, const tt_value *args, int nargs,
                         const tt_dest *dests, int ndests, outs *o) {
   static const tt_dest kFresh[4] = {{-1, -1}, {-1, -1}, {-1, -1}, {-1, -1}};
   tt_op_call call = {tt_op_lookup(name), 0, TT_F32, args, nargs,
-                     dests ? dests : kFresh, ndests};
+                     dests ? dests : kFresh, ndests, false};
   memset(o, 0, sizeof *o);
   if (call.op < 0) return tt_make_status(TT_NOT_FOUND, "no rule %s", name);
   int32_t n = 0;

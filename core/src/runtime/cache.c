@@ -2,6 +2,8 @@
 // cache.h. Keys are compared in full, so hash collisions are harmless.
 #include "runtime/cache.h"
 
+#include "runtime/background.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +137,8 @@ struct tt_sig_cache {
 void tt_plan_free(tt_plan *p) {
   if (!p) return;
   free(p->message);
+  free(p->text);
+  tt_bg_cancel(p->job);
   tt_program_deinit(&p->prog);
   free(p);
 }

@@ -35,6 +35,14 @@ typedef struct tt_plan {
   // Spilled (spill.h): no program of its own; these slots are copied dense
   // and the call runs through the dense call's plan.
   uint64_t spill_mask;
+  // Cold (strict.c's host tier): no executable yet. Calls run on the host
+  // while `job` (background.h; NULL until the signature has been called
+  // often enough) compiles `text`.
+  bool cold;
+  char *text;  // owned while cold
+  size_t text_len;
+  int64_t calls;
+  struct tt_bg_job *job;  // owned: cancelled when the plan is freed
 } tt_plan;
 
 void tt_plan_free(tt_plan *p);

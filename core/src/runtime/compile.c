@@ -60,11 +60,26 @@ static tt_status compile_env(tt_runtime *rt, const uint64_t **out) {
 
 // --- compiling -------------------------------------------------------------------------------
 
-// Loads `text` from disk or compiles it; fills meta (rt->mu held).
-// `opts` NULL: the client's single-device options.
-static tt_status load_or_compile(tt_runtime *rt, const char *text, size_t len,
-                                 const void *opts, size_t opts_len,
-                                 tt_prog_meta *meta, tt_pjrt_exe **out) {
+// Counts, explains and writes to disk a program compiled `seconds` ago
+// (rt->mu held); fills meta's size.
+static void note_compiled(tt_runtime *rt, const char *text, size_t len,
+                          tt_prog_meta *meta, tt_pjrt_exe *exe) {
+  rt->stats.compiles++;
+  rt->stats.compile_seconds += meta->seconds;
+  tt_explain *x = tt_prog_cache_explain(rt->progs);
+  if (tt_explain_compile(x, meta->label, text, len, meta->seconds) != TT_CAUSE_NEW_OP)
+    rt->stats.recompiles++;
+  tt_disk_cache *disk = tt_prog_cache_disk(rt->progs);
+  if (disk)
+    meta->exe_bytes = (int64_t)tt_disk_cache_store(disk, rt->pjrt, &meta->key, text, len, exe,
+                                                   &rt->stats);
+}
+
+// Loads `text` from disk into *out (NULL when the directory has none);
+// fills meta (rt->mu held).
+static void load_from_disk(tt_runtime *rt, const char *text, size_t len,
+                           tt_prog_meta *meta, tt_pjrt_exe **out) {
+  *out = NULL;
   tt_disk_cache *disk = tt_prog_cache_disk(rt->progs);
   double t0 = now_seconds();
   size_t exe_bytes = 0;
@@ -73,22 +88,44 @@ static tt_status load_or_compile(tt_runtime *rt, const char *text, size_t len,
     meta->from_disk = true;
     meta->exe_bytes = (int64_t)exe_bytes;
     meta->seconds = now_seconds() - t0;
-    return NULL;
   }
-  t0 = now_seconds();
+}
+
+// Loads `text` from disk or compiles it; fills meta (rt->mu held).
+// `opts` NULL: the client's single-device options.
+static tt_status load_or_compile(tt_runtime *rt, const char *text, size_t len,
+                                 const void *opts, size_t opts_len,
+                                 tt_prog_meta *meta, tt_pjrt_exe **out) {
+  load_from_disk(rt, text, len, meta, out);
+  if (*out) return NULL;
+  double t0 = now_seconds();
   TT_RETURN_IF_ERROR(opts ? tt_pjrt_compile_with_options(rt->pjrt, text, len,
                                                          opts, opts_len, out)
                           : tt_pjrt_compile(rt->pjrt, text, len, out));
   meta->seconds = now_seconds() - t0;
-  rt->stats.compiles++;
-  rt->stats.compile_seconds += meta->seconds;
-  tt_explain *x = tt_prog_cache_explain(rt->progs);
-  if (tt_explain_compile(x, meta->label, text, len, meta->seconds) != TT_CAUSE_NEW_OP)
-    rt->stats.recompiles++;
-  if (disk)
-    meta->exe_bytes = (int64_t)tt_disk_cache_store(disk, rt->pjrt, &meta->key, text, len, *out,
-                                                   &rt->stats);
+  note_compiled(rt, text, len, meta, *out);
   return NULL;
+}
+
+// The key and label of `text` (rt->mu held).
+static tt_status make_meta(tt_runtime *rt, const char *text, size_t len, char *label,
+                           size_t label_cap, tt_prog_meta *meta) {
+  const uint64_t *env = NULL;
+  TT_RETURN_IF_ERROR(compile_env(rt, &env));
+  tt_explain_label(tt_prog_cache_explain(rt->progs), text, len, label, label_cap);
+  *meta = (tt_prog_meta){.label = label};
+  tt_cache_key_make(env, text, len, &meta->key);
+  return NULL;
+}
+
+static tt_status insert(tt_runtime *rt, const char *text, size_t len, tt_prog_meta *meta,
+                        tt_pjrt_exe **out) {
+  tt_status st = tt_prog_cache_insert(rt->progs, text, len, *out, meta);
+  if (st) {  // still ours
+    tt_pjrt_exe_destroy(rt->pjrt, *out);
+    *out = NULL;
+  }
+  return st;
 }
 
 static tt_status compile_cached(tt_runtime *rt, const char *text, size_t len,
@@ -100,19 +137,58 @@ static tt_status compile_cached(tt_runtime *rt, const char *text, size_t len,
     rt->stats.cache_hits++;
     return NULL;
   }
-  const uint64_t *env = NULL;
-  TT_RETURN_IF_ERROR(compile_env(rt, &env));
   char label[64];
-  tt_explain_label(tt_prog_cache_explain(rt->progs), text, len, label, sizeof label);
-  tt_prog_meta meta = {.label = label};
-  tt_cache_key_make(env, text, len, &meta.key);
+  tt_prog_meta meta;
+  TT_RETURN_IF_ERROR(make_meta(rt, text, len, label, sizeof label, &meta));
   TT_RETURN_IF_ERROR(load_or_compile(rt, text, len, opts, opts_len, &meta, out));
-  tt_status st = tt_prog_cache_insert(rt->progs, text, len, *out, &meta);
-  if (st) {
-    tt_pjrt_exe_destroy(rt->pjrt, *out);
-    *out = NULL;
+  return insert(rt, text, len, &meta, out);
+}
+
+tt_status tt_runtime_find_compiled(tt_runtime *rt, const char *text, size_t len,
+                                   tt_pjrt_exe **out) {
+  *out = tt_prog_cache_find(rt->progs, text, len);
+  if (*out) {
+    rt->stats.cache_requests++;
+    rt->stats.cache_hits++;
+    return NULL;
   }
-  return st;
+  if (!tt_prog_cache_disk(rt->progs)) return NULL;
+  char label[64];
+  tt_prog_meta meta;
+  TT_RETURN_IF_ERROR(make_meta(rt, text, len, label, sizeof label, &meta));
+  load_from_disk(rt, text, len, &meta, out);
+  if (!*out) return NULL;
+  rt->stats.cache_requests++;
+  return insert(rt, text, len, &meta, out);
+}
+
+tt_status tt_runtime_adopt_compiled(tt_runtime *rt, const char *text, size_t len,
+                                    tt_pjrt_exe *exe, double seconds, tt_pjrt_exe **out) {
+  rt->stats.cache_requests++;
+  *out = tt_prog_cache_find(rt->progs, text, len);
+  if (*out) {  // compiled meanwhile for another signature with the same program
+    tt_pjrt_exe_destroy(rt->pjrt, exe);
+    rt->stats.cache_hits++;
+    return NULL;
+  }
+  char label[64];
+  tt_prog_meta meta;
+  tt_status st = make_meta(rt, text, len, label, sizeof label, &meta);
+  if (st) {
+    tt_pjrt_exe_destroy(rt->pjrt, exe);
+    return st;
+  }
+  meta.seconds = seconds;
+  rt->stats.background_compiles++;
+  note_compiled(rt, text, len, &meta, exe);
+  *out = exe;
+  return insert(rt, text, len, &meta, out);
+}
+
+tt_status tt_runtime_compile_op(tt_runtime *rt, const char *text, size_t len, bool small,
+                                tt_pjrt_exe **out) {
+  if (!small) return compile_cached(rt, text, len, NULL, 0, out);
+  return compile_cached(rt, text, len, rt->op_opts, rt->op_opts_len, out);
 }
 
 tt_status tt_runtime_compile(tt_runtime *rt, const char *text, size_t len,

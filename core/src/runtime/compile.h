@@ -7,6 +7,7 @@
 #ifndef TT_RUNTIME_COMPILE_H
 #define TT_RUNTIME_COMPILE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "pjrt/pjrt.h"
@@ -25,5 +26,25 @@ tt_status tt_runtime_compile(tt_runtime *rt, const char *text, size_t len,
 tt_status tt_runtime_compile_with_options(tt_runtime *rt, const char *text,
                                           size_t len, const void *opts,
                                           size_t opts_len, tt_pjrt_exe **out);
+
+// Per-op programs (strict eager). A `small` one (its tensors within
+// rt->host_tier_bytes) is compiled with rt->op_opts, the backend's cheaper
+// optimisation level (TORCHTPU_OP_OPT_LEVEL): its run time is launch
+// overhead, while unvectorised loops over large tensors would cost. The
+// caches key on the text alone: any executable of a program is a valid one.
+tt_status tt_runtime_compile_op(tt_runtime *rt, const char *text, size_t len, bool small,
+                                tt_pjrt_exe **out);
+
+// The executable for `text` if the program cache or the persistent
+// directory has it, else *out NULL; never compiles (rt->mu held).
+tt_status tt_runtime_find_compiled(tt_runtime *rt, const char *text, size_t len,
+                                   tt_pjrt_exe **out);
+
+// Takes `exe`, compiled from `text` in `seconds` outside the lock (the
+// background compiler), into the program cache as a compile is (counted,
+// explained, written to disk); *out is the cached executable, borrowed
+// (rt->mu held).
+tt_status tt_runtime_adopt_compiled(tt_runtime *rt, const char *text, size_t len,
+                                    tt_pjrt_exe *exe, double seconds, tt_pjrt_exe **out);
 
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "runtime/attention_kernel.h"
+#include "runtime/background.h"
 #include "runtime/cache.h"
 #include "runtime/checks.h"
 #include "runtime/executor.h"
@@ -25,6 +26,8 @@ tt_status tt_runtime_create(const tt_runtime_options *opts,
   pthread_mutex_init(&rt->mu, NULL);
   rt->device_checks = true;
   rt->layouts_per_op = TT_DEFAULT_LAYOUTS_PER_OP;
+  rt->compile_after = TT_DEFAULT_COMPILE_AFTER;
+  rt->host_tier_bytes = TT_DEFAULT_HOST_TIER_BYTES;
   tt_status st = NULL;
   tt_pjrt_options po = {
       .plugin_path = opts ? opts->plugin_path : NULL,
@@ -44,6 +47,10 @@ tt_status tt_runtime_create(const tt_runtime_options *opts,
     rt->host_memory_kept = tt_hostmem_keep();
   if (cpu && !(opts && opts->cpu_attention_xla))
     rt->attention_ffi_target = tt_attention_kernel_register(rt->pjrt);
+  int level = opts && opts->op_opt_level_given ? opts->op_opt_level : TT_DEFAULT_OP_OPT_LEVEL;
+  TT_GOTO_IF_ERROR(st, tt_pjrt_compile_options_opt_level(level, &rt->op_opts, &rt->op_opts_len),
+                   fail);
+  TT_GOTO_IF_ERROR(st, tt_bg_create(rt->pjrt, rt->op_opts, rt->op_opts_len, &rt->bg), fail);
   TT_GOTO_IF_ERROR(st, tt_hlo_create(&rt->hlo), fail);
   TT_GOTO_IF_ERROR(st, tt_prog_cache_create(&rt->progs), fail);
   TT_GOTO_IF_ERROR(st, tt_strict_create(rt, &rt->strict), fail);
@@ -66,6 +73,8 @@ void tt_runtime_destroy(tt_runtime *rt) {
   tt_exec_destroy(rt->capture);
   tt_exec_destroy(rt->fused);
   tt_exec_destroy(rt->strict);
+  tt_bg_destroy(rt->bg);  // after the plans that held its jobs
+  free(rt->op_opts);
   tt_status_free(rt->deferred);
   tt_checks_drop(rt);
   tt_profile_destroy(rt->profile);
@@ -128,6 +137,17 @@ static void create_global(void) {
                    "attention runs torchtpu's C kernel where the CPU can", &attention);
   if (g_err) return;
   o.cpu_attention_xla = attention == 0;
+  const char *level = getenv("TORCHTPU_OP_OPT_LEVEL");
+  if (level && *level) {
+    o.op_opt_level_given = true;
+    if (strcmp(level, "default") == 0) o.op_opt_level = -1;
+    else if (level[0] >= '0' && level[0] <= '3' && !level[1]) o.op_opt_level = level[0] - '0';
+    else {
+      g_err = tt_make_status(TT_INVALID_ARGUMENT, "TORCHTPU_OP_OPT_LEVEL=%s: expected 0 to 3, "
+                             "or \"default\" for the plugin's", level);
+      return;
+    }
+  }
   if (async >= 0) o.cpu_launch = async ? TT_CPU_LAUNCH_ASYNC : TT_CPU_LAUNCH_INLINE;
   if (keep >= 0) o.cpu_memory = keep ? TT_CPU_MEMORY_KEEP : TT_CPU_MEMORY_RELEASE;
   g_err = tt_runtime_create(&o, &g_rt);
@@ -211,6 +231,42 @@ tt_status tt_runtime_set_layouts_per_op(tt_runtime *rt, int64_t n) {
   return NULL;
 }
 
+tt_status tt_runtime_set_host_tier(tt_runtime *rt, int64_t compile_after, int64_t max_bytes) {
+  if (compile_after < 0 || compile_after > INT32_MAX)
+    return tt_make_status(TT_INVALID_ARGUMENT, "compile after %lld calls: expected a count "
+                          "from 1 to %d, or 0 to compile at a signature's first call",
+                          (long long)compile_after, INT32_MAX);
+  if (max_bytes < 0)
+    return tt_make_status(TT_INVALID_ARGUMENT, "host tier bound %lld bytes: expected 0 or "
+                          "more", (long long)max_bytes);
+  pthread_mutex_lock(&rt->mu);
+  rt->compile_after = (int32_t)compile_after;
+  rt->host_tier_bytes = max_bytes;
+  pthread_mutex_unlock(&rt->mu);
+  return NULL;
+}
+
+void tt_runtime_host_tier(tt_runtime *rt, int64_t *out_compile_after, int64_t *out_max_bytes) {
+  pthread_mutex_lock(&rt->mu);
+  *out_compile_after = rt->compile_after;
+  *out_max_bytes = rt->host_tier_bytes;
+  pthread_mutex_unlock(&rt->mu);
+}
+
+void tt_runtime_wait_compiles(tt_runtime *rt) {
+  pthread_mutex_lock(&rt->mu);
+  tt_bg *bg = rt->bg;
+  pthread_mutex_unlock(&rt->mu);
+  tt_bg_wait_idle(bg);  // not under rt->mu: the worker never takes it
+}
+
+void tt_runtime_stop_compiles(tt_runtime *rt) {
+  pthread_mutex_lock(&rt->mu);
+  tt_bg *bg = rt->bg;
+  pthread_mutex_unlock(&rt->mu);
+  tt_bg_stop(bg);
+}
+
 bool tt_runtime_device_checks(tt_runtime *rt) {
   pthread_mutex_lock(&rt->mu);
   bool on = rt->device_checks;
@@ -223,6 +279,7 @@ void tt_runtime_stats(tt_runtime *rt, tt_stats *out) {
   *out = rt->stats;
   tt_prog_cache_usage(rt->progs, &out->program_cache_bytes, &out->program_cache_entries,
                       &out->program_cache_evictions);
+  out->compiles_pending = tt_bg_pending(rt->bg);
   pthread_mutex_unlock(&rt->mu);
 }
 

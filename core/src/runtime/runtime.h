@@ -84,6 +84,16 @@ struct tt_runtime {
   // Layouts of one dense signature the strict executor compiles programs
   // for before it copies further layouts dense (runtime/spill.h); 0: never.
   int32_t layouts_per_op;
+  // The host tier (strict.c): a new signature's program compiles in the
+  // background at its `compile_after`-th call; until it is ready, its calls
+  // run on the host (TT_RUN_ON_HOST). 0: compile at the first call.
+  int32_t compile_after;
+  int64_t host_tier_bytes;  // the largest call the host tier takes
+  struct tt_bg *bg;  // background.h, owned
+  // Per-op programs' compile options (the backend's optimisation level;
+  // NULL: the client's defaults), owned.
+  void *op_opts;
+  size_t op_opts_len;
   struct tt_pending_check *checks;
   int nchecks, cap_checks;
 

@@ -16,6 +16,7 @@
 #include "base/buf.h"
 #include "base/hash.h"
 #include "lower/ctx.h"
+#include "runtime/background.h"
 #include "runtime/cache.h"
 #include "runtime/checks.h"
 #include "runtime/compile.h"
@@ -274,6 +275,89 @@ static tt_status run_spilled(strict *x, const tt_op_call *call, const tt_rule *r
   return st;
 }
 
+// --- the host tier: cold signatures ------------------------------------------------------------
+//
+// A new signature whose program is in no cache is cold: its calls return
+// TT_RUN_ON_HOST (the shim runs PyTorch's CPU kernels) while the program
+// compiles in the background, from the signature's rt->compile_after-th
+// call on. The first call after the compile finished takes the executable
+// into the program cache and runs on the device, as every later call does.
+
+// Whether the call's tensors (inputs and written views) fit in
+// rt->host_tier_bytes: small enough for the host tier and for the cheaper
+// optimisation level.
+static bool small_call(const tt_runtime *rt, const tt_slot *slots, int nslots) {
+  int64_t bytes = 0;
+  for (int i = 0; i < nslots; i++)
+    bytes += tt_view_numel(slots[i].t) * tt_dtype_size(slots[i].t->dtype);
+  return bytes <= rt->host_tier_bytes;
+}
+
+// Whether `call` may run on the host instead of waiting for its compile.
+static bool tier_applies(strict *x, const tt_op_call *call, const tt_slot *slots, int nslots,
+                         const tt_program *prog) {
+  const tt_runtime *rt = x->base.rt;
+  if (rt->compile_after <= 0 || !call->host_ok || rt->mode != TT_MODE_STRICT || x->spilling ||
+      !small_call(rt, slots, nslots))
+    return false;
+  // Random programs draw from the device's generator: the host's would
+  // give other numbers for the same seed.
+  for (int i = 0; i < prog->nparams; i++)
+    if (prog->params[i].kind == TT_PARAM_RNG) return false;
+  return true;
+}
+
+static tt_status make_cold(tt_plan *plan, const char *text, size_t len) {
+  plan->text = malloc(len ? len : 1);
+  if (!plan->text) return tt_make_status(TT_RESOURCE_EXHAUSTED, "out of memory");
+  memcpy(plan->text, text, len);
+  plan->text_len = len;
+  plan->cold = true;
+  return NULL;
+}
+
+// The plan's program from its finished background compile, or, when that
+// failed or the tier no longer applies, compiled now (a cold plan is small).
+static tt_status warm_plan(tt_runtime *rt, const tt_op_call *call, tt_plan *plan) {
+  tt_status st = NULL;
+  tt_explain_op(rt, call);
+  if (plan->job && tt_bg_done(plan->job)) {
+    tt_pjrt_exe *exe = NULL;
+    double seconds = 0;
+    st = tt_bg_take(plan->job, &exe, &seconds);
+    plan->job = NULL;
+    if (!st) st = tt_runtime_adopt_compiled(rt, plan->text, plan->text_len, exe, seconds,
+                                            &plan->exe);
+    tt_status_free(st);  // a failed compile is compiled again below, for its error
+    st = NULL;
+  }
+  tt_bg_cancel(plan->job);
+  plan->job = NULL;
+  if (!plan->exe) st = tt_runtime_compile_op(rt, plan->text, plan->text_len, true, &plan->exe);
+  tt_explain_op_done(rt);
+  if (st) return tt_status_annotate(st, "%s: compiling its program", tt_op_name(call->op));
+  plan->cold = false;
+  free(plan->text);
+  plan->text = NULL;
+  return NULL;
+}
+
+// A call of a cold signature: NULL when its program is ready now (the plan
+// is warm), else TT_RUN_ON_HOST.
+static tt_status cold_call(strict *x, const tt_op_call *call, const tt_slot *slots, int nslots,
+                           tt_plan *plan) {
+  tt_runtime *rt = x->base.rt;
+  if ((plan->job && tt_bg_done(plan->job)) || !tier_applies(x, call, slots, nslots, &plan->prog))
+    return warm_plan(rt, call, plan);
+  plan->calls++;
+  if (plan->job) tt_bg_touch(plan->job);
+  else if (plan->calls >= rt->compile_after)
+    TT_RETURN_IF_ERROR(tt_bg_submit(rt->bg, plan->text, plan->text_len, &plan->job));
+  rt->stats.host_calls++;
+  return tt_make_status(TT_RUN_ON_HOST, "%s: its program is not compiled yet",
+                        tt_op_name(call->op));
+}
+
 // --- lowering and compiling on a miss ---------------------------------------------------------
 
 // Lowers and compiles `call`, or marks its plan as spilled; caches the plan
@@ -293,9 +377,15 @@ static tt_status make_plan(strict *x, const tt_op_call *call, const tt_rule *rul
   if (tt_status_code(st) == TT_UNIMPLEMENTED) {
     plan->unimplemented = true;
     plan->message = strdup(tt_status_message(st));
+  } else if (!st && tier_applies(x, call, slots, nslots, &plan->prog)) {
+    // Cold unless compiled before; not spilled: the host tier already keeps
+    // a new layout from compiling until it is called again.
+    st = tt_runtime_find_compiled(rt, text, len, &plan->exe);
+    if (!st && !plan->exe) st = make_cold(plan, text, len);
   } else if (!st) {
     plan->spill_mask = spill_mask(x, call, rule, slots, nslots, &plan->prog);
-    if (!plan->spill_mask) st = tt_runtime_compile(rt, text, len, &plan->exe);
+    if (!plan->spill_mask)
+      st = tt_runtime_compile_op(rt, text, len, small_call(rt, slots, nslots), &plan->exe);
     if (st) st = tt_status_annotate(st, "%s: compiling its program", tt_op_name(call->op));
   }
   if (st && tt_status_code(st) != TT_UNIMPLEMENTED) {
@@ -332,6 +422,7 @@ static tt_status strict_run_op(tt_executor *ex, const tt_op_call *call,
   }
   if (!st && plan->unimplemented)
     st = tt_make_status(TT_UNIMPLEMENTED, "%s", plan->message ? plan->message : "");
+  if (!st && plan->cold) st = cold_call(x, call, slots, nslots, plan);
   if (!st && plan->spill_mask)
     st = run_spilled(x, call, rule, slots, nslots, plan->spill_mask, results, cap,
                      out_nresults);
