@@ -992,6 +992,127 @@ void run_on_cpu(const OpInfo &info, const c10::OperatorHandle &op,
   }
 }
 
+// --- the host tier --------------------------------------------------------------------
+//
+// A cold signature's call (TT_RUN_ON_HOST) runs with the op's CPU kernel on
+// host views of its tpu tensors: each storage is read once, whole (a memcpy
+// on the CPU plugin), and each tensor keeps its sizes, strides and offset
+// over that copy, so a transposed weight or a sliced KV cache costs no
+// gather (PyTorch's cpu_fallback makes every tensor dense first). Written
+// arguments are copied back into their tpu views, fresh results go to the
+// device.
+
+struct HostViews {
+  std::vector<std::pair<const c10::StorageImpl *, c10::Storage>> storages;
+
+  c10::Storage storage_of(const at::Tensor &t) {
+    const c10::StorageImpl *impl = t.storage().unsafeGetStorageImpl();
+    for (const auto &[k, v] : storages)
+      if (k == impl) return v;
+    const int64_t nbytes = static_cast<int64_t>(t.storage().nbytes());
+    at::Tensor bytes = at::empty({nbytes}, at::TensorOptions().dtype(at::kByte));
+    if (nbytes > 0) {
+      const int64_t sizes[1] = {nbytes}, strides[1] = {1};
+      const tt_tensor desc = {storage_handle(impl), TT_U8, 1, sizes, strides, 0};
+      const c10::DeviceGuard guard(t.device());
+      check(tt_tensor_download(runtime(), &desc, bytes.mutable_data_ptr()), "copy to the host");
+    }
+    storages.emplace_back(impl, bytes.storage());
+    return bytes.storage();
+  }
+
+  at::Tensor view_of(const at::Tensor &t) {
+    if (!t.defined() || !is_tpu(t)) return t;
+    at::Tensor h = at::empty({0}, t.options().device(c10::kCPU));
+    h.set_(storage_of(t), t.storage_offset(), t.sizes(), t.strides());
+    return h;
+  }
+
+  c10::IValue of(const c10::IValue &iv) {
+    if (iv.isTensor()) return view_of(iv.toTensor());
+    if (iv.isTensorList()) {
+      std::vector<at::Tensor> l = iv.toTensorVector();
+      for (at::Tensor &t : l) t = view_of(t);
+      return c10::IValue(l);
+    }
+    if (iv.isOptionalTensorList()) {
+      c10::List<std::optional<at::Tensor>> l;
+      for (const std::optional<at::Tensor> t : iv.toOptionalTensorList())
+        l.push_back(t ? std::optional<at::Tensor>(view_of(*t)) : std::nullopt);
+      return c10::IValue(l);
+    }
+    return iv;
+  }
+};
+
+// Lazy conj/neg bits on a tpu tensor: left to cpu_fallback, which resolves them.
+bool has_lazy_bits(const c10::IValue &iv) {
+  const auto lazy = [](const at::Tensor &t) {
+    return t.defined() && is_tpu(t) && (t.is_conj() || t.is_neg());
+  };
+  if (iv.isTensor()) return lazy(iv.toTensor());
+  if (iv.isList())
+    for (const c10::IValue &e : iv.toListRef())
+      if (e.isTensor() && lazy(e.toTensor())) return true;
+  return false;
+}
+
+c10::IValue to_device(const c10::IValue &iv, c10::Device device) {
+  if (iv.isTensor()) {
+    const at::Tensor &t = iv.toTensor();
+    return t.defined() && t.device().is_cpu() ? c10::IValue(t.to(device)) : iv;
+  }
+  if (iv.isTensorList()) {
+    std::vector<at::Tensor> l = iv.toTensorVector();
+    for (at::Tensor &t : l)
+      if (t.defined() && t.device().is_cpu()) t = t.to(device);
+    return c10::IValue(l);
+  }
+  return iv;
+}
+
+// Copies a written host argument back into its tpu original.
+void copy_back(const c10::IValue &host, const c10::IValue &tpu) {
+  if (host.isTensor() && tpu.isTensor()) {
+    const at::Tensor &t = tpu.toTensor();
+    if (t.defined() && is_tpu(t)) at::_copy_from_and_resize(host.toTensor(), t);
+  } else if (host.isTensorList() && tpu.isTensorList()) {
+    const std::vector<at::Tensor> h = host.toTensorVector(), d = tpu.toTensorVector();
+    for (size_t i = 0; i < h.size() && i < d.size(); i++)
+      if (d[i].defined() && is_tpu(d[i])) at::_copy_from_and_resize(h[i], d[i]);
+  }
+}
+
+// Runs the call on the host; false (stack untouched) when it has lazy bits.
+bool run_on_host(const OpInfo &info, const c10::OperatorHandle &op, torch::jit::Stack *stack) {
+  const size_t nargs = op.schema().arguments().size();
+  const size_t base = stack->size() - nargs;
+  const c10::ArrayRef<c10::IValue> args(stack->data() + base, nargs);
+  for (const c10::IValue &iv : args)
+    if (has_lazy_bits(iv)) return false;
+  const c10::optional<c10::Device> device = first_tpu_device(args);
+  if (!device) return false;
+  std::vector<c10::IValue> originals(args.begin(), args.end());
+  std::vector<c10::IValue> hosts;  // the written arguments' host views
+  HostViews views;
+  for (size_t i = 0; i < nargs; i++) {
+    c10::IValue &slot = (*stack)[base + i];
+    slot = views.of(slot);
+    if (i < info.args.size() && info.args[i].written) hosts.push_back(slot);
+    else hosts.emplace_back();
+  }
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  for (size_t i = 0; i < nargs; i++)
+    if (!hosts[i].isNone()) copy_back(hosts[i], originals[i]);
+  const size_t nrets = op.schema().returns().size();
+  for (size_t r = 0; r < nrets; r++) {
+    c10::IValue &ret = (*stack)[stack->size() - nrets + r];
+    const int32_t alias = r < info.rets.size() ? info.rets[r].alias_arg : -1;
+    ret = alias >= 0 ? originals[static_cast<size_t>(alias)] : to_device(ret, *device);
+  }
+  return true;
+}
+
 // The largest rank among the call's tensor arguments (lists included).
 int64_t max_rank(const Call &c) {
   int64_t r = 0;
@@ -1149,7 +1270,7 @@ void boxed_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
       tt_status_free(s);
       const size_t base = stack->size() - nargs;  // below the call's arguments
       try {
-        run_on_cpu(info, op, stack, "", /*host_tier=*/true);
+        if (!run_on_host(info, op, stack)) run_on_cpu(info, op, stack, "", /*host_tier=*/true);
         return;
       } catch (const c10::NotImplementedError &) {
         // The CPU has no kernel for these dtypes: the device's program is

@@ -243,20 +243,42 @@ bool tt_view_is_whole(const tt_tensor *t) {
 }
 
 // Copies between a strided view inside `base` (byte array of the storage) and
-// a dense array; `to_dense` picks the direction.
+// a dense array; `to_dense` picks the direction. Runs along the last dim are
+// one memcpy when it is contiguous (a row of a row-major view, a whole dense
+// view); offsets are stepped, not recomputed, from one element to the next.
 static void strided_copy(const tt_tensor *t, char *base, char *dense,
                          bool to_dense) {
   int64_t esize = tt_dtype_size(t->dtype);
   int64_t numel = tt_view_numel(t);
+  if (numel == 0) return;
+  int nd = t->ndim;
+  // Merge dims that are contiguous with the next one, so a dense view is one run.
+  int64_t sizes[TT_MAX_RANK], strides[TT_MAX_RANK];
+  int r = 0;
+  for (int d = 0; d < nd; d++) {
+    if (t->sizes[d] == 1) continue;
+    if (r > 0 && strides[r - 1] == t->strides[d] * t->sizes[d]) {
+      sizes[r - 1] *= t->sizes[d];
+      strides[r - 1] = t->strides[d];
+    } else {
+      sizes[r] = t->sizes[d];
+      strides[r] = t->strides[d];
+      r++;
+    }
+  }
+  int64_t run = 1;  // elements per memcpy
+  if (r > 0 && strides[r - 1] == 1) run = sizes[--r];
   int64_t idx[TT_MAX_RANK] = {0};
-  for (int64_t n = 0; n < numel; n++) {
-    int64_t off = t->offset;
-    for (int d = 0; d < t->ndim; d++) off += idx[d] * t->strides[d];
+  int64_t off = t->offset;
+  size_t bytes = (size_t)(run * esize);
+  for (int64_t n = 0; n < numel; n += run) {
     char *elem = base + off * esize;
-    if (to_dense) memcpy(dense + n * esize, elem, (size_t)esize);
-    else memcpy(elem, dense + n * esize, (size_t)esize);
-    for (int d = t->ndim - 1; d >= 0; d--) {
-      if (++idx[d] < t->sizes[d]) break;
+    if (to_dense) memcpy(dense + n * esize, elem, bytes);
+    else memcpy(elem, dense + n * esize, bytes);
+    for (int d = r - 1; d >= 0; d--) {
+      off += strides[d];
+      if (++idx[d] < sizes[d]) break;
+      off -= strides[d] * sizes[d];
       idx[d] = 0;
     }
   }
