@@ -22,12 +22,15 @@ Paths:
               (PyTorch's CPU kernels on host copies) while their programs
               compile in the background (TORCHTPU_COMPILE_AFTER=2)
   tpu-device  "tpu", device only: every new signature compiles at its first
-              call (TORCHTPU_COMPILE_AFTER=0), at the per-op optimisation
-              level 0 (TORCHTPU_OP_OPT_LEVEL)
-  tpu-before  "tpu" as before this benchmark existed: device only, the
-              plugin's default optimisation level
+              call (TORCHTPU_COMPILE_AFTER=0), as before the host tier
+  tpu-O0      device only, per-op programs at XLA's backend optimisation
+              level 0 (TORCHTPU_OP_OPT_LEVEL=0): cheaper compiles, slower
+              loops
   (--compile) the same under torch.compile: cpu-inductor, tpu-compile,
               tpu-compile-device
+
+Each path runs --repeat times (fresh processes); times are the medians, ratios
+those of the medians, the counts and checks the last run's.
 
 Compiles are the programs compiled during the run (synchronous and
 background) plus those still queued when it ended ("+N queued"); host is
@@ -41,13 +44,14 @@ relative difference per step, eval logits' largest absolute difference.
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
 ROWS = ("generate", "finetune", "eval", "growth")
-EAGER_PATHS = ("cpu", "tpu", "tpu-device", "tpu-before")
+EAGER_PATHS = ("cpu", "tpu", "tpu-device", "tpu-O0")
 COMPILE_PATHS = ("cpu-inductor", "tpu-compile", "tpu-compile-device")
 
 # Environment of each path (on top of an empty cache directory).
@@ -55,7 +59,7 @@ PATH_ENV = {
     "cpu": {},
     "tpu": {"TORCHTPU_COMPILE_AFTER": "2"},
     "tpu-device": {"TORCHTPU_COMPILE_AFTER": "0"},
-    "tpu-before": {"TORCHTPU_COMPILE_AFTER": "0", "TORCHTPU_OP_OPT_LEVEL": "default"},
+    "tpu-O0": {"TORCHTPU_COMPILE_AFTER": "0", "TORCHTPU_OP_OPT_LEVEL": "0"},
     "cpu-inductor": {},
     "tpu-compile": {"TORCHTPU_COMPILE_AFTER": "2"},
     "tpu-compile-device": {"TORCHTPU_COMPILE_AFTER": "0"},
@@ -258,6 +262,20 @@ def run_path(row, path, new_tokens, timeout):
     return {"error": (p.stderr.strip().splitlines() or ["no output"])[-1][:200]}
 
 
+def run_repeated(row, path, args):
+    """Runs a path args.repeat times; the last run with the median times."""
+    runs = [run_path(row, path, args.new_tokens, args.timeout)
+            for _ in range(1 if row == "growth" else max(args.repeat, 1))]
+    bad = [r for r in runs if "error" in r]
+    if bad:
+        return bad[0]
+    out = dict(runs[-1])
+    for key in ("cold", "warm"):
+        if out[key] is not None:
+            out[key] = statistics.median(r[key] for r in runs)
+    return out
+
+
 def check(row, ref, res):
     if row == "generate":
         return "tokens identical" if ref == res else "TOKENS DIFFER"
@@ -277,6 +295,7 @@ def main():
     ap.add_argument("--compile", action="store_true", help="add the torch.compile paths")
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--timeout", type=int, default=600, help="seconds per path")
+    ap.add_argument("--repeat", type=int, default=3, help="fresh processes per path")
     ap.add_argument("--child", nargs=2, metavar=("ROW", "PATH"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -290,7 +309,7 @@ def main():
     for row in args.rows.split(","):
         ref = None
         for path in (["cpu"] if "cpu" not in paths else []) + paths:
-            r = run_path(row, path, args.new_tokens, args.timeout)
+            r = run_repeated(row, path, args)
             if "error" in r:
                 print(f"{row:9} {path:19} failed: {r['error']}")
                 continue

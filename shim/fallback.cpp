@@ -98,6 +98,7 @@ struct OpInfo {
   // (TT_RUN_ON_HOST): an aten op with a CPU kernel, tensors in, no device
   // argument (a factory's result must be made where it asks).
   bool host_ok = false;
+  const struct UnmarkedWrites *unmarked = nullptr;  // arguments written unannounced
 };
 
 const struct OverlapRule *overlap_rule(const std::string &name);
@@ -220,19 +221,24 @@ std::unique_ptr<OpInfo> read_schema(const c10::FunctionSchema &schema) {
   return info;
 }
 
-// Ops that write an argument their schema does not mark written
-// (native_batch_norm updates running_mean and running_var, typed `Tensor?`):
-// PyTorch's cpu_fallback copies back only marked arguments, so the host
-// tier would lose the write.
-bool writes_unmarked(const std::string &name) {
-  static const char *const kOps[] = {"aten::native_batch_norm", "aten::_batch_norm_impl_index",
-                                     "aten::cudnn_batch_norm", "aten::miopen_batch_norm",
-                                     "aten::_fused_moving_avg_obs_fq_helper"};
-  for (const char *op : kOps) {
-    const size_t n = strlen(op);
-    if (name.compare(0, n, op) == 0 && (name.size() == n || name[n] == '.')) return true;
+// Ops that write arguments their schema does not mark written, and which:
+// native_batch_norm updates running_mean and running_var (typed `Tensor?`)
+// in training. The host tier copies them back; PyTorch's cpu_fallback would
+// not. -1: the op is never run on the host.
+struct UnmarkedWrites {
+  const char *name;
+  int args[2];
+};
+const UnmarkedWrites *unmarked_writes(const std::string &name) {
+  static const UnmarkedWrites kOps[] = {
+      {"aten::native_batch_norm", {3, 4}},   {"aten::_batch_norm_impl_index", {-1, -1}},
+      {"aten::cudnn_batch_norm", {-1, -1}},  {"aten::miopen_batch_norm", {-1, -1}},
+      {"aten::_fused_moving_avg_obs_fq_helper", {-1, -1}}};
+  for (const UnmarkedWrites &op : kOps) {
+    const size_t n = strlen(op.name);
+    if (name.compare(0, n, op.name) == 0 && (name.size() == n || name[n] == '.')) return &op;
   }
-  return false;
+  return nullptr;
 }
 
 const OpInfo &op_info(const c10::OperatorHandle &op) {
@@ -244,8 +250,9 @@ const OpInfo &op_info(const c10::OperatorHandle &op) {
   if (it != cache.end()) return *it->second;
   auto info = read_schema(*key);
   info->layout = result_layout(op, info->name);
+  info->unmarked = unmarked_writes(info->name);
   info->host_ok = info->id >= 0 && info->name.rfind("aten::", 0) == 0 &&
-                  !writes_unmarked(info->name) &&
+                  !(info->unmarked && info->unmarked->args[0] < 0) &&
                   (op.hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
                    op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd));
   for (const auto &a : key->arguments()) {
@@ -1057,15 +1064,20 @@ bool has_lazy_bits(const c10::IValue &iv) {
   return false;
 }
 
+// A fresh host result on the device, with its sizes and strides.
+at::Tensor tensor_to_device(const at::Tensor &t, c10::Device device) {
+  if (!t.defined() || !t.device().is_cpu()) return t;
+  if (t.is_conj() || t.is_neg() || !t.is_non_overlapping_and_dense()) return t.to(device);
+  at::Tensor d = at::empty_strided(t.sizes(), t.strides(), t.options().device(device));
+  if (t.numel() > 0) upload(d, t);
+  return d;
+}
+
 c10::IValue to_device(const c10::IValue &iv, c10::Device device) {
-  if (iv.isTensor()) {
-    const at::Tensor &t = iv.toTensor();
-    return t.defined() && t.device().is_cpu() ? c10::IValue(t.to(device)) : iv;
-  }
+  if (iv.isTensor()) return c10::IValue(tensor_to_device(iv.toTensor(), device));
   if (iv.isTensorList()) {
     std::vector<at::Tensor> l = iv.toTensorVector();
-    for (at::Tensor &t : l)
-      if (t.defined() && t.device().is_cpu()) t = t.to(device);
+    for (at::Tensor &t : l) t = tensor_to_device(t, device);
     return c10::IValue(l);
   }
   return iv;
@@ -1083,6 +1095,15 @@ void copy_back(const c10::IValue &host, const c10::IValue &tpu) {
   }
 }
 
+// The CPU op that computes what a PrivateUse1-only op does, for ops whose
+// CPU kernel only refuses (convolution_overrideable is what "tpu" tensors
+// dispatch convolutions to): the same arguments, convolution's schema.
+const c10::OperatorHandle *host_equivalent(const OpInfo &info) {
+  static const c10::OperatorHandle conv =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
+  return info.name == "aten::convolution_overrideable" ? &conv : nullptr;
+}
+
 // Runs the call on the host; false (stack untouched) when it has lazy bits.
 bool run_on_host(const OpInfo &info, const c10::OperatorHandle &op, torch::jit::Stack *stack) {
   const size_t nargs = op.schema().arguments().size();
@@ -1098,10 +1119,14 @@ bool run_on_host(const OpInfo &info, const c10::OperatorHandle &op, torch::jit::
   for (size_t i = 0; i < nargs; i++) {
     c10::IValue &slot = (*stack)[base + i];
     slot = views.of(slot);
-    if (i < info.args.size() && info.args[i].written) hosts.push_back(slot);
+    bool written = i < info.args.size() && info.args[i].written;
+    if (info.unmarked)
+      for (int a : info.unmarked->args) written = written || a == static_cast<int>(i);
+    if (written) hosts.push_back(slot);
     else hosts.emplace_back();
   }
-  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  if (const c10::OperatorHandle *eq = host_equivalent(info)) eq->callBoxed(stack);
+  else op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
   for (size_t i = 0; i < nargs; i++)
     if (!hosts[i].isNone()) copy_back(hosts[i], originals[i]);
   const size_t nrets = op.schema().returns().size();
@@ -1270,7 +1295,12 @@ void boxed_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
       tt_status_free(s);
       const size_t base = stack->size() - nargs;  // below the call's arguments
       try {
-        if (!run_on_host(info, op, stack)) run_on_cpu(info, op, stack, "", /*host_tier=*/true);
+        if (run_on_host(info, op, stack)) return;
+        if (info.unmarked || host_equivalent(info)) {  // cpu_fallback can't: the device can
+          c.host_ok = false;
+          continue;
+        }
+        run_on_cpu(info, op, stack, "", /*host_tier=*/true);
         return;
       } catch (const c10::NotImplementedError &) {
         // The CPU has no kernel for these dtypes: the device's program is

@@ -170,23 +170,6 @@ at::Tensor &set_empty_(at::Tensor &self) {
 
 // --- host <-> device -------------------------------------------------------------
 
-// `src` (any CPU tensor broadcastable to dst) into the tpu view `dst`.
-void upload(const at::Tensor &dst, const at::Tensor &src) {
-  TORCH_CHECK(src.device().is_cpu(), "tpu: cannot copy from ", src.device(),
-              " to ", dst.device(), " directly; copy through the CPU");
-  at::Tensor host = src;
-  if (host.scalar_type() != dst.scalar_type()) host = host.to(dst.scalar_type());
-  if (host.sizes() != dst.sizes()) host = host.expand(dst.sizes());
-  host = host.resolve_conj().resolve_neg();
-  // dst's own lazy conj/neg bits: its bytes hold conj(value) / -value.
-  if (dst.is_conj()) host = host.conj().resolve_conj();
-  if (dst.is_neg()) host = host._neg_view().resolve_neg();
-  host = host.contiguous();
-  const CopyView view(dst, "copy to tpu");
-  const c10::DeviceGuard guard(dst.device());
-  check(tt_tensor_upload(runtime(), &view.desc, host.const_data_ptr()), "copy to tpu");
-}
-
 // The tpu view `src` as a dense CPU tensor of the same dtype and shape.
 at::Tensor download(const at::Tensor &src) {
   at::Tensor host = at::empty(src.sizes(), src.options().device(c10::kCPU));
@@ -329,6 +312,23 @@ void record_stream(at::Tensor & /*self*/, c10::Stream /*s*/) {
 }
 
 }  // namespace
+
+// `src` (any CPU tensor broadcastable to dst) into the tpu view `dst`.
+void upload(const at::Tensor &dst, const at::Tensor &src) {
+  TORCH_CHECK(src.device().is_cpu(), "tpu: cannot copy from ", src.device(),
+              " to ", dst.device(), " directly; copy through the CPU");
+  at::Tensor host = src;
+  if (host.scalar_type() != dst.scalar_type()) host = host.to(dst.scalar_type());
+  if (host.sizes() != dst.sizes()) host = host.expand(dst.sizes());
+  host = host.resolve_conj().resolve_neg();
+  // dst's own lazy conj/neg bits: its bytes hold conj(value) / -value.
+  if (dst.is_conj()) host = host.conj().resolve_conj();
+  if (dst.is_neg()) host = host._neg_view().resolve_neg();
+  host = host.contiguous();
+  const CopyView view(dst, "copy to tpu");
+  const c10::DeviceGuard guard(dst.device());
+  check(tt_tensor_upload(runtime(), &view.desc, host.const_data_ptr()), "copy to tpu");
+}
 
 // _copy_from sees lazy conj/neg bits itself: PyTorch's Conjugate/Negative
 // fallbacks would resolve them with clone, which calls _copy_from again.

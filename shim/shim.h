@@ -109,6 +109,10 @@ tt_generator *generator_handle(const at::Generator &gen, const std::string &what
 // the core, or on the CPU when the core has no lowering for it.
 void boxed_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack);
 
+// `src` (any CPU tensor broadcastable to dst) into the tpu view `dst`
+// (kernels.cpp): what copy_ does, without the dispatcher.
+void upload(const at::Tensor &dst, const at::Tensor &src);
+
 // PyTorch gives structured ops (add.Tensor, mul_.Tensor, exp, ...) a default
 // kernel for every backend that allocates the result and calls the out=
 // variant. Route them to the boxed kernel instead when the core lowers them

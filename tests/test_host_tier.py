@@ -28,7 +28,7 @@ from torchtpu import _core
 @pytest.fixture(autouse=True)
 def tier_on():
     prev = torchtpu.host_tier()
-    torchtpu.set_host_tier(compile_after=2, max_bytes=1 << 20)
+    torchtpu.set_host_tier(compile_after=2, max_bytes=4 << 20)
     yield
     torchtpu.wait_compiles()
     torchtpu.set_host_tier(*prev)
@@ -187,6 +187,19 @@ def test_large_calls_compile_at_once():
     s1 = stats()
     assert s1["compiles"] > s0["compiles"]
     assert s1["host_calls"] == s0["host_calls"]
+
+
+def test_a_slice_of_a_large_storage_counts_the_storage():
+    """The host tier would copy the whole storage, not the slice."""
+    torchtpu.set_host_tier(max_bytes=64 << 10)
+    table = torch.randn(64 << 10)  # 256 KiB
+    t = table.to("tpu")
+    s0 = stats()
+    torch.testing.assert_close((t[:5] * 3).cpu(), table[:5] * 3)
+    assert stats()["host_calls"] == s0["host_calls"]
+    small = torch.randn(5).to("tpu")
+    (small * 3).cpu()
+    assert stats()["host_calls"] == s0["host_calls"] + 1
 
 
 @pytest.mark.parametrize("mode", ["debug", "fused"])

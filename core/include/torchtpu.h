@@ -56,16 +56,18 @@ typedef struct tt_runtime_options {
   // StableHLO even where our C attention kernel can run (an x86-64 CPU with
   // AVX2 and FMA; runtime/attention_kernel.c says why it exists).
   bool cpu_attention_xla;
-  // XLA's backend optimisation level for strict eager's per-op programs
-  // (DebugOptions' xla_backend_optimization_level): a small program's
-  // compile on XLA's CPU backend costs half at level 0 and runs as fast.
-  // Fused graphs and compiled graphs keep the plugin's default. Used when
-  // `op_opt_level_given` (else TT_DEFAULT_OP_OPT_LEVEL); -1: the plugin's.
+  // XLA's backend optimisation level for strict eager's per-op programs of
+  // small calls (DebugOptions' xla_backend_optimization_level). On XLA's CPU
+  // backend level 0 halves a tiny program's compile but its loops run
+  // unvectorised (an elementwise op over 16K floats: 33 -> 145 us), so the
+  // default is the plugin's own; fused and compiled graphs always use it.
+  // Used when `op_opt_level_given` (else TT_DEFAULT_OP_OPT_LEVEL); -1: the
+  // plugin's.
   bool op_opt_level_given;
   int op_opt_level;
 } tt_runtime_options;
 
-#define TT_DEFAULT_OP_OPT_LEVEL 0
+#define TT_DEFAULT_OP_OPT_LEVEL (-1)
 
 TT_API tt_status tt_runtime_create(const tt_runtime_options *opts,
                                    tt_runtime **out_rt);
@@ -144,11 +146,12 @@ TT_API tt_status tt_runtime_set_layouts_per_op(tt_runtime *rt, int64_t n);
 // program cache or the persistent directory runs at once. A signature
 // called fewer than n times is never compiled. 0: every new signature
 // compiles at its first call, as the device-only path. `max_bytes` bounds
-// the call's tensors (inputs and written views, in bytes) that the host tier
-// takes: a larger call compiles at once, since on an accelerator the host
-// copies and the host's arithmetic grow with it while a compile does not.
+// the storages of the call's tensors (bytes, each storage once: what the
+// host tier copies) that the host tier takes: a larger call compiles at
+// once, since on an accelerator the host copies and the host's arithmetic
+// grow with it while a compile does not.
 #define TT_DEFAULT_COMPILE_AFTER 2
-#define TT_DEFAULT_HOST_TIER_BYTES (1 << 20)
+#define TT_DEFAULT_HOST_TIER_BYTES (4 << 20)
 TT_API tt_status tt_runtime_set_host_tier(tt_runtime *rt, int64_t compile_after,
                                           int64_t max_bytes);
 TT_API void tt_runtime_host_tier(tt_runtime *rt, int64_t *out_compile_after,

@@ -28,10 +28,10 @@ tt_status tt_runtime_compile_with_options(tt_runtime *rt, const char *text,
                                           size_t opts_len, tt_pjrt_exe **out);
 
 // Per-op programs (strict eager). A `small` one (its tensors within
-// rt->host_tier_bytes) is compiled with rt->op_opts, the backend's cheaper
-// optimisation level (TORCHTPU_OP_OPT_LEVEL): its run time is launch
-// overhead, while unvectorised loops over large tensors would cost. The
-// caches key on the text alone: any executable of a program is a valid one.
+// rt->host_tier_bytes) is compiled with rt->op_opts, the optimisation level
+// TORCHTPU_OP_OPT_LEVEL asks for (the plugin's own by default), a larger one
+// always at the plugin's own. The caches key on the text alone: any
+// executable of a program is a valid one.
 tt_status tt_runtime_compile_op(tt_runtime *rt, const char *text, size_t len, bool small,
                                 tt_pjrt_exe **out);
 

@@ -350,7 +350,11 @@ static tt_status download_locked(const tt_tensor *src, void *host) {
     return tt_make_status(TT_FAILED_PRECONDITION,
                           "this tensor's value was lost: the fused graph that "
                           "computed it failed (see that error)");
-  if (tt_view_is_whole(src) && s->buf && s->dtype == src->dtype) {
+  // The whole storage in its buffer's dtype, or as its bytes (the host
+  // tier's read of a storage): one read of the buffer.
+  bool bytes = src->dtype == TT_U8 && s->buf &&
+               s->numel * tt_dtype_size(s->dtype) == tt_storage_nbytes(s);
+  if (tt_view_is_whole(src) && s->buf && (s->dtype == src->dtype || bytes)) {
     size_t n = (size_t)(numel * tt_dtype_size(src->dtype));
     TT_RETURN_IF_ERROR(tt_pjrt_buffer_to_host(s->rt->pjrt, s->buf, host, n));
     s->rt->stats.device_to_host_bytes += (int64_t)n;

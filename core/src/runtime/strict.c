@@ -283,13 +283,18 @@ static tt_status run_spilled(strict *x, const tt_op_call *call, const tt_rule *r
 // call on. The first call after the compile finished takes the executable
 // into the program cache and runs on the device, as every later call does.
 
-// Whether the call's tensors (inputs and written views) fit in
-// rt->host_tier_bytes: small enough for the host tier and for the cheaper
-// optimisation level.
+// Whether the storages of the call's tensors (what the host tier copies:
+// a slice of a large table reads the whole table) fit in
+// rt->host_tier_bytes, each storage counted once: small enough for the host
+// tier and for the per-op optimisation level.
 static bool small_call(const tt_runtime *rt, const tt_slot *slots, int nslots) {
   int64_t bytes = 0;
-  for (int i = 0; i < nslots; i++)
-    bytes += tt_view_numel(slots[i].t) * tt_dtype_size(slots[i].t->dtype);
+  for (int i = 0; i < nslots; i++) {
+    const tt_storage *s = slots[i].t->storage;
+    bool seen = false;
+    for (int j = 0; j < i && !seen; j++) seen = slots[j].t->storage == s;
+    if (!seen && s) bytes += tt_storage_nbytes(s);
+  }
   return bytes <= rt->host_tier_bytes;
 }
 
