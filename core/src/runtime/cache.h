@@ -39,6 +39,7 @@ typedef struct tt_plan {
   // while `job` (background.h; NULL until the signature has been called
   // often enough) compiles `text`.
   bool cold;
+  bool unlowered;  // cold, and not even lowered yet: prog and text are empty
   char *text;  // owned while cold
   size_t text_len;
   int64_t calls;

@@ -298,16 +298,17 @@ static bool small_call(const tt_runtime *rt, const tt_slot *slots, int nslots) {
   return bytes <= rt->host_tier_bytes;
 }
 
-// Whether `call` may run on the host instead of waiting for its compile.
+// Whether `call` may run on the host instead of waiting for its compile;
+// `prog` (NULL before lowering) must draw no random numbers: they come from
+// the device's generator, and the host's would give other numbers for the
+// same seed (the shim does not mark random ops host_ok either).
 static bool tier_applies(strict *x, const tt_op_call *call, const tt_slot *slots, int nslots,
                          const tt_program *prog) {
   const tt_runtime *rt = x->base.rt;
   if (rt->compile_after <= 0 || !call->host_ok || rt->mode != TT_MODE_STRICT || x->spilling ||
       !small_call(rt, slots, nslots))
     return false;
-  // Random programs draw from the device's generator: the host's would
-  // give other numbers for the same seed.
-  for (int i = 0; i < prog->nparams; i++)
+  for (int i = 0; prog && i < prog->nparams; i++)
     if (prog->params[i].kind == TT_PARAM_RNG) return false;
   return true;
 }
@@ -352,11 +353,12 @@ static tt_status warm_plan(tt_runtime *rt, const tt_op_call *call, tt_plan *plan
 static tt_status cold_call(strict *x, const tt_op_call *call, const tt_slot *slots, int nslots,
                            tt_plan *plan) {
   tt_runtime *rt = x->base.rt;
-  if ((plan->job && tt_bg_done(plan->job)) || !tier_applies(x, call, slots, nslots, &plan->prog))
+  if (!plan->unlowered &&
+      ((plan->job && tt_bg_done(plan->job)) || !tier_applies(x, call, slots, nslots, &plan->prog)))
     return warm_plan(rt, call, plan);
   plan->calls++;
   if (plan->job) tt_bg_touch(plan->job);
-  else if (plan->calls >= rt->compile_after)
+  else if (!plan->unlowered && plan->calls >= rt->compile_after)
     TT_RETURN_IF_ERROR(tt_bg_submit(rt->bg, plan->text, plan->text_len, &plan->job));
   rt->stats.host_calls++;
   return tt_make_status(TT_RUN_ON_HOST, "%s: its program is not compiled yet",
@@ -365,24 +367,28 @@ static tt_status cold_call(strict *x, const tt_op_call *call, const tt_slot *slo
 
 // --- lowering and compiling on a miss ---------------------------------------------------------
 
-// Lowers and compiles `call`, or marks its plan as spilled; caches the plan
-// under the signature in `x->sig` (also "unimplemented" plans, so an op
-// without a lowering falls back at once on later calls).
-static tt_status make_plan(strict *x, const tt_op_call *call, const tt_rule *rule,
-                           const tt_slot *slots, int nslots, tt_plan **out) {
+// Lowers `call` into `plan` (empty, or cold and not lowered yet) and
+// compiles it, or leaves it cold (the host tier; its program compiled later
+// in the background, or found in a cache now), or marks it spilled or
+// unimplemented (an op without a lowering falls back at once on later calls).
+static tt_status lower_plan(strict *x, const tt_op_call *call, const tt_rule *rule,
+                            const tt_slot *slots, int nslots, tt_plan *plan) {
   tt_runtime *rt = x->base.rt;
   tt_hlo_reset(rt->hlo);
   tt_lower_options opts;
   tt_runtime_lower_options(rt, false, &opts);
   const char *text = NULL;
   size_t len = 0;
-  tt_plan *plan = calloc(1, sizeof *plan);
-  if (!plan) return tt_make_status(TT_RESOURCE_EXHAUSTED, "out of memory");
+  plan->unlowered = false;
+  plan->cold = false;
   tt_status st = tt_lower_call(call, rule, &opts, rt->hlo, &plan->prog, &text, &len);
   if (tt_status_code(st) == TT_UNIMPLEMENTED) {
     plan->unimplemented = true;
     plan->message = strdup(tt_status_message(st));
-  } else if (!st && tier_applies(x, call, slots, nslots, &plan->prog)) {
+    tt_status_free(st);
+    return NULL;
+  }
+  if (!st && tier_applies(x, call, slots, nslots, &plan->prog)) {
     // Cold unless compiled before; not spilled: the host tier already keeps
     // a new layout from compiling until it is called again.
     st = tt_runtime_find_compiled(rt, text, len, &plan->exe);
@@ -393,14 +399,54 @@ static tt_status make_plan(strict *x, const tt_op_call *call, const tt_rule *rul
       st = tt_runtime_compile_op(rt, text, len, small_call(rt, slots, nslots), &plan->exe);
     if (st) st = tt_status_annotate(st, "%s: compiling its program", tt_op_name(call->op));
   }
-  if (st && tt_status_code(st) != TT_UNIMPLEMENTED) {
+  return st;
+}
+
+// A new signature's plan, cached under `x->sig`. Under the host tier with
+// compile_after >= 2 its first call runs before it is even lowered (the
+// StableHLO text costs tens of microseconds, more than the host's op): the
+// call that reaches compile_after lowers it (cold_or_lower).
+static tt_status make_plan(strict *x, const tt_op_call *call, const tt_rule *rule,
+                           const tt_slot *slots, int nslots, tt_plan **out) {
+  tt_runtime *rt = x->base.rt;
+  tt_plan *plan = calloc(1, sizeof *plan);
+  if (!plan) return tt_make_status(TT_RESOURCE_EXHAUSTED, "out of memory");
+  tt_status st = NULL;
+  if (rt->compile_after >= 2 && tier_applies(x, call, slots, nslots, NULL)) {
+    plan->cold = plan->unlowered = true;
+  } else {
+    tt_explain_op(rt, call);
+    st = lower_plan(x, call, rule, slots, nslots, plan);
+    tt_explain_op_done(rt);
+  }
+  if (st) {
     tt_plan_free(plan);
     return st;
   }
-  tt_status_free(st);
   TT_RETURN_IF_ERROR(tt_sig_cache_insert(x->sigs, x->sig.data, x->sig.len, plan));
   *out = plan;
   return NULL;
+}
+
+// A cold plan not lowered yet is lowered at the call that reaches
+// compile_after, or when the host tier no longer takes the call.
+static tt_status lower_if_due(strict *x, const tt_op_call *call, const tt_rule *rule,
+                              const tt_slot *slots, int nslots, tt_plan *plan) {
+  tt_runtime *rt = x->base.rt;
+  if (!plan->unlowered ||
+      (plan->calls + 1 < rt->compile_after && tier_applies(x, call, slots, nslots, NULL)))
+    return NULL;
+  tt_explain_op(rt, call);
+  tt_status st = lower_plan(x, call, rule, slots, nslots, plan);
+  tt_explain_op_done(rt);
+  if (st) {  // not lowered after all: the next call tries again, and fails the same way
+    tt_program_deinit(&plan->prog);
+    memset(&plan->prog, 0, sizeof plan->prog);
+    free(plan->text);
+    plan->text = NULL;
+    plan->cold = plan->unlowered = true;
+  }
+  return st;
 }
 
 // --- the executor ----------------------------------------------------------------------------
@@ -417,14 +463,11 @@ static tt_status strict_run_op(tt_executor *ex, const tt_op_call *call,
   tt_signature_build(&x->sig, call, rule, slots);
   tt_buf_append_i64(&x->sig, rt->device_checks);  // plans with and without checks
   tt_plan *plan = tt_sig_cache_find(x->sigs, x->sig.data, x->sig.len);
+  // The recompile explainer describes the call around its lowering, so the
+  // compile that follows (if any) is explained with it.
   if (plan) rt->stats.sig_hits++;
-  else {
-    // The recompile explainer describes the call around its lowering, so the
-    // compile that follows (if any) is explained with it.
-    tt_explain_op(rt, call);
-    st = make_plan(x, call, rule, slots, nslots, &plan);
-    tt_explain_op_done(rt);
-  }
+  else st = make_plan(x, call, rule, slots, nslots, &plan);
+  if (!st) st = lower_if_due(x, call, rule, slots, nslots, plan);
   if (!st && plan->unimplemented)
     st = tt_make_status(TT_UNIMPLEMENTED, "%s", plan->message ? plan->message : "");
   if (!st && plan->cold) st = cold_call(x, call, slots, nslots, plan);
