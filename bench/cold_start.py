@@ -307,7 +307,7 @@ def main():
     print(f"{'row':9} {'path':19} {'cold s':>8} {'x cpu':>7} {'warm s':>7} {'x cpu':>6} "
           f"{'compiles':>14} {'host':>7}  check")
     for row in args.rows.split(","):
-        ref = None
+        ref, results = None, {}
         for path in (["cpu"] if "cpu" not in paths else []) + paths:
             r = run_repeated(row, path, args)
             if "error" in r:
@@ -315,6 +315,7 @@ def main():
                 continue
             if path == "cpu":
                 ref = r
+            results[path] = r
             if row == "growth":
                 g = r["result"]
                 print(f"{row:9} {path:19} compiles asked: 1 length x200: {g['one_length']}, "
@@ -327,6 +328,9 @@ def main():
             ok = check(row, ref["result"], r["result"]) if ref and path != "cpu" else ""
             print(f"{row:9} {path:19} {r['cold']:8.3f} {xc:7.2f} {r['warm']:7.3f} {xw:6.2f} "
                   f"{comp:>14} {r['host']:7d}  {ok}", flush=True)
+        for a, b in (("tpu", "tpu-device"), ("tpu-compile", "tpu-compile-device")):
+            if a in results and b in results and row != "growth":  # the host tier's part
+                print(f"{row:9} {a} vs {b}: {check(row, results[b]['result'], results[a]['result'])}")
     print(f"load after: {os.getloadavg()[0]:.2f}")
 
 

@@ -40,6 +40,7 @@ struct tt_bg {
   bool started, stop;
   bool boosted;  // the worker runs at its normal share, not only on idle cores
   pthread_t thread;
+  pid_t pid;  // the process that started it: a fork's child has no worker to join
 };
 
 // A queued job called this often on the host boosts the worker out of
@@ -157,7 +158,7 @@ void tt_bg_stop(tt_bg *bg) {
   bg->started = false;
   pthread_cond_broadcast(&bg->wake);
   pthread_mutex_unlock(&bg->mu);
-  if (started) pthread_join(bg->thread, NULL);
+  if (started && bg->pid == getpid()) pthread_join(bg->thread, NULL);
 }
 
 void tt_bg_destroy(tt_bg *bg) {
@@ -188,8 +189,11 @@ tt_status tt_bg_submit(tt_bg *bg, const char *text, size_t len, tt_bg_job **out)
   *j = (tt_bg_job){.bg = bg, .text = copy, .len = len, .state = JOB_QUEUED, .calls = 1};
   pthread_mutex_lock(&bg->mu);
   tt_status st = NULL;
-  if (!bg->started && !bg->stop) {
-    if (pthread_create(&bg->thread, NULL, worker, bg) == 0) bg->started = true;
+  if ((!bg->started || bg->pid != getpid()) && !bg->stop) {  // first job, or a fork's child
+    if (pthread_create(&bg->thread, NULL, worker, bg) == 0) {
+      bg->started = true;
+      bg->pid = getpid();
+    }
     else st = tt_make_status(TT_RESOURCE_EXHAUSTED, "background compiler: no thread");
   }
   if (!st) {
