@@ -236,7 +236,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       }
     }
   }
-  tt_op_call call = {op, 0, (mode & 16) ? TT_F64 : TT_F32, a.args, nargs, a.dests, ndests};
+  tt_op_call call = {op, 0, (mode & 16) ? TT_F64 : TT_F32, a.args, nargs, a.dests, ndests, false};
   if (getenv("FUZZ_PRINT")) {  // replaying a finding: say what it calls
     fprintf(stderr, "fuzz_op_call: %s %s, %d args:", compile ? "run" : "infer",
             tt_op_name(op), nargs);
