@@ -144,11 +144,13 @@ static tt_status compile_cached(tt_runtime *rt, const char *text, size_t len,
   return insert(rt, text, len, &meta, out);
 }
 
+// A lookup like compile_cached's (a request; a memory miss is one disk
+// lookup, hit or miss), without the compile.
 tt_status tt_runtime_find_compiled(tt_runtime *rt, const char *text, size_t len,
                                    tt_pjrt_exe **out) {
+  rt->stats.cache_requests++;
   *out = tt_prog_cache_find(rt->progs, text, len);
   if (*out) {
-    rt->stats.cache_requests++;
     rt->stats.cache_hits++;
     return NULL;
   }
@@ -158,17 +160,15 @@ tt_status tt_runtime_find_compiled(tt_runtime *rt, const char *text, size_t len,
   TT_RETURN_IF_ERROR(make_meta(rt, text, len, label, sizeof label, &meta));
   load_from_disk(rt, text, len, &meta, out);
   if (!*out) return NULL;
-  rt->stats.cache_requests++;
   return insert(rt, text, len, &meta, out);
 }
 
+// Not a lookup: the signature's find_compiled was its request.
 tt_status tt_runtime_adopt_compiled(tt_runtime *rt, const char *text, size_t len,
                                     tt_pjrt_exe *exe, double seconds, tt_pjrt_exe **out) {
-  rt->stats.cache_requests++;
   *out = tt_prog_cache_find(rt->progs, text, len);
   if (*out) {  // compiled meanwhile for another signature with the same program
     tt_pjrt_exe_destroy(rt->pjrt, exe);
-    rt->stats.cache_hits++;
     return NULL;
   }
   char label[64];
