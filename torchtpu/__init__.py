@@ -263,7 +263,7 @@ def set_host_tier(compile_after=None, max_bytes=None):
     `max_bytes`, random ops, debug and fused eager always run on the device.
     `compile_after=0`: every new signature compiles at its first call (the
     device-only path). Env: TORCHTPU_COMPILE_AFTER (default 2),
-    TORCHTPU_HOST_TIER_MAX_BYTES (default 1M)."""
+    TORCHTPU_HOST_TIER_MAX_BYTES (default 4M)."""
     if compile_after is not None:
         _host_tier[0] = int(compile_after)
     if max_bytes is not None:

@@ -40,12 +40,13 @@ Names follow DESIGN.md (compatible with Google's TorchTPU where one exists):
                             compiles; 0: compile at the first call, every op
                             on the device)
     TORCHTPU_HOST_TIER_MAX_BYTES  the largest op call (bytes of its tensors)
-                            the host tier takes (default 1M; same syntax as
+                            the host tier takes (default 4M; same syntax as
                             the cache bounds); a larger one compiles at once
     TORCHTPU_OP_OPT_LEVEL   XLA's backend optimisation level for strict
-                            eager's per-op programs: 0 (default: half the
-                            compile time, the same speed for one op), 1-3, or
-                            "default" for the plugin's (read by the core)
+                            eager's per-op programs of calls within that
+                            bound: "default" (the plugin's; the default) or
+                            0-3; 0 halves XLA CPU's compile of a tiny program
+                            but runs its loops unvectorised (read by the core)
     TORCHTPU_FUSE_MAX_INSTRUCTIONS  fused eager's compile-cost bound: a graph
                             is run before it passes this many StableHLO
                             instructions (a positive integer; default 20000)
@@ -273,7 +274,7 @@ def layouts_per_op():
 
 
 DEFAULT_COMPILE_AFTER = 2
-DEFAULT_HOST_TIER_MAX_BYTES = 1 << 20
+DEFAULT_HOST_TIER_MAX_BYTES = 4 << 20
 
 
 def compile_after():
@@ -288,7 +289,7 @@ def compile_after():
 
 
 def host_tier_max_bytes():
-    """TORCHTPU_HOST_TIER_MAX_BYTES (default 1 MiB)."""
+    """TORCHTPU_HOST_TIER_MAX_BYTES (default 4 MiB)."""
     return _size_setting("TORCHTPU_HOST_TIER_MAX_BYTES", DEFAULT_HOST_TIER_MAX_BYTES)
 
 
