@@ -574,8 +574,13 @@ class _Proc:
     def __init__(self, argv):
         import tempfile
         self.err = tempfile.TemporaryFile(mode="w+")
+        # OpInfo checks the device's programs: with the host tier on, a
+        # signature's first call would run PyTorch's CPU kernel and compare
+        # the CPU with itself.
+        env = dict(os.environ)
+        env.setdefault("TORCHTPU_COMPILE_AFTER", "0")
         self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=self.err, text=True, bufsize=1)
+                                  stderr=self.err, text=True, bufsize=1, env=env)
         self.current = None
 
     def send(self, index):

@@ -389,6 +389,10 @@ def _child_env(device, events, exclude, select, sample=None):
         # top-level module `pytorch_suites`, which does not import torchtpu.
         env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
     env.setdefault("PYTHONFAULTHANDLER", "1")
+    # The suites test the device's programs: with the host tier on, a
+    # signature's first call would run PyTorch's CPU kernel and compare the
+    # CPU with itself.
+    env.setdefault("TORCHTPU_COMPILE_AFTER", "0")
     return env
 
 
