@@ -419,6 +419,54 @@ def test_replay_new_input_shape_recaptures():
     assert s["captures"] == 2 and s["recaptures"] == 1 and s["replays"] == 2, s
 
 
+def test_replay_keeps_a_capture_per_shape():
+    runner = _runner(lambda x, w: [torch.tanh(x @ w).sum(0)], )
+    w = torch.randn(4, 3)
+    for n in (5, 7, 5, 7, 9, 5):  # lengths in turn: each replays its own capture
+        x = torch.randn(n, 4)
+        (out,) = runner([x.to("tpu"), w.to("tpu")])
+        close(torch.tanh(x @ w).sum(0), out, f"output for {n} rows")
+    s = tpu_compile.stats()
+    assert s["captures"] == 3 and s["replays"] == 3, s
+
+
+def test_dynamic_graph_replays_each_length():
+    """A graph with symbolic sizes (mark_dynamic) is traced once; each length
+    is captured at its first call and replayed after, forward and backward,
+    with the CPU's results and gradients."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.LayerNorm(16), nn.Linear(16, 4))
+    mt = copy.deepcopy(m).to("tpu")
+
+    def f(model, x):
+        return torch.softmax(model(x), -1).mean(1).pow(2).sum()
+
+    ft = torch.compile(f, backend="tpu")
+    for n in (5, 7, 5):
+        x = torch.randn(2, n, 8)
+        xt = x.to("tpu")
+        torchtpu.mark_dynamic(xt, 1, min=2, max=64)
+        loss, loss_t = f(m, x), ft(mt, xt)
+        close(loss, loss_t, f"loss at length {n}")
+        m.zero_grad(); mt.zero_grad()
+        loss.backward(); loss_t.backward()
+        for (name, p), pt in zip(m.named_parameters(), mt.parameters()):
+            close(p.grad, pt.grad, f"grad {name} at length {n}")
+    s = tpu_compile.stats()
+    assert s["forward"] == 1 and s["backward"] == 1, s  # one trace for every length
+    assert s["capture_failures"] == 0 and s["captures"] == 4 and s["replays"] == 2, s
+
+
+def test_mark_dynamic_bad_input():
+    x = torch.randn(2, 5).to("tpu")
+    with pytest.raises(IndexError, match=r"dim 2 out of range.*\[2, 5\]"):
+        torchtpu.mark_dynamic(x, 2)
+    with pytest.raises(ValueError, match=r"dim 1 has size 5, outside \[8, 16\]"):
+        torchtpu.mark_dynamic(x, 1, 8, 16)
+    with pytest.raises(ValueError, match="min 9 > max 4"):
+        torchtpu.mark_dynamic(x, 1, min=9, max=4)
+
+
 def test_replay_mismatch_is_a_clear_error():
     runner = _runner(lambda x: [x.exp() * 2])
     runner([torch.randn(3, 2).to("tpu")])

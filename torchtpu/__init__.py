@@ -57,6 +57,10 @@ from . import _embedding_bag  # noqa: E402
 
 _embedding_bag.install()  # EmbeddingBag's gradients on the device
 
+from . import _sparse  # noqa: E402
+
+_sparse.install()  # sparse COO / CSR kernels (docs/sparse.md)
+
 from . import _flex_attention  # noqa: E402
 
 _flex_attention.install()  # flex_attention accepts "tpu" (TorchTitan's llama3 attention)
@@ -285,8 +289,37 @@ def wait_compiles():
         _core.wait_compiles()
 
 
+def mark_dynamic(t, dim, min=None, max=None):  # noqa: A002 - torch._dynamo's names
+    """Says that dim `dim` of `t` changes from call to call (a sequence
+    length, a last smaller batch), within [min, max] when given; TorchTPU's
+    `mark_dynamic(t, dim, lower, upper)` spelling works positionally.
+
+    torch.compile(backend="tpu") then traces the function once with a
+    symbolic size for that dim instead of tracing again for the second
+    length (Dynamo's automatic dynamic shapes) and failing over to eager
+    after its recompile limit; each length's program is compiled at its
+    first call, and every length seen keeps its captured program, replayed
+    as one call (`torchtpu.compile.MAX_CAPTURES` lengths per graph).
+    Strict eager needs no marks: a new length's ops run on the host tier
+    while their programs compile (see set_host_tier). `dim` may be a list."""
+    for d in (dim if isinstance(dim, (list, tuple)) else [dim]):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"mark_dynamic: expected a tensor, got {type(t).__name__}")
+        if not -t.dim() <= d < t.dim():
+            raise IndexError(f"mark_dynamic: dim {d} out of range for a tensor of shape "
+                             f"{list(t.shape)}")
+        d %= t.dim()
+        if min is not None and max is not None and min > max:
+            raise ValueError(f"mark_dynamic: min {min} > max {max} for dim {d}")
+        size = t.shape[d]
+        if (min is not None and size < min) or (max is not None and size > max):
+            raise ValueError(f"mark_dynamic: dim {d} has size {size}, outside [{min}, {max}]")
+        import torch._dynamo as dynamo
+        dynamo.mark_dynamic(t, d, min=min, max=max)
+
+
 _core._on_first_runtime.append(lambda rt=None: _core.set_host_tier(*_host_tier))
-__all__ += ["set_host_tier", "host_tier", "wait_compiles"]
+__all__ += ["set_host_tier", "host_tier", "wait_compiles", "mark_dynamic"]
 
 
 def _finish_at_exit():

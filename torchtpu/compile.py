@@ -196,9 +196,10 @@ class _GraphRunner:
         self.kind = kind
         self.fused = fused
         self.replay = replay and fused is not None
-        self.graph = None       # the _Graph captured
+        self.graph = None       # the _Graph captured last
+        self.captures = {}      # _capture_key(inputs) -> (_Graph, opaque), oldest first
         self.no_capture = None  # why this graph runs fused instead
-        self.opaque = ()        # (position, object) of the capture's non-tensor inputs
+        self.opaque = ()        # (position, object) of the last capture's opaque inputs
         self.number = _stats["graphs"]  # its name in profiles
         self.segment = segment  # (k, n): segment k of n of a split graph, else None
 
@@ -223,16 +224,17 @@ class _GraphRunner:
         if (not self.replay or self.no_capture is not None
                 or self.fused.modes.get_mode() != "strict"):
             return self.fused.run(self.gm, *inputs)
-        if self.graph is not None:
-            if all(inputs[i] is obj for i, obj in self.opaque):
+        if self.captures:
+            key = _capture_key(inputs)
+            graph, opaque = self.captures.get(key, (None, ()))
+            if graph is not None and all(inputs[i] is obj for i, obj in opaque):
                 try:
-                    tensors = torch.ops.torchtpu.graph_replay(self.graph.handle,
-                                                              _tensors(inputs))
+                    tensors = torch.ops.torchtpu.graph_replay(graph.handle, _tensors(inputs))
                 except ValueError:  # inputs unlike the capture: nothing ran
                     pass
                 else:
                     _stats["replays"] += 1
-                    return self.graph.outputs(tensors)
+                    return graph.outputs(tensors)
             _stats["recaptures"] += 1
         return self._capture(inputs)
 
@@ -242,7 +244,8 @@ class _GraphRunner:
             self.no_capture = why
             _stats["capture_failures"] += 1
             return self.fused.run(self.gm, *inputs)
-        self.opaque = tuple((i, x) for i, x in enumerate(inputs) if not isinstance(x, torch.Tensor))
+        key = _capture_key(inputs)
+        self.opaque = tuple((i, x) for i, x in enumerate(inputs) if _opaque(x))
         tensor_inputs = _tensors(inputs)
         ops = torch.ops.torchtpu
         with self.fused.modes.mode("fused"):
@@ -269,6 +272,7 @@ class _GraphRunner:
         if handle == 0:
             self.no_capture = why
             self.graph = None
+            self.captures.clear()
             _stats["capture_failures"] += 1
         else:
             kind = None
@@ -277,7 +281,17 @@ class _GraphRunner:
             self.graph = _Graph(handle, template, kind)
             torch.ops.torchtpu.graph_set_name(handle, self._profile_name())
             _stats["captures"] += 1
+            self._keep(key, self.graph)
         return out
+
+    def _keep(self, key, graph):
+        """Keeps the capture for inputs like these, beside the captures for
+        other shapes (a graph with symbolic sizes, or one called with a few
+        shapes in turn, replays each), the oldest dropped past MAX_CAPTURES."""
+        self.captures.pop(key, None)
+        self.captures[key] = (graph, self.opaque)
+        while len(self.captures) > MAX_CAPTURES:
+            del self.captures[next(iter(self.captures))]
 
 
 def _opaque(x):
@@ -293,15 +307,37 @@ def _tensors(inputs):
     return [x for x in inputs if isinstance(x, torch.Tensor)]
 
 
+MAX_CAPTURES = 16  # captures kept per graph (shapes of a dynamic graph, in turn)
+
+
+def _capture_key(inputs):
+    """What a capture was made for: each tensor input's dtype, shape and
+    strides, each number's value. A graph with symbolic sizes (Dynamo's
+    automatic dynamic shapes, dynamic=True, mark_dynamic) takes its sizes as
+    int inputs; a capture bakes them in, so each set of values is its own
+    capture. Storage facts are left to the core, which refuses a replay whose
+    inputs alias unlike the capture's (the runner then captures again)."""
+    key = []
+    for x in inputs:
+        if isinstance(x, torch.Tensor):
+            key.append((x.dtype, tuple(x.shape), x.stride()))
+        elif isinstance(x, (bool, int, float)):
+            key.append((type(x), x))
+        else:
+            key.append(id(x))
+    return tuple(key)
+
+
 def _capturable(inputs):
     """None when a graph with these inputs can be captured, else why not:
-    every input must be a tpu tensor (ints and CPU tensors would be baked
-    into the program), all on one device, or an opaque mesh object."""
+    every input must be a tpu tensor (a CPU tensor would be baked into the
+    program), all on one device, a number (a symbolic size: baked in, and
+    part of the capture's key) or an opaque mesh object."""
     if not _tensors(inputs):
         return "the graph has no tensor inputs"
     device = None
     for i, x in enumerate(inputs):
-        if _opaque(x):
+        if _opaque(x) or isinstance(x, (bool, int, float)):
             continue
         if not isinstance(x, torch.Tensor) or x.device.type != "tpu":
             return f"input {i} is not a tpu tensor ({type(x).__name__})"
