@@ -20,8 +20,9 @@ op's program cached by signature). Either way a second call with the same
 shapes compiles nothing. Results whose traced layout is strided are copied
 into that layout (see `_match_traced_layouts`). New shapes retrace, bounded
 by Dynamo's recompile limit (torch._dynamo.config.recompile_limit, 8);
-dynamic=True gives graphs with symbolic sizes, whose programs the core
-compiles per concrete shape.
+dynamic=True (or torchtpu.mark_dynamic, or Dynamo's automatic dynamic shapes)
+gives graphs with symbolic sizes, whose programs the core compiles per
+concrete shape; each shape's capture is kept and replayed (below).
 
 `compile_training` is the trainer's training.compile: forward+loss and the
 optimizer step, set up so that neither recompiles as the lr changes.
@@ -30,8 +31,9 @@ Replay (options={"replay": False} turns it off): the first call of a graph
 runs it under a core graph capture (tt_graph_capture_*: the fused graph with
 the FX graph's placeholders declared as its inputs), later calls replay the
 captured program in one shim call (torchtpu::graph_replay: no Python per
-op, no recording, no lowering). Inputs unlike the capture's (shape, strides,
-storage) capture again; a graph that cannot be captured (it reads a
+op, no recording, no lowering). A graph keeps up to MAX_CAPTURES captures,
+one per input shape and value of its int inputs (symbolic sizes); inputs
+unlike every capture's (shape, strides, storage) capture again; a graph that cannot be captured (it reads a
 constant tensor, runs a CPU-fallback op, takes non-tensor inputs other than
 a DeviceMesh, ...) keeps the fused runner. Random ops draw fresh numbers on
 every replay.
