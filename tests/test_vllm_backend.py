@@ -1,0 +1,167 @@
+"""The vLLM plugin's paged-attention pieces on "tpu" (torchtpu/vllm/ops.py),
+checked without a vLLM build: slot mapping, the KV-cache write, and
+prefill / chunked-prefill / decode attention over random block tables
+against a per-request reference computed on the CPU in float64 from the
+same cache contents."""
+import numpy as np
+import pytest
+import torch
+
+from torchtpu.vllm import ops
+
+DEV = "tpu"
+
+
+def _step(rng, qlens, ctxs, num_blocks, block_size, max_blocks):
+    """A random step: block tables (distinct blocks, block 0 left as the null
+    block), each token's position and request, and their slots."""
+    r = len(qlens)
+    perm = rng.permutation(np.arange(1, num_blocks))[: r * max_blocks]
+    bt = perm.reshape(r, max_blocks)
+    pos = np.concatenate([np.arange(c, c + q) for q, c in zip(qlens, ctxs)])
+    req = np.concatenate([[i] * q for i, q in enumerate(qlens)])
+    qsl = np.concatenate([[0], np.cumsum(qlens)])
+    seq = np.asarray(qlens) + np.asarray(ctxs)
+    return bt, pos, req, qsl, seq
+
+
+def _reference(q, cache, bt, qsl, seq, qlens, scale, window=None):
+    """Attention of each token over its request's keys 0..position (and
+    inside the window), keys read block by block from the cache."""
+    hq, hk = q.shape[1], cache.shape[3]
+    outs = []
+    for r in range(len(qlens)):
+        k = cache[0][torch.as_tensor(bt[r])].reshape(-1, hk, cache.shape[-1]).double()
+        v = cache[1][torch.as_tensor(bt[r])].reshape(-1, hk, cache.shape[-1]).double()
+        k = k.repeat_interleave(hq // hk, 1)
+        v = v.repeat_interleave(hq // hk, 1)
+        for i in range(qlens[r]):
+            p = int(seq[r] - qlens[r] + i)
+            lo = 0 if not window else max(0, p - window + 1)
+            s = torch.einsum("hd,shd->hs", q[qsl[r] + i].double(), k[lo:p + 1]) * scale
+            outs.append(torch.einsum("hs,shd->hd", s.softmax(-1), v[lo:p + 1]))
+    return torch.stack(outs)
+
+
+def test_slot_mapping_matches_block_table():
+    rng = np.random.default_rng(0)
+    bt, pos, req, _, _ = _step(rng, [7, 1, 12], [0, 20, 5], 64, 4, 8)
+    req = req.copy()
+    req[3] = -1  # a padding token
+    got = ops.slot_mapping(pos, req, bt, 4)
+    for t in range(len(pos)):
+        want = -1 if req[t] < 0 else bt[req[t], pos[t] // 4] * 4 + pos[t] % 4
+        assert got[t] == want
+
+
+def test_slot_mapping_rejects_position_past_table():
+    with pytest.raises(ValueError, match=r"slot_mapping: position 9 needs block 2.*2 columns"):
+        ops.slot_mapping([9], [0], np.zeros((1, 2), dtype=np.int64), 4)
+
+
+def test_write_kv_cache_scatters_into_slots():
+    rng = np.random.default_rng(1)
+    nb, bs, hk, d = 32, 4, 2, 8
+    bt, pos, req, _, _ = _step(rng, [5, 3, 1], [0, 6, 9], nb, bs, 4)
+    slots = ops.slot_mapping(pos, req, bt, bs)
+    slots = np.concatenate([slots, [-1, -1]])          # two padding tokens
+    t = len(slots)
+    cache = torch.randn(2, nb, bs, hk, d)
+    key, val = torch.randn(t, hk, d), torch.randn(t, hk, d)
+    ref = cache.clone()
+    n = t - 2
+    ref.view(2, -1, hk, d)[0][torch.as_tensor(slots[:n])] = key[:n]
+    ref.view(2, -1, hk, d)[1][torch.as_tensor(slots[:n])] = val[:n]
+    dc = cache.to(DEV)
+    ops.write_kv_cache(key.to(DEV), val.to(DEV), dc, torch.as_tensor(slots).to(DEV))
+    got = dc.cpu()
+    # every block but the null block (0) is exactly the reference
+    torch.testing.assert_close(got[:, 1:], ref[:, 1:], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("hq,hk,window,dtype", [
+    (4, 2, None, torch.float32),     # GQA
+    (4, 4, None, torch.float32),     # MHA
+    (8, 2, 5, torch.float32),        # GQA with a sliding window
+    (4, 2, None, torch.bfloat16),
+])
+def test_paged_attention_matches_reference(hq, hk, window, dtype):
+    rng = np.random.default_rng(2)
+    torch.manual_seed(2)
+    nb, bs, d, mb = 48, 4, 16, 6
+    qlens, ctxs = [6, 1, 3, 1], [0, 13, 9, 0]     # prefill, decode, chunked, first token
+    bt, pos, req, qsl, seq = _step(rng, qlens, ctxs, nb, bs, mb)
+    t = int(qsl[-1])
+    cache = torch.randn(2, nb, bs, hk, d).to(dtype)
+    key, val = torch.randn(t, hk, d).to(dtype), torch.randn(t, hk, d).to(dtype)
+    q = torch.randn(t, hq, d).to(dtype)
+    slots = ops.slot_mapping(pos, req, bt, bs)
+    ref_cache = cache.clone()
+    ref_cache.view(2, -1, hk, d)[0][torch.as_tensor(slots)] = key
+    ref_cache.view(2, -1, hk, d)[1][torch.as_tensor(slots)] = val
+    ref = _reference(q, ref_cache, bt, qsl, seq, qlens, 0.25, window)
+
+    # padded sizes, as the model runner's buckets give them
+    t_pad, r_pad, lq = 16, 8, 8
+    dc = cache.to(DEV)
+    sm = torch.full((t_pad,), -1, dtype=torch.int64)
+    sm[:t] = torch.as_tensor(slots)
+    kp = torch.zeros(t_pad, hk, d, dtype=dtype)
+    vp = torch.zeros(t_pad, hk, d, dtype=dtype)
+    qp = torch.zeros(t_pad, hq, d, dtype=dtype)
+    kp[:t], vp[:t], qp[:t] = key, val, q
+    ops.write_kv_cache(kp.to(DEV), vp.to(DEV), dc, sm.to(DEV))
+    btp = np.zeros((r_pad, mb), dtype=np.int64)
+    btp[: len(qlens)] = bt
+    plan = ops.plan_step(qsl, seq, num_tokens=t_pad, num_reqs=r_pad, max_query_len=lq,
+                         max_blocks=mb, block_size=bs, device=DEV)
+    out = ops.paged_attention(qp.to(DEV), dc, torch.as_tensor(btp).to(DEV), plan, 0.25,
+                              sliding_window=window).cpu()
+    assert out.shape == (t_pad, hq, d) and out.dtype == dtype
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(out[:t].double(), ref, rtol=tol, atol=tol)
+
+
+def test_same_bucket_compiles_nothing_new():
+    """Two steps of different ragged lengths padded to the same buckets run
+    the same programs: the second compiles nothing."""
+    nb, bs, hk, hq, d, mb = 40, 4, 2, 4, 8, 4
+    cache = torch.zeros(2, nb, bs, hk, d, device=DEV)
+
+    def step(qlens, ctxs, seed):
+        rng = np.random.default_rng(seed)
+        bt, pos, req, qsl, seq = _step(rng, qlens, ctxs, nb, bs, mb)
+        t = int(qsl[-1])
+        sm = np.full(16, -1)
+        sm[:t] = ops.slot_mapping(pos, req, bt, bs)
+        btp = np.zeros((4, mb), dtype=np.int64)
+        btp[: len(qlens)] = bt
+        x = torch.randn(16, hq, d, device=DEV)
+        ops.write_kv_cache(x[:, :hk], x[:, hk:], cache, torch.as_tensor(sm).to(DEV))
+        plan = ops.plan_step(qsl, seq, num_tokens=16, num_reqs=4, max_query_len=8,
+                             max_blocks=mb, block_size=bs, device=DEV)
+        return ops.paged_attention(x, cache, torch.as_tensor(btp).to(DEV), plan, 0.3).cpu()
+
+    step([5, 1, 2], [0, 7, 3], 0)
+    before = torch.tpu._get_cache_stats()["compiles"]
+    out = step([8, 1], [2, 11], 1)
+    assert torch.tpu._get_cache_stats()["compiles"] == before
+    assert torch.isfinite(out).all()
+
+
+def test_bad_inputs_raise_with_shapes():
+    cache = torch.zeros(2, 8, 4, 2, 8, device=DEV)
+    with pytest.raises(ValueError, match=r"write_kv_cache: key \(3, 3, 8\)"):
+        ops.write_kv_cache(torch.zeros(3, 3, 8, device=DEV), torch.zeros(3, 3, 8, device=DEV),
+                           cache, torch.zeros(3, dtype=torch.int64, device=DEV))
+    plan = ops.plan_step([0, 2], [2], num_tokens=4, num_reqs=1, max_query_len=2, max_blocks=2,
+                         block_size=4, device=DEV)
+    with pytest.raises(ValueError, match=r"paged_attention: 3 query heads .* 2 kv heads"):
+        ops.paged_attention(torch.zeros(4, 3, 8, device=DEV), cache,
+                            torch.zeros(1, 2, dtype=torch.int64, device=DEV), plan, 1.0)
+    with pytest.raises(ValueError, match=r"plan_step: 1 requests, 9 tokens"):
+        ops.plan_step([0, 9], [9], num_tokens=4, num_reqs=1, max_query_len=2, max_blocks=4,
+                      block_size=4, device=DEV)
+    with pytest.raises(ValueError, match=r"plan_step: seq_lens \[3\] must be >= the query"):
+        ops.plan_step([0, 4], [3], num_tokens=4, num_reqs=1, max_query_len=4, max_blocks=4,
+                      block_size=4, device=DEV)

@@ -1,0 +1,216 @@
+"""Paged attention on "tpu" as tensor ops: the KV-cache write, the step's
+gather plan, and prefill/decode attention over the gathered blocks.
+
+Nothing here imports vLLM: the backend (torchtpu/vllm/attention.py) calls
+these functions, and tests/test_vllm_backend.py checks them against a
+per-request reference without a vLLM build.
+
+Layout (vLLM's names):
+  kv_cache     [2, num_blocks, block_size, Hk, D]   (keys, values)
+  block_table  [R, max_blocks]  block ids of each request, in order
+  slot_mapping [T]   block_id * block_size + offset of each token's key
+  query        [T, Hq, D]   the step's tokens, requests one after another
+  query_start_loc [R + 1]   where each request's tokens start (cumulative)
+  seq_lens     [R]          tokens of each request after this step's
+                            (context + this step's queries)
+
+A request's queries are its last query_len positions: token i of request r
+sits at position seq_lens[r] - query_len[r] + i and, causally, sees keys
+0 .. that position. This one rule covers prefill (context 0), chunked
+prefill (context > 0) and decode (query_len 1).
+
+How it runs: the step's ragged layout becomes a padded one, [R, Lq] query
+rows, by a plan computed once per step on the host (PagedPlan: integer
+index tensors, shared by every layer). Each layer then does a fixed-shape
+gather of its requests' blocks, one scaled_dot_product_attention with a
+boolean mask (causal offset, sequence end, sliding window; grouped-query
+heads folded by enable_gqa, which the "tpu" SDPA lowering handles without
+copies) and a gather back to the ragged token order. Shapes depend only on
+(T, R, Lq, max_blocks), which the model runner pads to buckets, so a
+serving process compiles each bucket once.
+
+Padding: a token whose slot is negative (vLLM's PAD_SLOT_ID) writes into
+slot 0, i.e. block 0, which vLLM's block pool keeps as its null block and
+never hands to a request; padded query rows attend to key 0 only (so no row
+is fully masked) and their outputs are dropped.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+__all__ = ["PagedPlan", "plan_step", "write_kv_cache", "paged_attention",
+           "slot_mapping", "pad_to_bucket"]
+
+
+def pad_to_bucket(n, minimum=1, maximum=None):
+    """The smallest power of two >= n (and >= minimum), capped at maximum."""
+    b = max(int(minimum), 1)
+    while b < n:
+        b *= 2
+    if maximum is not None:
+        if n > maximum:
+            raise ValueError(f"pad_to_bucket: {n} exceeds the largest bucket {maximum}")
+        b = min(b, maximum)
+    return b
+
+
+def slot_mapping(positions, req_indices, block_table, block_size):
+    """The KV-cache slot of each token: block_table[req, pos // block_size]
+    * block_size + pos % block_size. positions, req_indices: [T] integer
+    arrays (numpy or CPU tensors); block_table [R, max_blocks]. A negative
+    req index marks a padding token, whose slot is -1.
+
+    vLLM computes this with a Triton kernel on the device; on "tpu" the
+    runner computes it on the host, where the step's positions already are.
+    """
+    pos = np.asarray(positions, dtype=np.int64)
+    req = np.asarray(req_indices, dtype=np.int64)
+    bt = np.asarray(block_table)
+    if pos.shape != req.shape or pos.ndim != 1:
+        raise ValueError(f"slot_mapping: positions {tuple(pos.shape)} and req_indices "
+                         f"{tuple(req.shape)} must be equal 1-d shapes")
+    valid = req >= 0
+    blk = pos // block_size
+    if valid.any() and (blk[valid] >= bt.shape[1]).any():
+        bad = int(pos[valid][(blk[valid] >= bt.shape[1])][0])
+        raise ValueError(f"slot_mapping: position {bad} needs block {bad // block_size}, "
+                         f"but the block table has {bt.shape[1]} columns "
+                         f"(block_size {block_size})")
+    out = np.full(pos.shape, -1, dtype=np.int64)
+    out[valid] = bt[req[valid], blk[valid]].astype(np.int64) * block_size + pos[valid] % block_size
+    return out
+
+
+def write_kv_cache(key, value, kv_cache, slot_mapping):
+    """Scatters key/value [T, Hk, D] into kv_cache [2, NB, BS, Hk, D] at the
+    tokens' slots (in place). Negative slots (padding) go to slot 0, the
+    null block's."""
+    if kv_cache.dim() != 5 or kv_cache.shape[0] != 2:
+        raise ValueError(f"write_kv_cache: kv_cache {tuple(kv_cache.shape)} is not "
+                         f"[2, num_blocks, block_size, kv_heads, head_size]")
+    _, nb, bs, hk, d = kv_cache.shape
+    t = slot_mapping.shape[0]
+    if key.shape[1:] != (hk, d) or value.shape[1:] != (hk, d) or key.shape[0] < t \
+            or value.shape[0] < t:
+        raise ValueError(f"write_kv_cache: key {tuple(key.shape)} / value "
+                         f"{tuple(value.shape)} do not fit {t} slots of a cache with "
+                         f"{hk} kv heads of size {d}")
+    slots = slot_mapping.clamp(min=0)
+    flat = kv_cache.view(2, nb * bs, hk, d)
+    flat[0].index_copy_(0, slots, key[:t].to(kv_cache.dtype))
+    flat[1].index_copy_(0, slots, value[:t].to(kv_cache.dtype))
+
+
+@dataclass
+class PagedPlan:
+    """One step's ragged-to-padded plan, shared by every attention layer.
+
+    q_index  [R, Lq]  token of each padded query row (padding: 0)
+    out_index [T]     padded row (r * Lq + i) of each token (padding: 0)
+    mask     [R, 1, Lq, S] bool, S = max_blocks * block_size: key s takes
+                      part in row (r, i)
+    """
+    q_index: torch.Tensor
+    out_index: torch.Tensor
+    mask: torch.Tensor
+    q_pos: torch.Tensor      # [R, Lq] position of each row (padding: -1)
+    num_tokens: int
+    num_reqs: int
+    max_query_len: int
+    causal: bool = True
+    windowed: dict = None    # sliding window -> its mask, made on first use
+
+    def mask_for(self, sliding_window):
+        """The mask with a sliding window (key s > position - window) on top,
+        built once per step and window on the device."""
+        if not sliding_window or sliding_window <= 0 or not self.causal:
+            return self.mask
+        if self.windowed is None:
+            self.windowed = {}
+        m = self.windowed.get(sliding_window)
+        if m is None:
+            s = torch.arange(self.mask.shape[-1], device=self.mask.device)
+            inside = s > (self.q_pos[:, :, None] - sliding_window)
+            m = self.mask & inside[:, None]
+            self.windowed[sliding_window] = m
+        return m
+
+
+def plan_step(query_start_loc, seq_lens, *, num_tokens, num_reqs, max_query_len,
+              max_blocks, block_size, device, causal=True, sliding_window=None):
+    """Builds the PagedPlan on the host from the step's CPU metadata
+    (query_start_loc [r + 1], seq_lens [r], r <= num_reqs real requests) and
+    moves it to `device`. num_tokens, num_reqs, max_query_len, max_blocks are
+    the padded sizes (buckets) the programs are compiled for.
+    """
+    qsl = np.asarray(query_start_loc, dtype=np.int64)
+    sl = np.asarray(seq_lens, dtype=np.int64)
+    r = sl.shape[0]
+    if qsl.shape != (r + 1,):
+        raise ValueError(f"plan_step: query_start_loc {tuple(qsl.shape)} needs "
+                         f"len(seq_lens) + 1 = {r + 1} entries")
+    qlen = qsl[1:] - qsl[:-1]
+    if r > num_reqs or qsl[-1] > num_tokens or (r and qlen.max() > max_query_len):
+        raise ValueError(f"plan_step: {r} requests, {qsl[-1]} tokens, longest query "
+                         f"{qlen.max() if r else 0} exceed the padded sizes {num_reqs}, "
+                         f"{num_tokens}, {max_query_len}")
+    s_max = max_blocks * block_size
+    if r and (sl.max() > s_max or (qlen > sl).any()):
+        raise ValueError(f"plan_step: seq_lens {sl.tolist()} must be >= the query lengths "
+                         f"{qlen.tolist()} and <= max_blocks * block_size = {s_max}")
+    lq = max_query_len
+    i = np.arange(lq)
+    q_index = np.zeros((num_reqs, lq), dtype=np.int64)
+    q_pos = np.full((num_reqs, lq), -1, dtype=np.int64)   # -1: padding row
+    kv_len = np.ones(num_reqs, dtype=np.int64)
+    live = i[None, :] < qlen[:, None]                      # [r, lq]
+    q_index[:r] = np.where(live, qsl[:-1, None] + i[None, :], 0)
+    q_pos[:r] = np.where(live, (sl - qlen)[:, None] + i[None, :], -1)
+    kv_len[:r] = np.maximum(sl, 1)
+    out_index = np.zeros(num_tokens, dtype=np.int64)
+    for req in range(r):  # r small; the runner's step, not a layer's
+        out_index[qsl[req]:qsl[req + 1]] = req * lq + np.arange(qlen[req])
+    s = np.arange(s_max)
+    keep = np.broadcast_to(s[None, None, :] < kv_len[:, None, None], (num_reqs, lq, s_max)).copy()
+    if causal:
+        keep &= s[None, None, :] <= q_pos[:, :, None]
+        if sliding_window is not None and sliding_window > 0:
+            keep &= s[None, None, :] > q_pos[:, :, None] - sliding_window
+    pad = q_pos < 0
+    keep[pad] = False
+    keep[pad, 0] = True   # padding rows see key 0: no row is fully masked
+    to = lambda a, dt: torch.from_numpy(a).to(dt).to(device)  # noqa: E731
+    return PagedPlan(q_index=to(q_index, torch.int64), out_index=to(out_index, torch.int64),
+                     mask=to(keep[:, None], torch.bool), q_pos=to(q_pos, torch.int64),
+                     num_tokens=num_tokens, num_reqs=num_reqs, max_query_len=lq,
+                     causal=causal)
+
+
+def paged_attention(query, kv_cache, block_table, plan, scale, sliding_window=None):
+    """Attention of query [T, Hq, D] over the paged cache, [T, Hq, D] out.
+
+    block_table [R, max_blocks] (R = plan.num_reqs; padded rows may hold any
+    valid block id); the mask in `plan` decides which keys each row sees.
+    """
+    t, hq, d = query.shape
+    _, nb, bs, hk, dv = kv_cache.shape
+    r, mb = block_table.shape
+    if hq % hk or d != dv:
+        raise ValueError(f"paged_attention: {hq} query heads of size {d} over a cache of "
+                         f"{hk} kv heads of size {dv} (query heads must be a multiple)")
+    if r != plan.num_reqs or plan.mask.shape[-1] != mb * bs or t != plan.num_tokens:
+        raise ValueError(f"paged_attention: block_table {tuple(block_table.shape)} and "
+                         f"{t} tokens do not match the step plan ({plan.num_reqs} requests, "
+                         f"{plan.num_tokens} tokens, {plan.mask.shape[-1]} keys)")
+    ids = block_table.reshape(-1).long()
+    k = kv_cache[0].index_select(0, ids).view(r, mb * bs, hk, d).transpose(1, 2)
+    v = kv_cache[1].index_select(0, ids).view(r, mb * bs, hk, d).transpose(1, 2)
+    q = query.index_select(0, plan.q_index.reshape(-1))
+    q = q.view(r, plan.max_query_len, hq, d).transpose(1, 2)   # [R, Hq, Lq, D]
+    o = F.scaled_dot_product_attention(q.to(k.dtype), k, v,
+                                       attn_mask=plan.mask_for(sliding_window),
+                                       scale=scale, enable_gqa=hq != hk)
+    o = o.transpose(1, 2).reshape(r * plan.max_query_len, hq, d)
+    return o.index_select(0, plan.out_index)
