@@ -1,16 +1,38 @@
 // abi.h — our declarations of the part of the PJRT C API that torchtpu uses.
 //
-// Layout follows PJRT C API version 0.81. Within major version 0 the API only
-// ever appends fields (to argument structs and to the PJRT_Api table), so any
-// plugin with major 0 and minor >= 81 accepts these structs: each carries its
-// `struct_size`, which tells the plugin how many fields we know about.
+// Written against PJRT C API 0.117 (libtpu 0.0.52) and checked there and on
+// XLA's CPU plugin at 0.115 (lammps-jax-pjrt-cpu 0.11.2): core/tests/
+// test_abi.c pins every offset below and asks the plugin which size it
+// accepts for each call we make. Only the subset we call is declared. The
+// PJRT_Api table keeps the exact slot order up to the last slot we call
+// (PJRT_Buffer_UnsafePointer, optional: the table must reach
+// PJRT_Buffer_ReadyEvent); slots we never call are `void *` placeholders.
 //
-// Only the subset we call is declared. The PJRT_Api table keeps the exact slot
-// order up to the last slot we call (PJRT_Buffer_UnsafePointer, optional:
-// the table must reach PJRT_Buffer_ReadyEvent); slots we never
-// call are `void *` placeholders that only hold their place.
+// Minor-version rules (major 0), what our calls rely on:
+//  1. A plugin with major 0 and minor >= TT_ABI_MIN_MINOR (81) has every slot
+//     and field declared here at the offsets declared here: within a major
+//     version XLA's header only appends, to argument structs and to the
+//     PJRT_Api table (the last rearrangement was 0.57; the newest field we
+//     set, PJRT_ExecuteOptions.incarnation_ids, came in 0.78).
+//  2. Our `struct_size` says how many fields we know. A NEWER plugin reads
+//     only those, but refuses a call whose struct_size is below its minimum
+//     for that struct ("Unexpected X size: expected N, got M" — XLA checks
+//     this before anything else). XLA keeps N at the old size for a while
+//     after appending a field (PJRT_ExecuteOptions: 112, up to
+//     incarnation_ids, at 0.117; its full size is 144), then may raise it:
+//     that is when a field must be added here. tt_pjrt_check and test_abi
+//     read N from the plugin for every struct we pass.
+//  3. An OLDER plugin (81 <= minor < ours) reads only its own prefix of our
+//     structs, so a field appended after 0.81 is set only where the plugin's
+//     minor says it knows it, and a slot past 0.81 is called only where the
+//     table reaches it (TT_PJRT_CALL checks api->struct_size).
+//  4. Outputs: the plugin writes only fields inside the struct_size we pass.
+//  5. A plugin with another major version is refused (check_version).
+// Raising TT_ABI_MIN_MINOR or adding a field: change the struct, its
+// TT_ABI_STRUCT last field, and test_abi.c's offset table together.
 //
-// Rules for users (plugin.c, client.c, buffer.c, executable.c, event.c):
+// Rules for users (plugin.c, client.c, buffer.c, executable.c, event.c,
+// check.c):
 //  - zero-initialise every args struct and set `.struct_size = X_STRUCT_SIZE`;
 //  - call a slot only through TT_PJRT_CALL (internal.h), which checks that the
 //    plugin's table is long enough to hold it.
@@ -32,6 +54,8 @@
 
 #define TT_ABI_MIN_MAJOR 0
 #define TT_ABI_MIN_MINOR 81
+// The version these declarations were written and checked against.
+#define TT_ABI_WRITTEN_MINOR 117
 
 // --- opaque plugin objects ---------------------------------------------------
 
@@ -47,8 +71,14 @@ typedef struct PJRT_Buffer PJRT_Buffer;
 typedef struct PJRT_SerializedExecutable PJRT_SerializedExecutable;
 typedef struct PJRT_ExecuteContext PJRT_ExecuteContext;
 
-// Extension chains: we never pass any, so the field stays NULL.
-typedef struct PJRT_Extension_Base PJRT_Extension_Base;
+// Extension chains: we never pass any in arguments (the field stays NULL);
+// the plugin's PJRT_Api has one (its optional extensions), which
+// tt_pjrt_check lists. Every extension struct starts with this head.
+typedef struct PJRT_Extension_Base {
+  size_t struct_size;
+  int type;  // PJRT_Extension_Type (an enum, int-sized)
+  const struct PJRT_Extension_Base *next;
+} PJRT_Extension_Base;
 
 // --- version and errors ------------------------------------------------------
 
@@ -138,6 +168,14 @@ typedef struct PJRT_Plugin_Initialize_Args {
 } PJRT_Plugin_Initialize_Args;
 TT_ABI_STRUCT(PJRT_Plugin_Initialize_Args, extension_start);
 
+typedef struct PJRT_Plugin_Attributes_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  const PJRT_NamedValue *attributes;  // out, live as long as the process
+  size_t num_attributes;              // out
+} PJRT_Plugin_Attributes_Args;
+TT_ABI_STRUCT(PJRT_Plugin_Attributes_Args, num_attributes);
+
 // --- events ------------------------------------------------------------------
 
 // Destroy, IsReady, Error and Await all take the same fields up to `event`.
@@ -218,6 +256,14 @@ typedef struct PJRT_Client_PlatformName_Args {
   size_t platform_name_size;  // out
 } PJRT_Client_PlatformName_Args;
 TT_ABI_STRUCT(PJRT_Client_PlatformName_Args, platform_name_size);
+
+typedef struct PJRT_Client_ProcessIndex_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  PJRT_Client *client;
+  int process_index;  // out
+} PJRT_Client_ProcessIndex_Args;
+TT_ABI_STRUCT(PJRT_Client_ProcessIndex_Args, process_index);
 
 typedef struct PJRT_Client_PlatformVersion_Args {
   size_t struct_size;
@@ -365,6 +411,49 @@ typedef struct PJRT_DeviceDescription_Id_Args {
   int id;  // out: the global device id
 } PJRT_DeviceDescription_Id_Args;
 TT_ABI_STRUCT(PJRT_DeviceDescription_Id_Args, id);
+
+typedef struct PJRT_DeviceDescription_DebugString_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  PJRT_DeviceDescription *device_description;
+  const char *debug_string;  // out, not NUL-terminated
+  size_t debug_string_size;  // out
+} PJRT_DeviceDescription_DebugString_Args;
+TT_ABI_STRUCT(PJRT_DeviceDescription_DebugString_Args, debug_string_size);
+
+typedef struct PJRT_Device_AddressableMemories_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  PJRT_Device *device;
+  PJRT_Memory *const *memories;  // out, live as long as the device
+  size_t num_memories;           // out
+} PJRT_Device_AddressableMemories_Args;
+TT_ABI_STRUCT(PJRT_Device_AddressableMemories_Args, num_memories);
+
+typedef struct PJRT_Device_DefaultMemory_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  PJRT_Device *device;
+  PJRT_Memory *memory;  // out, lives as long as the device
+} PJRT_Device_DefaultMemory_Args;
+TT_ABI_STRUCT(PJRT_Device_DefaultMemory_Args, memory);
+
+typedef struct PJRT_Memory_Id_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  PJRT_Memory *memory;
+  int id;  // out
+} PJRT_Memory_Id_Args;
+TT_ABI_STRUCT(PJRT_Memory_Id_Args, id);
+
+typedef struct PJRT_Memory_Kind_Args {
+  size_t struct_size;
+  PJRT_Extension_Base *extension_start;
+  PJRT_Memory *memory;
+  const char *kind;  // out, not NUL-terminated ("device", "pinned_host", ...)
+  size_t kind_size;  // out
+} PJRT_Memory_Kind_Args;
+TT_ABI_STRUCT(PJRT_Memory_Kind_Args, kind_size);
 
 // --- executables -------------------------------------------------------------
 
@@ -531,7 +620,7 @@ typedef struct PJRT_Api {
   PJRT_Error *(*PJRT_Error_GetCode)(PJRT_Error_GetCode_Args *);
 
   PJRT_Error *(*PJRT_Plugin_Initialize)(PJRT_Plugin_Initialize_Args *);
-  void *PJRT_Plugin_Attributes;
+  PJRT_Error *(*PJRT_Plugin_Attributes)(PJRT_Plugin_Attributes_Args *);
 
   PJRT_Error *(*PJRT_Event_Destroy)(PJRT_Event_Destroy_Args *);
   PJRT_Error *(*PJRT_Event_IsReady)(PJRT_Event_IsReady_Args *);
@@ -542,7 +631,7 @@ typedef struct PJRT_Api {
   PJRT_Error *(*PJRT_Client_Create)(PJRT_Client_Create_Args *);
   PJRT_Error *(*PJRT_Client_Destroy)(PJRT_Client_Destroy_Args *);
   PJRT_Error *(*PJRT_Client_PlatformName)(PJRT_Client_PlatformName_Args *);
-  void *PJRT_Client_ProcessIndex;
+  PJRT_Error *(*PJRT_Client_ProcessIndex)(PJRT_Client_ProcessIndex_Args *);
   PJRT_Error *(*PJRT_Client_PlatformVersion)(
       PJRT_Client_PlatformVersion_Args *);
   void *PJRT_Client_Devices;
@@ -561,18 +650,20 @@ typedef struct PJRT_Api {
   void *PJRT_DeviceDescription_Attributes;
   PJRT_Error *(*PJRT_DeviceDescription_Kind)(
       PJRT_DeviceDescription_Kind_Args *);
-  void *PJRT_DeviceDescription_DebugString;
+  PJRT_Error *(*PJRT_DeviceDescription_DebugString)(
+      PJRT_DeviceDescription_DebugString_Args *);
   void *PJRT_DeviceDescription_ToString;
 
   PJRT_Error *(*PJRT_Device_GetDescription)(PJRT_Device_GetDescription_Args *);
   void *PJRT_Device_IsAddressable;
   void *PJRT_Device_LocalHardwareId;
-  void *PJRT_Device_AddressableMemories;
-  void *PJRT_Device_DefaultMemory;
+  PJRT_Error *(*PJRT_Device_AddressableMemories)(
+      PJRT_Device_AddressableMemories_Args *);
+  PJRT_Error *(*PJRT_Device_DefaultMemory)(PJRT_Device_DefaultMemory_Args *);
   void *PJRT_Device_MemoryStats;
 
-  void *PJRT_Memory_Id;
-  void *PJRT_Memory_Kind;
+  PJRT_Error *(*PJRT_Memory_Id)(PJRT_Memory_Id_Args *);
+  PJRT_Error *(*PJRT_Memory_Kind)(PJRT_Memory_Kind_Args *);
   void *PJRT_Memory_DebugString;
   void *PJRT_Memory_ToString;
   void *PJRT_Memory_AddressableByDevices;

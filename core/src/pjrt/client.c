@@ -110,18 +110,32 @@ static tt_status read_devices(tt_pjrt *p) {
 }
 
 // Errors of loading name the path already; later ones get it prepended.
-static tt_status init(tt_pjrt *p, const tt_pjrt_options *opts) {
+tt_status tt_pjrt_open(const char *path, tt_pjrt **out) {
+  *out = NULL;
+  tt_pjrt *p = calloc(1, sizeof *p);
+  if (!p) return tt_make_status(TT_RESOURCE_EXHAUSTED, "out of host memory");
   char found[PATH_MAX];
-  const char *path = opts ? opts->plugin_path : NULL;
+  tt_status st = NULL;
   if (!path) {
-    TT_RETURN_IF_ERROR(tt_pjrt_discover(found, sizeof found));
+    st = tt_pjrt_discover(found, sizeof found);
     path = found;
   }
-  TT_RETURN_IF_ERROR(dup_n(path, strlen(path), &p->plugin_path));
-  TT_RETURN_IF_ERROR(tt_pjrt_plugin_load(p, p->plugin_path));
+  if (!st) st = dup_n(path, strlen(path), &p->plugin_path);
+  if (!st) st = tt_pjrt_plugin_open(p, p->plugin_path);
+  if (st) {
+    tt_pjrt_destroy(p);
+    return st;
+  }
+  *out = p;
+  return NULL;
+}
+
+tt_status tt_pjrt_start(tt_pjrt *p, const tt_pjrt_options *opts) {
+  TT_RETURN_IF_ERROR(tt_pjrt_plugin_init(p, p->plugin_path));
   TT_RETURN_IF_ERROR(
       tt_pjrt_compile_options(&p->compile_options, &p->compile_options_len));
   tt_status st = create_client(p, opts);
+  st = tt_pjrt_explain_failure(p->plugin_path, st);
   if (!st) st = read_platform(p);
   if (!st) st = read_devices(p);
   if (!st)
@@ -132,9 +146,9 @@ static tt_status init(tt_pjrt *p, const tt_pjrt_options *opts) {
 
 tt_status tt_pjrt_create(const tt_pjrt_options *opts, tt_pjrt **out) {
   *out = NULL;
-  tt_pjrt *p = calloc(1, sizeof *p);
-  if (!p) return tt_make_status(TT_RESOURCE_EXHAUSTED, "out of host memory");
-  tt_status st = init(p, opts);
+  tt_pjrt *p = NULL;
+  TT_RETURN_IF_ERROR(tt_pjrt_open(opts ? opts->plugin_path : NULL, &p));
+  tt_status st = tt_pjrt_start(p, opts);
   if (st) {
     tt_pjrt_destroy(p);
     return st;

@@ -19,6 +19,7 @@
 
 struct tt_pjrt {
   void *dl;             // dlopen handle; never closed (see plugin.c)
+  bool fresh;           // our dlopen loaded it: PJRT_Plugin_Initialize is ours
   const PJRT_Api *api;  // owned by the plugin
   PJRT_Client *client;  // owned
   char *plugin_path;    // owned
@@ -60,7 +61,42 @@ static inline tt_pjrt_event *tt_pjrt_wrap_event(PJRT_Event *e) {
 
 // dlopens `path`, checks its API version and table size, and initialises it
 // (once per process). Sets p->dl, p->api, p->api_major, p->api_minor.
+// = tt_pjrt_plugin_open + tt_pjrt_plugin_init.
 tt_status tt_pjrt_plugin_load(tt_pjrt *p, const char *path);
+// dlopen, GetPjrtApi, version and table checks; nothing of the plugin runs.
+tt_status tt_pjrt_plugin_open(tt_pjrt *p, const char *path);
+// PJRT_Plugin_Initialize (when p->fresh), on a thread, waiting at most
+// tt_pjrt_init_timeout() seconds.
+tt_status tt_pjrt_plugin_init(tt_pjrt *p, const char *path);
+#define TT_PJRT_INIT_TIMEOUT_DEFAULT 300.0  // seconds; a TPU pod host's first
+                                            // initialisation takes tens
+double tt_pjrt_init_timeout(void);  // env TORCHTPU_PLUGIN_INIT_TIMEOUT
+// libtpu's failures made plain: "no TPU device" becomes our NOT_FOUND
+// message, others gain the lock file's name. Other plugins' pass through.
+// Takes and returns ownership of `st` (NULL stays NULL).
+tt_status tt_pjrt_explain_failure(const char *path, tt_status st);
+
+// The two halves of tt_pjrt_create, for tt_pjrt_check: open (discovery when
+// `path` is NULL, dlopen, version; nothing of the plugin runs) and start
+// (initialise, create the client, read platform and devices).
+tt_status tt_pjrt_open(const char *path, tt_pjrt **out);
+tt_status tt_pjrt_start(tt_pjrt *p, const tt_pjrt_options *opts);
+
+// --- struct sizes as the plugin checks them (check.c) -------------------------
+
+typedef struct tt_pjrt_struct_probe {
+  const char *name;  // "PJRT_Client_Create_Args", static
+  size_t ours;       // our struct_size for it
+  long plugin_min;   // the least struct_size the plugin accepts; -1: its
+                     // message named none; -2: its table has no such slot
+} tt_pjrt_struct_probe;
+// How many structs tt_pjrt_probe_struct_sizes fills.
+int tt_pjrt_probe_count(void);
+// Calls every slot we use with struct_size 1, in a forked child, and reads
+// the minimum from the plugin's refusal. `out` has tt_pjrt_probe_count()
+// entries. An error when the child died (a plugin that doesn't check).
+tt_status tt_pjrt_probe_struct_sizes(const PJRT_Api *api,
+                                     tt_pjrt_struct_probe *out);
 
 // --- calling the plugin ------------------------------------------------------
 

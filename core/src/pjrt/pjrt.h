@@ -142,6 +142,27 @@ tt_status tt_pjrt_ffi_register_pooled(tt_pjrt *p, const char *name, tt_c_kernel_
 // The custom-call target every C kernel's call names.
 const char *tt_pjrt_ffi_target(void);
 
+// --- the plugin check (check.c; python -m torchtpu.tools.plugin_check) ---------
+
+// Called once per reported line: `key` names what it is ("step", "api",
+// "struct", "attribute", "extension", "device", "memory", "program",
+// "collective", "result", ...), `value` says it. Both live for the call.
+typedef void (*tt_pjrt_check_emit_fn)(void *arg, const char *key,
+                                      const char *value);
+
+typedef struct tt_pjrt_check_options {
+  const char *plugin_path;  // NULL: tt_pjrt_discover
+  int cpu_device_count;     // CPU plugins: devices for the collective step
+  bool skip_struct_probe;   // don't fork to ask the plugin its struct sizes
+} tt_pjrt_check_options;
+
+// Loads the plugin, reports versions, struct sizes, attributes, extensions,
+// devices and memories, runs x*2+1 and an all_reduce over every device and
+// checks their values; stops at the first failure and returns it (the last
+// "step" line names where). Exported for ctypes: needs no PyTorch.
+TT_API tt_status tt_pjrt_check(const tt_pjrt_check_options *opts,
+                               tt_pjrt_check_emit_fn emit, void *arg);
+
 // --- replicated programs (collectives) -------------------------------------------
 //
 // A program whose collectives span devices is compiled once for a fixed set

@@ -22,6 +22,11 @@
 //   - /usr/local/lib/python3*/{site,dist}-packages, /usr/lib/python3/
 //     dist-packages, ~/.local/lib/python3*/site-packages.
 //
+// libtpu: TPU_SKIP_MDS_QUERY=1 is the default where no TPU device node
+// exists, PJRT_Plugin_Initialize runs under a timeout
+// (TORCHTPU_PLUGIN_INIT_TIMEOUT, seconds), and its "no TPU device" failure
+// becomes our message naming the lock file it leaves (see "libtpu" below).
+//
 // Loading: plugins are never dlclosed. XLA plugins start threads and hold
 // static state that doesn't survive unloading, so once loaded a plugin stays
 // for the life of the process, and PJRT_Plugin_Initialize runs only when our
@@ -32,10 +37,13 @@
 #include <dlfcn.h>
 #include <glob.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "pjrt/internal.h"
 
@@ -265,6 +273,59 @@ tt_status tt_pjrt_discover(char *out, size_t cap) {
   return st;
 }
 
+// --- libtpu ------------------------------------------------------------------
+//
+// libtpu on a host without a TPU: PJRT_Plugin_Initialize asks the cloud
+// metadata server for each of its settings and waits ~30 s per key unless
+// TPU_SKIP_MDS_QUERY is set; then PJRT_Client_Create fails ("TPU
+// initialization failed: No jellyfish device found."), and a lock file is
+// left in the temporary folder. On a TPU host the metadata server answers
+// (a pod slice's topology comes from it), so the default is set only where
+// no TPU device node exists.
+
+static bool is_libtpu(const char *path) {
+  const char *base = strrchr(path, '/');
+  return strncmp(base ? base + 1 : path, "libtpu", 6) == 0;
+}
+
+static bool tpu_device_present(void) {
+  return exists("/dev/accel0") || exists("/dev/vfio");
+}
+
+// Where libtpu keeps its lock file (it names no other place in its message).
+static const char *libtpu_lock_file(char *buf, size_t cap) {
+  const char *tmp = getenv("TMPDIR");
+  snprintf(buf, cap, "%s/libtpu_lockfile", tmp && tmp[0] ? tmp : "/tmp");
+  if (!exists(buf)) snprintf(buf, cap, "/tmp/libtpu_lockfile");
+  return buf;
+}
+
+tt_status tt_pjrt_explain_failure(const char *path, tt_status st) {
+  if (!st || !is_libtpu(path)) return st;
+  char lock[PATH_MAX];
+  libtpu_lock_file(lock, sizeof lock);
+  const char *msg = tt_status_message(st);
+  if (!tpu_device_present() && (strstr(msg, "No jellyfish device") ||
+                                strstr(msg, "TPU initialization failed"))) {
+    tt_status mine = tt_make_status(
+        TT_NOT_FOUND,
+        "libtpu found no TPU on this host: there is no /dev/accel* or "
+        "/dev/vfio device. On a machine without a TPU, unset "
+        "TORCHTPU_PLUGIN_PATH/TPU_LIBRARY_PATH (torchtpu then uses XLA's CPU "
+        "plugin). libtpu left its lock file %s%s (harmless; it only keeps two "
+        "processes off one TPU). libtpu said: %s",
+        lock, exists(lock) ? "" : " (not there now)", msg);
+    tt_status_free(st);
+    return mine;
+  }
+  return tt_status_annotate(
+      st,
+      "libtpu %s; if another process holds the TPU, libtpu's lock file %s "
+      "names no owner: `lsof %s` does; stop that process, or remove the file "
+      "if none holds it",
+      path, lock, lock);
+}
+
 // --- loading -----------------------------------------------------------------
 
 static tt_status check_version(const PJRT_Api *api, const char *path) {
@@ -290,17 +351,30 @@ static tt_status check_version(const PJRT_Api *api, const char *path) {
   return NULL;
 }
 
-tt_status tt_pjrt_plugin_load(tt_pjrt *p, const char *path) {
+// An initialisation that timed out may still be running on its thread: the
+// plugin's state is unknown, so this process must not use it again.
+static _Atomic(int) init_abandoned;
+
+tt_status tt_pjrt_plugin_open(tt_pjrt *p, const char *path) {
   if (!is_file(path))
     return tt_make_status(TT_NOT_FOUND,
                           "PJRT plugin %s: no such file (set "
                           "TORCHTPU_PLUGIN_PATH to a plugin .so)",
                           path);
+  if (init_abandoned)
+    return tt_make_status(TT_FAILED_PRECONDITION,
+                          "PJRT plugin %s: an earlier initialisation in this "
+                          "process timed out and may still be running; start "
+                          "a new process",
+                          path);
+  // Before the plugin can read it (at load or at initialisation).
+  if (is_libtpu(path) && !tpu_device_present())
+    setenv("TPU_SKIP_MDS_QUERY", "1", 0);
   // Loaded already (by an earlier client, or by JAX in this process): then
   // it has been initialised, and initialising twice is not allowed.
   void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-  bool fresh = dl == NULL;
-  if (fresh) dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  p->fresh = dl == NULL;
+  if (p->fresh) dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!dl)
     return tt_make_status(TT_FAILED_PRECONDITION, "dlopen(%s): %s", path,
                           dlerror());
@@ -321,12 +395,126 @@ tt_status tt_pjrt_plugin_load(tt_pjrt *p, const char *path) {
   p->api = api;
   p->api_major = api->pjrt_api_version.major_version;
   p->api_minor = api->pjrt_api_version.minor_version;
-
-  if (fresh) {
-    PJRT_Plugin_Initialize_Args a = {0};
-    a.struct_size = PJRT_Plugin_Initialize_Args_STRUCT_SIZE;
-    tt_status st = TT_PJRT_CALL(api, PJRT_Plugin_Initialize, &a);
-    if (st) return tt_status_annotate(st, "initialising %s", path);
-  }
   return NULL;
+}
+
+double tt_pjrt_init_timeout(void) {
+  const char *env = getenv("TORCHTPU_PLUGIN_INIT_TIMEOUT");
+  char *end = NULL;
+  double s = env && env[0] ? strtod(env, &end) : 0;
+  return end && *end == '\0' && s > 0 ? s : TT_PJRT_INIT_TIMEOUT_DEFAULT;
+}
+
+// PJRT_Plugin_Initialize on its own thread, so that a plugin that never
+// returns (libtpu waiting on a metadata server) costs a timeout, not a hang.
+// The block is shared: whoever of the two threads finishes last frees it.
+typedef struct init_call {
+  const PJRT_Api *api;
+  PJRT_Plugin_Initialize_Args args;
+  PJRT_Error *err;
+  bool done;
+  int refs;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+} init_call;
+
+static void init_call_release(init_call *c) {
+  pthread_mutex_lock(&c->mu);
+  bool last = --c->refs == 0;
+  pthread_mutex_unlock(&c->mu);
+  if (!last) return;
+  pthread_mutex_destroy(&c->mu);
+  pthread_cond_destroy(&c->cv);
+  free(c);
+}
+
+static void *init_thread(void *arg) {
+  init_call *c = arg;
+  PJRT_Error *err = c->api->PJRT_Plugin_Initialize(&c->args);
+  pthread_mutex_lock(&c->mu);
+  c->err = err;
+  c->done = true;
+  pthread_cond_signal(&c->cv);
+  pthread_mutex_unlock(&c->mu);
+  init_call_release(c);  // an abandoned error is the plugin's to leak
+  return NULL;
+}
+
+// Waits up to `seconds`; true when the call returned (its error in *out_err).
+static bool wait_init(init_call *c, double seconds, PJRT_Error **out_err) {
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += (time_t)seconds;
+  until.tv_nsec += (long)((seconds - (double)(time_t)seconds) * 1e9);
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
+  pthread_mutex_lock(&c->mu);
+  while (!c->done)
+    if (pthread_cond_timedwait(&c->cv, &c->mu, &until) != 0) break;
+  bool done = c->done;
+  if (done) {
+    *out_err = c->err;
+    c->err = NULL;
+  }
+  pthread_mutex_unlock(&c->mu);
+  return done;
+}
+
+static tt_status initialize_timed(tt_pjrt *p, const char *path) {
+  if (!tt_pjrt_has_slot(p->api, offsetof(PJRT_Api, PJRT_Plugin_Initialize)))
+    return tt_pjrt_missing_slot(p->api, "PJRT_Plugin_Initialize");
+  init_call *c = calloc(1, sizeof *c);
+  if (!c) return tt_make_status(TT_RESOURCE_EXHAUSTED, "out of host memory");
+  c->api = p->api;
+  c->args.struct_size = PJRT_Plugin_Initialize_Args_STRUCT_SIZE;
+  c->refs = 2;
+  pthread_mutex_init(&c->mu, NULL);
+  pthread_cond_init(&c->cv, NULL);
+  pthread_t t;
+  if (pthread_create(&t, NULL, init_thread, c) != 0) {
+    free(c);
+    return tt_make_status(TT_RESOURCE_EXHAUSTED, "cannot start a thread");
+  }
+  pthread_detach(t);
+  double seconds = tt_pjrt_init_timeout();
+  PJRT_Error *err = NULL;
+  bool done = wait_init(c, seconds, &err);
+  init_call_release(c);
+  if (!done) {
+    init_abandoned = 1;
+    const char *mds = getenv("TPU_SKIP_MDS_QUERY");
+    return tt_make_status(
+        TT_FAILED_PRECONDITION,
+        "PJRT_Plugin_Initialize did not return within %g s "
+        "(TORCHTPU_PLUGIN_INIT_TIMEOUT)%s; this process cannot use the plugin "
+        "any more",
+        seconds,
+        is_libtpu(path) && !(mds && mds[0])
+            ? ": libtpu waits on the cloud metadata server when "
+              "TPU_SKIP_MDS_QUERY is unset (set TPU_SKIP_MDS_QUERY=1 off "
+              "Cloud TPU)"
+            : "");
+  }
+  return tt_pjrt_error_status(p->api, err, "PJRT_Plugin_Initialize", __FILE__,
+                              __LINE__);
+}
+
+tt_status tt_pjrt_plugin_init(tt_pjrt *p, const char *path) {
+  if (!p->fresh) return NULL;
+  tt_status st = initialize_timed(p, path);
+  if (!st) {
+    p->fresh = false;  // initialised: once per process
+    return NULL;
+  }
+  st = tt_status_annotate(st, "initialising %s", path);
+  // A timeout says all there is; the plugin's own failures may need the
+  // lock file's name.
+  return init_abandoned ? st : tt_pjrt_explain_failure(path, st);
+}
+
+tt_status tt_pjrt_plugin_load(tt_pjrt *p, const char *path) {
+  TT_RETURN_IF_ERROR(tt_pjrt_plugin_open(p, path));
+  return tt_pjrt_plugin_init(p, path);
 }
