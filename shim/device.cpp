@@ -187,20 +187,38 @@ void set_current_device(c10::DeviceIndex index) {
 
 namespace {
 
-void delete_storage(void *ctx) { tt_storage_destroy(static_cast<tt_storage *>(ctx)); }
+// Both tell torch.tpu.memory's history (memory.cpp) while it records.
+void delete_storage(void *ctx) {
+  auto *s = static_cast<tt_storage *>(ctx);
+  memory_note_free(s, tt_storage_device(s), tt_storage_nbytes(s));
+  tt_storage_destroy(s);
+}
 
 c10::DataPtr make_data_ptr(tt_storage *s) {
   const auto device = c10::Device(c10::DeviceType::PrivateUse1,
                                   static_cast<c10::DeviceIndex>(tt_storage_device(s)));
+  memory_note_alloc(s, tt_storage_device(s), tt_storage_nbytes(s));
   return c10::DataPtr(s, s, &delete_storage, device);
+}
+
+// The bytes still free under the per-process limit (0: no limit).
+int64_t free_under_limit() {
+  int64_t limit = 0, refused = 0;
+  tt_runtime_memory_limit(runtime(), &limit, &refused);
+  tt_stats st;
+  std::memset(&st, 0, sizeof(st));
+  tt_runtime_stats(runtime(), &st);
+  return limit > st.bytes_in_use ? limit - st.bytes_in_use : 0;
 }
 
 struct TpuAllocator final : public c10::DeviceAllocator {
   c10::DataPtr allocate(size_t nbytes) override {
     tt_storage *s = nullptr;
-    check(tt_storage_create(runtime(), current_device(),
-                            static_cast<int64_t>(nbytes), &s),
-          "tpu allocator");
+    tt_status st = tt_storage_create(runtime(), current_device(),
+                                     static_cast<int64_t>(nbytes), &s);
+    if (st != nullptr && tt_status_code(st) == TT_RESOURCE_EXHAUSTED)
+      memory_note_oom(current_device(), static_cast<int64_t>(nbytes), free_under_limit());
+    check(st, "tpu allocator");
     return make_data_ptr(s);
   }
 
@@ -233,6 +251,9 @@ struct TpuAllocator final : public c10::DeviceAllocator {
     for (auto *arr : {&out.allocation, &out.segment, &out.active}) {
       (*arr)[0].current = st.buffers_in_use;
     }
+    // Allocations refused by the per-process limit (set_per_process_memory_fraction).
+    int64_t limit = 0;
+    tt_runtime_memory_limit(runtime(), &limit, &out.num_ooms);
     return out;
   }
 

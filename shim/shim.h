@@ -63,6 +63,13 @@ c10::Allocator *allocator();
 // as ours when its data pointer is a handle that dlpack.cpp exported.
 tt_storage *storage_handle(const c10::StorageImpl *storage);
 
+// torch.tpu.memory's history (memory.cpp): a storage PyTorch now holds, one
+// it let go of, an allocation refused (free_bytes: what the limit leaves).
+// Cheap no-ops unless _record_memory_history is on.
+void memory_note_alloc(const tt_storage *s, int device, int64_t nbytes);
+void memory_note_free(const tt_storage *s, int device, int64_t nbytes);
+void memory_note_oom(int device, int64_t nbytes, int64_t free_bytes);
+
 // The tt_storage whose handle is `data` while a DLPack export of it lives
 // (dlpack.cpp); NULL otherwise.
 tt_storage *export_storage(const void *data);

@@ -27,6 +27,7 @@ __all__ = [
     "reset_accumulated_memory_stats", "mem_get_info", "device_memory_used",
     "memory_summary", "memory_snapshot", "ipc_collect", "has_half",
     "is_current_stream_capturing", "get_sync_debug_mode", "set_sync_debug_mode",
+    "set_per_process_memory_fraction", "get_per_process_memory_fraction", "memory_usage",
 ]
 
 # --- initialisation ----------------------------------------------------------------
@@ -391,100 +392,18 @@ def set_rng_state_all(new_states):
 
 # --- memory --------------------------------------------------------------------------
 #
-# Device buffers are counted by the core for all devices together; there is no
-# caching allocator, so "reserved" equals "allocated".
+# torch.tpu.memory (torchtpu/memory.py) mirrors torch.cuda.memory; its names are
+# torch.tpu's too, as torch.cuda's are. Imported here, at the end of what it
+# uses of this module.
 
-def memory_stats(device=None):
-    """torch.cuda.memory_stats' keys (from the allocator's statistics, as
-    torch.accelerator.memory_stats), plus host_to_device_bytes and
-    device_to_host_bytes. There is no caching allocator: reserved equals
-    allocated, and the pool, split and retry counters stay 0."""
-    if not is_initialized() and not is_available():
-        return {}
-    _lazy_init()
-    out = dict(torch.accelerator.memory_stats(torch.device("tpu", _index(device))))
-    st = _core.stats()
-    out["host_to_device_bytes"] = st["host_to_device_bytes"]
-    out["device_to_host_bytes"] = st["device_to_host_bytes"]
-    return dict(sorted(out.items()))
-
-
-def memory_stats_as_nested_dict(device=None):
-    nested = {}
-    for key, value in memory_stats(device).items():
-        node = nested
-        parts = key.split(".")
-        for p in parts[:-1]:
-            node = node.setdefault(p, {})
-        node[parts[-1]] = value
-    return nested
-
-
-def memory_allocated(device=None):
-    return memory_stats(device).get("allocated_bytes.all.current", 0)
-
-
-def max_memory_allocated(device=None):
-    return memory_stats(device).get("allocated_bytes.all.peak", 0)
-
-
-def memory_reserved(device=None):
-    return memory_stats(device).get("reserved_bytes.all.current", 0)
-
-
-def max_memory_reserved(device=None):
-    return memory_stats(device).get("reserved_bytes.all.peak", 0)
-
-
-memory_cached = memory_reserved
-max_memory_cached = max_memory_reserved
-
-
-def reset_peak_memory_stats(device=None):
-    del device
-    _lazy_init()
-    _core.reset_peak()
-
-
-reset_max_memory_allocated = reset_peak_memory_stats
-reset_max_memory_cached = reset_peak_memory_stats
-
-
-def reset_accumulated_memory_stats(device=None):
-    """Nothing accumulates: the allocator keeps current and peak values only."""
-    del device
-
-
-def mem_get_info(device=None):
-    """(free, total) bytes of the device's memory: host memory on the CPU
-    plugin (free is what the OS reports available); raises
-    NotImplementedError for a device kind whose memory size is unknown."""
-    _lazy_init()
-    return torch.accelerator.get_memory_info(torch.device("tpu", _index(device)))
-
-
-def device_memory_used(device=None):
-    return memory_reserved(device)
-
-
-def memory_summary(device=None, abbreviated=False):
-    del abbreviated
-    st = memory_stats(device)
-    lines = [f"tpu memory ({get_device_name(device)}):"]
-    for key in ("allocated_bytes.all.current", "allocated_bytes.all.peak",
-                "reserved_bytes.all.current", "reserved_bytes.all.peak",
-                "allocation.all.current", "host_to_device_bytes", "device_to_host_bytes"):
-        lines.append(f"  {key:32s} {st.get(key, 0):>16,d}")
-    return "\n".join(lines) + "\n"
-
-
-def memory_snapshot():
-    """No caching allocator, hence no segments to list."""
-    return []
-
-
-def empty_cache():
-    """Nothing is cached: device buffers are freed with their storages."""
+from . import memory  # noqa: E402
+from .memory import (  # noqa: E402,F401
+    device_memory_used, empty_cache, get_per_process_memory_fraction, max_memory_allocated,
+    max_memory_cached, max_memory_reserved, mem_get_info, memory_allocated, memory_cached,
+    memory_reserved, memory_snapshot, memory_stats, memory_stats_as_nested_dict,
+    memory_summary, memory_usage, reset_accumulated_memory_stats,
+    reset_max_memory_allocated, reset_max_memory_cached, reset_peak_memory_stats,
+    set_per_process_memory_fraction)
 
 
 def ipc_collect():

@@ -280,6 +280,31 @@ TT_API int tt_storage_device(const tt_storage *s);
 // Grows or shrinks the storage to `nbytes`, keeping the common prefix.
 TT_API tt_status tt_storage_resize(tt_storage *s, int64_t nbytes);
 
+// The per-process device memory limit (torch.tpu.set_per_process_memory_fraction):
+// creating a storage whose `nbytes` would bring the bytes in use
+// (tt_stats.bytes_in_use) past `bytes` fails with TT_RESOURCE_EXHAUSTED,
+// naming the limit. The core counts all devices together, so one limit
+// covers them all. `bytes` <= 0: no limit (the default).
+TT_API void tt_runtime_set_memory_limit(tt_runtime *rt, int64_t bytes);
+// The limit in force (0: none) and the storages it has refused so far.
+TT_API void tt_runtime_memory_limit(tt_runtime *rt, int64_t *out_bytes,
+                                    int64_t *out_refused);
+
+typedef struct tt_buffer_info {
+  const tt_storage *storage;  // the owner, as an identity (it may be gone
+                              // once the call returns: never dereferenced)
+  int device;
+  int64_t bytes;              // device bytes counted in bytes_in_use
+} tt_buffer_info;
+
+// The device buffers storages hold, at one instant: up to `cap` in `out`
+// (most recently written first), their number in *out_count (more than
+// `cap`: call again with more room), and tt_stats.bytes_in_use at the same
+// instant in *out_bytes_in_use. Bytes in use beyond the listed buffers are
+// held by a deferred program (fused eager) until it runs.
+TT_API void tt_runtime_list_buffers(tt_runtime *rt, tt_buffer_info *out, int64_t cap,
+                                    int64_t *out_count, int64_t *out_bytes_in_use);
+
 // Host <-> device copies of a view. `host` holds the view's elements densely
 // in row-major order, in the view's dtype.
 TT_API tt_status tt_tensor_upload(tt_runtime *rt, const tt_tensor *dst,

@@ -109,6 +109,15 @@ struct tt_runtime {
     tt_storage *storage;
     char *bytes;  // storage->nbytes of them
   } mirror;
+
+  // Storages holding a device buffer, linked through their buf_prev/next
+  // (storage.c): what a memory snapshot lists (tt_runtime_list_buffers).
+  tt_storage *buffers;
+  // The per-process memory limit (tt_runtime_set_memory_limit; bytes, 0:
+  // none) and the storages it refused. Read without rt->mu (a storage is
+  // created with or without it held), so accessed atomically.
+  int64_t mem_limit;
+  int64_t mem_refused;
 };
 
 // The device's default generator, created on first use; rt->mu held.

@@ -27,6 +27,73 @@
 #include "runtime/executor.h"
 #include "runtime/runtime.h"
 
+// --- the memory limit ----------------------------------------------------------------
+//
+// Checked when a storage is created: by the shim's allocator before an op
+// writes it, and by the executors for an op's fresh results (on the CPU
+// plugin their program has run by then; they are dropped, and the op
+// raises). The bytes in use are read without rt->mu, which some callers
+// hold: the check is as exact as the counter at that instant.
+
+static double mib(int64_t bytes) { return (double)bytes / (1 << 20); }
+
+static tt_status check_limit(tt_runtime *rt, int64_t nbytes) {
+  int64_t limit = __atomic_load_n(&rt->mem_limit, __ATOMIC_RELAXED);
+  if (limit <= 0) return NULL;
+  int64_t in_use = __atomic_load_n(&rt->stats.bytes_in_use, __ATOMIC_RELAXED);
+  if (nbytes <= limit - in_use) return NULL;
+  __atomic_fetch_add(&rt->mem_refused, 1, __ATOMIC_RELAXED);
+  return tt_make_status(
+      TT_RESOURCE_EXHAUSTED,
+      "tpu out of memory: allocating %.2f MiB (%lld bytes) would bring the memory "
+      "in use from %.2f MiB to %.2f MiB, past this process's limit of %.2f MiB "
+      "(%lld bytes, set by torch.tpu.set_per_process_memory_fraction)",
+      mib(nbytes), (long long)nbytes, mib(in_use), mib(in_use + nbytes), mib(limit),
+      (long long)limit);
+}
+
+void tt_runtime_set_memory_limit(tt_runtime *rt, int64_t bytes) {
+  __atomic_store_n(&rt->mem_limit, bytes > 0 ? bytes : 0, __ATOMIC_RELAXED);
+}
+
+void tt_runtime_memory_limit(tt_runtime *rt, int64_t *out_bytes, int64_t *out_refused) {
+  *out_bytes = __atomic_load_n(&rt->mem_limit, __ATOMIC_RELAXED);
+  *out_refused = __atomic_load_n(&rt->mem_refused, __ATOMIC_RELAXED);
+}
+
+// --- the list of buffers ---------------------------------------------------------------
+//
+// Storages holding a buffer, newest write first (rt->mu held), so that a
+// memory snapshot can list every buffer and its owner.
+
+static void list_add(tt_storage *s) {
+  tt_runtime *rt = s->rt;
+  s->buf_prev = NULL;
+  s->buf_next = rt->buffers;
+  if (rt->buffers) rt->buffers->buf_prev = s;
+  rt->buffers = s;
+}
+
+static void list_remove(tt_storage *s) {
+  if (s->buf_prev) s->buf_prev->buf_next = s->buf_next;
+  else if (s->rt->buffers == s) s->rt->buffers = s->buf_next;
+  if (s->buf_next) s->buf_next->buf_prev = s->buf_prev;
+  s->buf_prev = s->buf_next = NULL;
+}
+
+void tt_runtime_list_buffers(tt_runtime *rt, tt_buffer_info *out, int64_t cap,
+                             int64_t *out_count, int64_t *out_bytes_in_use) {
+  pthread_mutex_lock(&rt->mu);
+  int64_t n = 0;
+  for (tt_storage *s = rt->buffers; s; s = s->buf_next, n++) {
+    if (n < cap) out[n] = (tt_buffer_info){.storage = s, .device = s->device,
+                                           .bytes = s->dev_bytes};
+  }
+  *out_count = n;
+  *out_bytes_in_use = rt->stats.bytes_in_use;
+  pthread_mutex_unlock(&rt->mu);
+}
+
 // --- lifetime ----------------------------------------------------------------------
 
 tt_status tt_storage_create(tt_runtime *rt, int device, int64_t nbytes,
@@ -39,6 +106,7 @@ tt_status tt_storage_create(tt_runtime *rt, int device, int64_t nbytes,
   if (nbytes < 0)
     return tt_make_status(TT_INVALID_ARGUMENT, "negative storage size %lld",
                           (long long)nbytes);
+  TT_RETURN_IF_ERROR(check_limit(rt, nbytes));
   tt_storage *s = calloc(1, sizeof *s);
   if (!s) return tt_make_status(TT_RESOURCE_EXHAUSTED, "storage: out of memory");
   s->rt = rt;
@@ -51,7 +119,7 @@ tt_status tt_storage_create(tt_runtime *rt, int device, int64_t nbytes,
 void tt_storage_release_buffer(tt_runtime *rt, tt_pjrt_buffer *b, int64_t bytes) {
   if (!b) return;
   tt_pjrt_buffer_destroy(rt->pjrt, b);
-  rt->stats.bytes_in_use -= bytes;
+  __atomic_fetch_sub(&rt->stats.bytes_in_use, bytes, __ATOMIC_RELAXED);  // check_limit
   rt->stats.buffers_in_use--;
 }
 
@@ -88,6 +156,7 @@ static void mirror_keep(tt_storage *s, char *bytes) {
 tt_pjrt_buffer *tt_storage_take_buffer(tt_storage *s, int64_t *out_bytes) {
   mirror_drop(s);
   tt_pjrt_buffer *b = s->buf;
+  if (b) list_remove(s);
   *out_bytes = s->dev_bytes;
   s->buf = NULL;
   s->dev_bytes = 0;
@@ -99,6 +168,7 @@ void tt_storage_set_buffer(tt_storage *s, tt_pjrt_buffer *b, tt_dtype dtype,
   tt_runtime *rt = s->rt;
   tt_exec_detach(rt->exec, s);
   mirror_drop(s);
+  if (s->buf) list_remove(s);
   tt_storage_release_buffer(rt, s->buf, s->dev_bytes);
   s->buf = b;
   s->dtype = dtype;
@@ -107,7 +177,8 @@ void tt_storage_set_buffer(tt_storage *s, tt_pjrt_buffer *b, tt_dtype dtype,
   if (b) {
     s->lost = false;
     s->dev_bytes = numel * tt_dtype_size(dtype);
-    rt->stats.bytes_in_use += s->dev_bytes;
+    list_add(s);
+    __atomic_fetch_add(&rt->stats.bytes_in_use, s->dev_bytes, __ATOMIC_RELAXED);
     rt->stats.buffers_in_use++;
     if (rt->stats.bytes_in_use > rt->stats.peak_bytes_in_use)
       rt->stats.peak_bytes_in_use = rt->stats.bytes_in_use;

@@ -30,6 +30,8 @@ struct tt_storage {
   // (a pending storage, a fresh result not yet run, has no buf: its value
   // exists only in that program).
   tt_exec_mark mark;
+  // rt->buffers' list, while buf is set (a memory snapshot's segments).
+  tt_storage *buf_prev, *buf_next;
 };
 
 // Replaces the storage's buffer (taking ownership of `b`) and updates the
