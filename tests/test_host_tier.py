@@ -305,3 +305,25 @@ def test_generate_tokens_match_the_cpu():
                                        do_sample=False)
     assert torch.equal(out.cpu(), ref)
     assert stats()["host_calls"] > s0["host_calls"]
+
+
+def test_explainer_names_the_shape_of_a_background_compile(capfd):
+    """A background compile is explained by what differed when the call was
+    lowered (the new shape), not by a diff of the call with itself."""
+    before = _core.recompile_causes()
+    torchtpu.explain_recompiles(True)
+    try:
+        for rows in (37, 38):
+            x = torch.randn(rows, 11).to("tpu")
+            for i in range(3):
+                if i == 2:
+                    torchtpu.wait_compiles()
+                torch.atan2(x, x + 1)
+        torch.tpu.synchronize()
+    finally:
+        torchtpu.explain_recompiles(False)
+    err = capfd.readouterr().err
+    line = [ln for ln in err.splitlines() if "aten::atan2" in ln and "[37, 11] -> [38, 11]" in ln]
+    assert line and "times on the host first" in line[0], err
+    after = _core.recompile_causes()
+    assert after.get("storage", 0) == before.get("storage", 0), (before, after)

@@ -138,6 +138,7 @@ void tt_plan_free(tt_plan *p) {
   if (!p) return;
   free(p->message);
   free(p->text);
+  free(p->why);
   tt_bg_cancel(p->job);
   tt_program_deinit(&p->prog);
   free(p);

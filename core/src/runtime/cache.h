@@ -44,6 +44,10 @@ typedef struct tt_plan {
   size_t text_len;
   int64_t calls;
   struct tt_bg_job *job;  // owned: cancelled when the plan is freed
+  // Why it was lowered (explain.c's cause and detail, owned), kept for the
+  // compile that happens later: in the background, or at a later call.
+  char *why;
+  int why_cause;
 } tt_plan;
 
 void tt_plan_free(tt_plan *p);

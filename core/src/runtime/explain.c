@@ -434,6 +434,23 @@ void tt_explain_op_done(tt_runtime *rt) {
   tt_prog_cache_explain(rt->progs)->op = -1;
 }
 
+char *tt_explain_why(tt_runtime *rt, int *cause) {
+  tt_explain *x = tt_prog_cache_explain(rt->progs);
+  if (x->op < 0) return NULL;
+  *cause = x->cause;
+  return strdup(x->detail);
+}
+
+void tt_explain_op_resume(tt_runtime *rt, int32_t op, int cause, const char *why,
+                          int64_t host_calls) {
+  tt_explain *x = tt_prog_cache_explain(rt->progs);
+  x->op = op;
+  x->cause = cause >= 0 && cause < TT_CAUSE_COUNT ? (tt_cause)cause : TT_CAUSE_NEW_OP;
+  x->mask = 1u << x->cause;
+  snprintf(x->detail, sizeof x->detail, "%s (ran %lld times on the host first)", why,
+           (long long)host_calls);
+}
+
 // --- graphs -----------------------------------------------------------------------------
 
 // Skeleton (text with tensor types blanked), dims and element-type hashes.

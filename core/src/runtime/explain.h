@@ -46,6 +46,14 @@ bool tt_explain_enabled(const tt_explain *x);
 // history; the compile that follows (if any) is explained with it.
 void tt_explain_op(tt_runtime *rt, const tt_op_call *call);
 void tt_explain_op_done(tt_runtime *rt);
+// The pending call's cause and detail (a malloc'd copy; NULL when none or out
+// of memory), kept by a signature whose compile comes later (the host tier):
+// tt_explain_op_resume explains that compile with it, adding that the call
+// ran `host_calls` times on the host first, instead of describing the call
+// again (it would be diffed against itself).
+char *tt_explain_why(tt_runtime *rt, int *cause);
+void tt_explain_op_resume(tt_runtime *rt, int32_t op, int cause, const char *why,
+                          int64_t host_calls);
 
 // A short label for the program about to be compiled: the pending eager op's
 // name, else the first ops of the text ("graph: dot_general, add, ...").

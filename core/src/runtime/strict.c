@@ -326,7 +326,8 @@ static tt_status make_cold(tt_plan *plan, const char *text, size_t len) {
 // failed or the tier no longer applies, compiled now (a cold plan is small).
 static tt_status warm_plan(tt_runtime *rt, const tt_op_call *call, tt_plan *plan) {
   tt_status st = NULL;
-  tt_explain_op(rt, call);
+  if (plan->why) tt_explain_op_resume(rt, call->op, plan->why_cause, plan->why, plan->calls);
+  else tt_explain_op(rt, call);
   if (plan->job && tt_bg_done(plan->job)) {
     tt_pjrt_exe *exe = NULL;
     double seconds = 0;
@@ -345,6 +346,8 @@ static tt_status warm_plan(tt_runtime *rt, const tt_op_call *call, tt_plan *plan
   plan->cold = false;
   free(plan->text);
   plan->text = NULL;
+  free(plan->why);
+  plan->why = NULL;
   return NULL;
 }
 
@@ -393,6 +396,7 @@ static tt_status lower_plan(strict *x, const tt_op_call *call, const tt_rule *ru
     // a new layout from compiling until it is called again.
     st = tt_runtime_find_compiled(rt, text, len, &plan->exe);
     if (!st && !plan->exe) st = make_cold(plan, text, len);
+    if (!st && plan->cold && !plan->why) plan->why = tt_explain_why(rt, &plan->why_cause);
   } else if (!st) {
     plan->spill_mask = spill_mask(x, call, rule, slots, nslots, &plan->prog);
     if (!plan->spill_mask)
