@@ -16,9 +16,13 @@ torch.autocast bfloat16), gradient clipping, an AdamW/Adam/SGD step and a
 warmup + cosine (or linear) learning-rate schedule. Every metrics.log_freq
 steps a line with loss, grad norm, tokens/s, TFLOP/s, MFU and memory.
 Checkpoints are written atomically every checkpoint.interval steps and at the
-end; --checkpoint.resume continues from the newest one exactly where it
+end (checkpoint.async_mode = "async": on a thread while the steps go on); a
+run continues from the newest complete one in its folder exactly where it
 stopped (the data order is a function of the step, the random states are
-saved). A loss-curve PNG is written to job.dump_folder at the end.
+saved; --checkpoint.resume false starts fresh). SIGTERM ([preemption]) stops
+the run at the end of the step with a checkpoint and exit code 143, which
+torchrun --max-restarts restarts on (docs/fault_tolerance.md). A loss-curve
+PNG is written to job.dump_folder at the end.
 
 train(cfg) is the same run as a function (the tests call it).
 """
@@ -36,6 +40,7 @@ import torch.nn.functional as F
 from .data import TextDataset
 from .models import build_model, flops_per_token, num_params
 from .trainer import activation_checkpoint, checkpoint, parallel
+from .trainer.preemption import Preempted, Preemption
 from .trainer.config import load_config
 from .trainer.metrics import ProgressBar, TensorBoard, format_line, measure_peak_flops, memory
 from .trainer.plot import loss_curve_png
@@ -95,20 +100,23 @@ def set_rng_state(state, device):
 def train(cfg, log=print):
     """Runs the configured training; returns {"losses": {step: loss},
     "grad_norms": {step: norm}, "model", "optimizer", "checkpoint": path or
-    None, "plot": path or None, "seconds"}."""
-    if cfg["training"]["device"] != "tpu":
-        return _train(cfg, log)
-    import torchtpu  # registers the device
-    mode = torchtpu.fallback_mode()
-    if mode == "warn":
-        torchtpu.set_fallback_mode("silent")  # summarised once at the end instead
-    try:
-        return _train(cfg, log)
-    finally:
-        torchtpu.set_fallback_mode(mode)
+    None, "plot": path or None, "seconds", "step_ends": {step: perf_counter
+    at the end of the step and its checkpoint}}. Preempted (SystemExit)
+    when a [preemption] signal stopped it after writing its checkpoint."""
+    with contextlib.ExitStack() as cleanup:  # signal handlers are restored even on errors
+        if cfg["training"]["device"] != "tpu":
+            return _train(cfg, log, cleanup)
+        import torchtpu  # registers the device
+        mode = torchtpu.fallback_mode()
+        if mode == "warn":
+            torchtpu.set_fallback_mode("silent")  # summarised once at the end instead
+        try:
+            return _train(cfg, log, cleanup)
+        finally:
+            torchtpu.set_fallback_mode(mode)
 
 
-def _train(cfg, log):
+def _train(cfg, log, cleanup):
     t_start = time.perf_counter()
     job, m, t, ck, mt = (cfg[k] for k in ("job", "model", "training", "checkpoint", "metrics"))
     par = parallel.setup(cfg)  # torchrun: join the process group, set the device
@@ -164,6 +172,8 @@ def _train(cfg, log):
             extra["blob"].seek(0)
             state = pickle.loads(extra["blob"].read())
             scheduler.load_state_dict(state["lr_scheduler"])
+            if "rng" in state:
+                set_rng_state(state["rng"], device)
             losses = dict(state.get("losses", {}))
             log(f"resumed from {ck_folder} step {start} on {par.world} ranks "
                 f"(saved on {state.get('world', '?')})")
@@ -198,6 +208,9 @@ def _train(cfg, log):
     log(f"model {m['name']}/{m['flavor']}: {n_params[0]:,} parameters "
         f"({n_params[1]:,} non-embedding), "
         f"{flops_tok / 1e6:.1f} MFLOP/token")
+    if par.fsdp_auto:
+        log("parallelism.fsdp = auto: SimpleFSDP, since training.compile_mode = 'step' traces "
+            "the whole step and FSDP2's fully_shard runs its collectives in eager hooks")
     if par.enabled:
         log(f"parallelism: {par.world} ranks, data_parallel_replicate_degree {par.replicate}, "
             f"data_parallel_shard_degree {par.shard}, tensor_parallel_degree {par.tp} ("
@@ -244,6 +257,46 @@ def _train(cfg, log):
     compile_report = {}  # training.compile: what the steps ran and compiled (see below)
     profiling = contextlib.ExitStack()  # [profiling]: closed after the loop
     profiler = profiling.enter_context(maybe_profile(cfg, device, par.rank, start, log))
+    inject = None
+    if os.environ.get("TORCHTPU_FAULTS"):  # tests: torchtpu/testing/faults.py
+        from .testing import faults
+        inject = faults.from_env()
+    in_flight = []  # an asynchronous checkpoint being written (checkpoint.async_mode)
+
+    def write_checkpoint(step, use_async=False):
+        """Saves step `step`; returns the path of the newest finished one."""
+        nonlocal t_window
+        if pending:
+            values = _read_back(pending, par)
+            losses.update({s: v[0] for s, v in values.items()})
+            grad_norms.update({s: v[1] for s, v in values.items()})
+            pending.clear()
+        t_save = time.perf_counter()
+        done = in_flight.pop().wait() if in_flight else saved  # one save at a time
+        if par.enabled:
+            blob = io.BytesIO(pickle.dumps({"step": step, "lr_scheduler": scheduler.state_dict(),
+                                            "losses": losses, "config": cfg,
+                                            "rng": rng_state(device), "world": par.world}))
+            out = parallel.dcp_save(model, optimizer, {"blob": blob}, ck_folder, step,
+                                    ck["keep_latest_k"], par, async_save=use_async)
+        else:
+            state = {"step": step, "model": model.state_dict(),
+                     "optimizer": optimizer.state_dict(),
+                     "lr_scheduler": scheduler.state_dict(), "rng": rng_state(device),
+                     "losses": losses, "config": cfg}
+            save = checkpoint.save_async if use_async else checkpoint.save
+            out = save(state, ck_folder, step, ck["keep_latest_k"])
+        if not isinstance(out, str):
+            in_flight.append(out)
+        else:
+            done = out
+        t_window += time.perf_counter() - t_save  # saving is not training time
+        return done
+
+    step_ends = {}  # step -> time.perf_counter() when it (and its checkpoint) ended
+    preempt = Preemption(cfg["preemption"], log)
+    cleanup.enter_context(preempt)  # the handlers are restored when train() returns
+    stopped = None
     for step in range(start + 1, t["steps"] + 1):
         if t["compile"] and whole_step is None and step == start + 2:
             before = _compile_counters(device)
@@ -304,28 +357,38 @@ def _train(cfg, log):
             tb.add(step, {"loss": losses[step], "grad_norm": grad_norms[step], "tps": tps,
                           "tflops": tflops, "mfu_pct": mfu, "lr": lr})
             t_window, n_window = time.perf_counter(), 0
+        if step == start + 1 and par.enabled:
+            parallel.set_timeouts(cfg["comm"]["train_timeout_seconds"])  # compiling is over
         if ck["enable"] and (step % ck["interval"] == 0 or last):
-            if pending:
-                values = _read_back(pending, par)
-                losses.update({s: v[0] for s, v in values.items()})
-                grad_norms.update({s: v[1] for s, v in values.items()})
-                pending.clear()
-            if par.enabled:
-                blob = io.BytesIO(pickle.dumps({"step": step, "lr_scheduler": scheduler.state_dict(),
-                                                "losses": losses, "config": cfg,
-                                                "world": par.world}))
-                t_save = time.perf_counter()
-                saved = parallel.dcp_save(model, optimizer, {"blob": blob}, ck_folder, step,
-                                          ck["keep_latest_k"], par)
-                t_window += time.perf_counter() - t_save
-                continue
-            state = {"step": step, "model": model.state_dict(),
-                     "optimizer": optimizer.state_dict(),
-                     "lr_scheduler": scheduler.state_dict(), "rng": rng_state(device),
-                     "losses": losses, "config": cfg}
-            t_save = time.perf_counter()
-            saved = checkpoint.save(state, ck_folder, step, ck["keep_latest_k"])
-            t_window += time.perf_counter() - t_save  # saving is not training time
+            saved = write_checkpoint(step, use_async=ck["async_mode"] == "async" and not last)
+        step_ends[step] = time.perf_counter()
+        if inject is not None:
+            inject.after_step(step, par.rank)
+        if preempt.signals and parallel.stop_requested(preempt.received, par):
+            stopped = step
+            break
+    if in_flight:
+        saved = in_flight.pop().wait()
+    if stopped is not None:
+        # the last step's losses, then a checkpoint of it (unless the step
+        # just wrote one), within the grace period
+        if pending:
+            values = _read_back(pending, par)
+            losses.update({s: v[0] for s, v in values.items()})
+            grad_norms.update({s: v[1] for s, v in values.items()})
+            pending.clear()
+        if ck["enable"] and (saved is None or not saved.rstrip("/").endswith(
+                (f"step-{stopped}.pt", f"step-{stopped}.dcp"))):
+            saved = write_checkpoint(stopped)
+        profiling.close()
+        bar.close()
+        tb.close()
+        took = preempt.seconds_since()
+        log(f"preemption: {preempt.received or 'a signal on another rank'} after step "
+            f"{stopped}; " + (f"checkpoint {saved}" if ck["enable"] else "checkpointing is off")
+            + (f" written {took:.1f} s after the signal" if took is not None else "")
+            + f"; exiting with {preempt.exit_code}")
+        raise Preempted(preempt.exit_code)
     profiling.close()
     bar.close()
     tb.close()
@@ -356,7 +419,7 @@ def _train(cfg, log):
         compile_report["end"] = _compile_counters(device)
     return {"losses": losses, "grad_norms": grad_norms, "model": model, "optimizer": optimizer,
             "parallel": par, "whole_step": whole, "compile": compile_report,
-            "checkpoint": saved, "plot": plot, "seconds": seconds}
+            "checkpoint": saved, "plot": plot, "seconds": seconds, "step_ends": step_ends}
 
 
 def _compile_counters(device):
@@ -454,8 +517,13 @@ def main(argv=None):
         from .trainer.plan import dry_run
         dry_run(cfg, **plan_args)
         return
-    train(cfg)
     import torch.distributed as dist
+    try:
+        train(cfg)
+    except Preempted:
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()  # every rank stopped at the same step
+        raise
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
 

@@ -20,9 +20,30 @@ reduce-scatters gradients with it, e.g. TorchTitan's gradient_divide_factor
 1.0) scales the host copies by f and sums them through gloo, which has no
 PREMUL_SUM of its own.
 
+Hung collectives (docs/fault_tolerance.md): every collective has a sequence
+number per group, and a flight recorder keeps the last
+TORCHTPU_FR_BUFFER_SIZE (2000) collectives of the process (group, sequence
+number, collective, tensors, state, start, duration), as NCCL's does. A
+collective that fails in gloo (its timeout passed, or a peer closed its
+connection) raises a RuntimeError naming the collective, its sequence
+number, the group and the ranks that did not arrive, and the recorder is
+written to TORCHTPU_FR_DUMP_FILE<rank>.json (default
+/tmp/torchtpu_trace_rank_<rank>.json). The ranks find out who did not
+arrive through the store: each failing rank reports the collective it is
+in; a rank with no report within the window (the timeout, at most 10 s; 2 s
+after a closed connection) is dead or stuck elsewhere, one reporting another
+collective has diverged.
+
 Left out: recv_anysource (raises), the device-collective transport
 (docs/distributed.md)."""
+import collections
 import datetime
+import functools
+import json
+import os
+import re
+import threading
+import time
 import weakref
 
 import torch
@@ -130,6 +151,127 @@ def _describe(t):
     return "none" if t is None else f"{str(t.dtype)[6:]}{list(t.shape)}"
 
 
+# --- the flight recorder --------------------------------------------------------------------
+
+_FR_SIZE_ENV, _FR_FILE_ENV = "TORCHTPU_FR_BUFFER_SIZE", "TORCHTPU_FR_DUMP_FILE"
+_FR_DEFAULT_FILE = "/tmp/torchtpu_trace_rank_"
+
+
+class FlightRecorder:
+    """The last N collectives of this process, all groups together (a ring:
+    recording costs a dict and a deque append per collective)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._entries = None
+        self._size = None
+
+    def _buffer(self):
+        size = int(os.environ.get(_FR_SIZE_ENV, "2000") or 0)
+        if size != self._size:
+            self._size = size
+            self._entries = collections.deque(self._entries or (), maxlen=max(size, 1))
+        return self._entries if size > 0 else None
+
+    def start(self, group, seq, name, size, args):
+        buf = self._buffer()
+        if buf is None:
+            return None
+        entry = {"group": group, "seq": seq, "collective": name, "group_size": size,
+                 "tensors": _tensors_of(args), "state": "started",
+                 "time_started": time.time(), "duration_ms": None}
+        with self._lock:
+            buf.append(entry)
+        return entry
+
+    @staticmethod
+    def finish(entry, state, t0):
+        if entry is not None:
+            entry["state"] = state
+            entry["duration_ms"] = round((time.monotonic() - t0) * 1e3, 3)
+
+    def entries(self):
+        with self._lock:
+            return list(self._entries or ())
+
+    def dump(self, rank, reason):
+        """Writes the entries to TORCHTPU_FR_DUMP_FILE<rank>.json; its path
+        (None where that cannot be written or the recorder is off)."""
+        if self._buffer() is None:
+            return None
+        path = os.environ.get(_FR_FILE_ENV) or _FR_DEFAULT_FILE
+        path = f"{path}{rank}.json"
+        try:
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w") as f:
+                json.dump({"rank": rank, "pid": os.getpid(), "reason": reason,
+                           "time": time.time(), "entries": self.entries()}, f, indent=1)
+            os.replace(tmp, path)
+        except OSError:
+            return None
+        return path
+
+
+RECORDER = FlightRecorder()
+
+
+def _tensors_of(args, limit=4):
+    out = []
+
+    def walk(a):
+        if len(out) >= limit:
+            return
+        if isinstance(a, torch.Tensor):
+            out.append(f"{_describe(a)}@{a.device.type}")
+        elif isinstance(a, (list, tuple)):
+            for x in a:
+                walk(x)
+    walk(args)
+    return out
+
+
+_COMM_FAILURE = re.compile(r"[Tt]imed out|[Tt]imeout|[Cc]onnection|[Rr]ead error|[Ww]rite error|"
+                           r"[Ss]ocket|peer|gloo", re.S)
+
+
+def _is_comm_failure(e):
+    """gloo's errors: a timeout or a closed/reset connection (our own
+    argument errors are ValueError/TypeError, and ranks disagreeing says so)."""
+    if isinstance(e, (ValueError, TypeError, NotImplementedError)):
+        return False
+    text = str(e)
+    return "ranks disagree" not in text and bool(_COMM_FAILURE.search(text))
+
+
+def _collective(name):
+    """Numbers the collective in its group, records it in the flight
+    recorder and turns a gloo failure into the error that names it. Inner
+    calls (coalesced ones looping over single ones) are part of the outer."""
+    def deco(fn):
+        @functools.wraps(fn)
+        def wrapper(self, *args, **kwargs):
+            if self._depth:
+                return fn(self, *args, **kwargs)
+            self._seq += 1
+            seq, t0 = self._seq, time.monotonic()
+            entry = RECORDER.start(self._name(), seq, name, self._size, args)
+            self._depth += 1
+            try:
+                out = fn(self, *args, **kwargs)
+            except Exception as e:
+                RECORDER.finish(entry, "failed", t0)
+                if _is_comm_failure(e):
+                    raise self._comm_error(name, seq, e) from e
+                raise
+            finally:
+                self._depth -= 1
+            RECORDER.finish(entry, "completed", t0)
+            return out
+        return wrapper
+    return deco
+
+
 class _Released:
     """What a destroyed group's transport becomes: any use is a clear error."""
 
@@ -159,8 +301,14 @@ class ProcessGroupTPU(dist.ProcessGroup):
         if not isinstance(timeout, datetime.timedelta):
             timeout = datetime.timedelta(seconds=float(timeout))
         self._timeout = timeout
-        self._gloo = dist.ProcessGroupGloo(dist.PrefixStore("tpu_host_gloo/", store), rank, size,
-                                           timeout)
+        # torchrun's attempt in the keys too: where the caller's store is
+        # not scoped to the restart (torchrun keeps its store), the restarted
+        # ranks must not read the dead attempt's gloo addresses
+        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        self._gloo = dist.ProcessGroupGloo(
+            dist.PrefixStore(f"tpu_host_gloo/{attempt}/", store), rank, size, timeout)
+        self._fr_store = dist.PrefixStore(f"tpu_host_fr/{attempt}/", store)
+        self._seq, self._depth = 0, 0
         self.transport = TRANSPORT
         _live_groups.add(self)
 
@@ -211,6 +359,71 @@ class ProcessGroupTPU(dist.ProcessGroup):
 
     def abort(self):
         self._gloo.abort()
+
+    # --- failures -----------------------------------------------------------------------------
+
+    def _name(self):
+        try:
+            return self.group_name
+        except (KeyError, AttributeError):
+            return "?"
+
+    def _global_rank(self, r):
+        try:
+            ranks = dist.distributed_c10d._world.pg_group_ranks[self]
+            return {g: l for l, g in ranks.items()}[r]
+        except (KeyError, AttributeError):
+            return r
+
+    def _comm_error(self, name, seq, cause):
+        """The error of a collective gloo could not complete: which one, and
+        who did not arrive (asked through the store), with the flight
+        recorder written to its file."""
+        text = str(cause)
+        timed_out = "imed out" in text or "imeout" in text
+        why = (f"not complete within the group's timeout ({self._timeout.total_seconds():g} s)"
+               if timed_out else "fail: a peer closed its connection (it died or gave up)")
+        # a closed connection: the peer is most likely dead, ask briefly
+        absent, other = self._who_did_not_arrive(seq, name, 10.0 if timed_out else 2.0)
+        me = self._global_rank(self._rank)
+        where = (f"tpu process group {self._name()!r} ({self._size} ranks; this is rank {me}): "
+                 f"{name} #{seq} (its sequence number in the group) did {why}")
+        parts = [where]
+        if absent is None:
+            parts.append("the store cannot be reached to tell which ranks did not arrive")
+        else:
+            parts.append("ranks that did not arrive: "
+                         + (str([self._global_rank(r) for r in absent]) if absent else "none")
+                         + (" (no report: dead, hung, or still busy elsewhere)" if absent else ""))
+            for r, what in other.items():
+                parts.append(f"rank {self._global_rank(r)} is in {what} instead")
+        path = RECORDER.dump(me, where)
+        parts.append(f"flight recorder (last collectives of this rank): {path}"
+                     if path else "flight recorder off (TORCHTPU_FR_BUFFER_SIZE=0)")
+        parts.append(f"gloo: {text.strip()[:300]}")
+        return RuntimeError("; ".join(parts))
+
+    def _who_did_not_arrive(self, seq, name, most):
+        """(ranks with no report, {rank: "collective #seq"} for ranks in
+        another collective), from each failing rank's report in the store;
+        (None, {}) where the store is gone."""
+        mine = f"{name} #{seq}"
+        window = min(self._timeout.total_seconds(), most)
+        try:
+            self._fr_store.set(f"in/{self._rank}", mine)
+            reports, deadline = {}, time.monotonic() + window
+            while True:
+                for r in range(self._size):
+                    if r != self._rank and r not in reports and \
+                            self._fr_store.check([f"in/{r}"]):
+                        reports[r] = self._fr_store.get(f"in/{r}").decode()
+                if len(reports) == self._size - 1 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+        except Exception:  # noqa: BLE001 (the store's server died with its rank)
+            return None, {}
+        absent = [r for r in range(self._size) if r != self._rank and r not in reports]
+        return absent, {r: w for r, w in reports.items() if w != mine}
 
     # --- consistency check across ranks ---------------------------------------------------
 
@@ -280,6 +493,7 @@ class ProcessGroupTPU(dist.ProcessGroup):
 
     # --- collectives ------------------------------------------------------------------------
 
+    @_collective('all_reduce')
     def allreduce(self, tensors, opts=_c10d.AllreduceOptions()):
         op = _red_op(opts)
         for t in tensors:
@@ -291,6 +505,7 @@ class ProcessGroupTPU(dist.ProcessGroup):
             self._back(t, h)
         return _done(tensors)
 
+    @_collective('all_reduce_coalesced')
     def allreduce_coalesced(self, tensors, opts=_c10d.AllreduceCoalescedOptions()):
         op = _red_op(opts)
         if not tensors:
@@ -307,6 +522,7 @@ class ProcessGroupTPU(dist.ProcessGroup):
             offset += t.numel()
         return _done(tensors)
 
+    @_collective('broadcast')
     def broadcast(self, tensors, opts=_c10d.BroadcastOptions()):
         for t in tensors:
             self._agree("broadcast", t, root=opts.rootRank)
@@ -319,6 +535,7 @@ class ProcessGroupTPU(dist.ProcessGroup):
                 self._back(t, h)
         return _done(tensors)
 
+    @_collective('reduce')
     def reduce(self, tensors, opts=_c10d.ReduceOptions()):
         op = _red_op(opts)
         for t in tensors:
@@ -334,6 +551,7 @@ class ProcessGroupTPU(dist.ProcessGroup):
                 self._back(t, h)
         return _done(tensors)
 
+    @_collective('all_gather')
     def allgather(self, output_lists, inputs, opts=_c10d.AllgatherOptions()):
         for t in inputs:
             self._agree("all_gather", t)
@@ -356,6 +574,7 @@ class ProcessGroupTPU(dist.ProcessGroup):
                 raise ValueError(f"tpu {name}: list tensor {_describe(o)} does not match "
                                  f"{_describe(t)}")
 
+    @_collective('all_gather_into_tensor')
     def all_gather_single(self, output, input, opts=_c10d.AllgatherOptions()):
         self._agree("all_gather_into_tensor", input)
         if output.numel() != input.numel() * self._size or output.dtype != input.dtype:
@@ -368,16 +587,19 @@ class ProcessGroupTPU(dist.ProcessGroup):
         self._back(output, hout.view(output.shape))
         return _done([output])
 
+    @_collective('all_gather_into_tensor_coalesced')
     def all_gather_single_coalesced(self, outputs, inputs, opts=_c10d.AllgatherOptions()):
         for o, i in zip(outputs, inputs, strict=True):
             self.all_gather_single(o, i, opts)
         return _done(outputs)
 
+    @_collective('all_gather_coalesced')
     def allgather_coalesced(self, output_lists, inputs, opts=_c10d.AllgatherOptions()):
         for outs, t in zip(output_lists, inputs, strict=True):
             self.allgather([outs], [t], opts)
         return _done(output_lists)
 
+    @_collective('reduce_scatter')
     def reduce_scatter(self, outputs, input_lists, opts=_c10d.ReduceScatterOptions()):
         op = _red_op(opts)
         for o in outputs:
@@ -393,6 +615,7 @@ class ProcessGroupTPU(dist.ProcessGroup):
             self._back(t, h)
         return _done(outputs)
 
+    @_collective('reduce_scatter_tensor')
     def reduce_scatter_single(self, output, input, opts=_c10d.ReduceScatterOptions()):
         op = _red_op(opts)
         self._agree("reduce_scatter_tensor", output, op=op)
@@ -407,11 +630,13 @@ class ProcessGroupTPU(dist.ProcessGroup):
         self._back(output, hout.view(output.shape))
         return _done([output])
 
+    @_collective('reduce_scatter_tensor_coalesced')
     def reduce_scatter_single_coalesced(self, outputs, inputs, opts=_c10d.ReduceScatterOptions()):
         for o, i in zip(outputs, inputs, strict=True):
             self.reduce_scatter_single(o, i, opts)
         return _done(outputs)
 
+    @_collective('all_to_all_single')
     def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes,
                           opts=_c10d.AllToAllOptions()):
         # Shapes legitimately differ across ranks (uneven splits): agree on dtype only.
@@ -427,6 +652,7 @@ class ProcessGroupTPU(dist.ProcessGroup):
         self._back(output, hout)
         return _done([output])
 
+    @_collective('all_to_all')
     def alltoall(self, outputs, inputs, opts=_c10d.AllToAllOptions()):
         if len(outputs) != self._size or len(inputs) != self._size:
             raise ValueError(f"tpu all_to_all: lists of {len(outputs)} and {len(inputs)} "
@@ -442,6 +668,7 @@ class ProcessGroupTPU(dist.ProcessGroup):
             offset += t.numel()
         return _done(outputs)
 
+    @_collective('gather')
     def gather(self, output_lists, inputs, opts=_c10d.GatherOptions()):
         for t in inputs:
             self._agree("gather", t, root=opts.rootRank)
@@ -455,6 +682,7 @@ class ProcessGroupTPU(dist.ProcessGroup):
                 self._back(t, h)
         return _done(output_lists)
 
+    @_collective('scatter')
     def scatter(self, outputs, input_lists, opts=_c10d.ScatterOptions()):
         for t in outputs:
             self._agree("scatter", t, root=opts.rootRank)
@@ -482,6 +710,7 @@ class ProcessGroupTPU(dist.ProcessGroup):
         raise NotImplementedError("tpu process group: recv from any source is not supported; "
                                   "name the source rank")
 
+    @_collective('barrier')
     def barrier(self, opts=_c10d.BarrierOptions()):
         self._agree("barrier")
         self._gloo.barrier().wait()

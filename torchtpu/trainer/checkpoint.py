@@ -130,3 +130,52 @@ def load_latest(folder, map_location=None):
         except Exception as e:  # a damaged file: say so, try the one before
             warnings.warn(f"checkpoint {path} cannot be read ({e}); trying an older one")
     return 0, None
+
+
+# --- asynchronous saves (checkpoint.async_mode = "async") ---------------------------------
+
+class PendingSave:
+    """A save running on a thread; wait() returns its path (or raises its error)."""
+
+    def __init__(self, thread, result, path):
+        self._thread, self._result, self.path = thread, result, path
+
+    def done(self):
+        return not self._thread.is_alive()
+
+    def wait(self):
+        self._thread.join()
+        if "error" in self._result:
+            raise self._result["error"]
+        return self.path
+
+
+def stage(obj):
+    """obj with every tensor copied to host memory: the copy the writer
+    thread saves while the step loop updates the originals in place (a CPU
+    tensor is cloned too)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to("cpu", copy=True)
+    if isinstance(obj, dict):
+        return type(obj)((k, stage(v)) for k, v in obj.items()) if type(obj) is not dict \
+            else {k: stage(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(stage(v) for v in obj)
+    return obj
+
+
+def save_async(state, folder, step, keep_latest_k=0):
+    """save() on a thread, of a host copy of `state` taken now (the caller
+    may go on training at once); returns a PendingSave."""
+    import threading
+    staged = stage(state)
+    result = {}
+
+    def write():
+        try:
+            result["path"] = save(staged, folder, step, keep_latest_k)
+        except BaseException as e:  # noqa: BLE001 (raised again by wait())
+            result["error"] = e
+    thread = threading.Thread(target=write, name=f"checkpoint-step-{step}", daemon=True)
+    thread.start()
+    return PendingSave(thread, result, path_for(folder, step))

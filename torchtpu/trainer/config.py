@@ -66,13 +66,29 @@ DEFAULTS = {
         "folder": "checkpoint",         # under job.dump_folder
         "interval": 100,                # steps; the last step is always saved
         "keep_latest_k": 2,             # 0: keep all
-        "resume": False,                # continue from the latest checkpoint
+        "resume": True,                 # continue from the newest complete checkpoint in
+                                        # the folder (TorchTitan's); false: start fresh
+        "async_mode": "disabled",       # disabled | async: the step loop goes on while
+                                        # the checkpoint is written (TorchTitan's name)
+    },
+    "preemption": {                     # docs/fault_tolerance.md
+        "signals": "SIGTERM",           # comma-separated; "": not caught
+        "grace_period_seconds": 30.0,   # the checkpoint must be written within it
+        "exit_code": 143,               # non-zero: torchrun --max-restarts restarts on it
+    },
+    "comm": {                           # TorchTitan's names
+        "init_timeout_seconds": 300.0,  # collectives until the first step is done
+        "train_timeout_seconds": 100.0, # collectives after it: a hung one fails after this
+        "trace_buf_size": 2000,         # flight recorder: last N collectives per group (0: off)
+        "save_traces_folder": "comm_traces",  # under job.dump_folder: rank_<r>.json on a timeout
     },
     "parallelism": {                    # TorchTitan's names; the product is the world size
         "data_parallel_replicate_degree": 1,   # DDP
         "data_parallel_shard_degree": -1,      # FSDP2 fully_shard; -1: the rest of the ranks
         "tensor_parallel_degree": 1,           # DTensor TP of the llama blocks (all ranks)
-        "fsdp": "fully_shard",                 # fully_shard (FSDP2) | simple (SimpleFSDP)
+        "fsdp": "auto",                        # fully_shard (FSDP2) | simple (SimpleFSDP) |
+                                               # auto: simple with compile_mode = "step",
+                                               # else fully_shard
     },
     "metrics": {
         "log_freq": 10,
@@ -190,9 +206,19 @@ def validate(cfg):
     for key in ("mixed_precision_param", "mixed_precision_reduce"):
         if t[key] not in ("float32", "bfloat16"):
             raise ConfigError(f"training.{key} = {t[key]!r}: expected float32 or bfloat16")
-    if cfg["parallelism"]["fsdp"] not in ("fully_shard", "simple"):
+    if cfg["parallelism"]["fsdp"] not in ("auto", "fully_shard", "simple"):
         raise ConfigError(f"parallelism.fsdp = {cfg['parallelism']['fsdp']!r}: expected "
-                          f"fully_shard (FSDP2) or simple (SimpleFSDP)")
+                          f"fully_shard (FSDP2), simple (SimpleFSDP) or auto")
+    if cfg["checkpoint"]["async_mode"] not in ("disabled", "async"):
+        raise ConfigError(f"checkpoint.async_mode = {cfg['checkpoint']['async_mode']!r}: "
+                          f"expected disabled or async")
+    validate_preemption(cfg["preemption"])
+    c = cfg["comm"]
+    if c["init_timeout_seconds"] <= 0 or c["train_timeout_seconds"] <= 0:
+        raise ConfigError("comm.init_timeout_seconds and comm.train_timeout_seconds must be "
+                          "positive")
+    if c["trace_buf_size"] < 0:
+        raise ConfigError(f"comm.trace_buf_size = {c['trace_buf_size']}: must be at least 0")
     if o["name"].lower() not in ("adamw", "adam", "sgd"):
         raise ConfigError(f"optimizer.name = {o['name']!r}: expected AdamW, Adam or SGD")
     if o["implementation"] not in ("foreach", "for-loop", "fused"):
@@ -228,6 +254,31 @@ def validate(cfg):
         raise ConfigError(f"profiling.profile_freq = {p['profile_freq']}: must be at least "
                           f"profiler_warmup + profiler_active = "
                           f"{p['profiler_warmup'] + p['profiler_active']}")
+
+
+def signal_numbers(text):
+    """preemption.signals ("SIGTERM,SIGUSR1") -> [signal numbers]; ConfigError
+    naming an unknown one."""
+    import signal
+    out = []
+    for name in filter(None, (n.strip().upper() for n in text.split(","))):
+        name = name if name.startswith("SIG") else "SIG" + name
+        num = getattr(signal, name, None)
+        if not isinstance(num, signal.Signals) or name in ("SIGKILL", "SIGSTOP"):
+            raise ConfigError(f"preemption.signals: {name} is not a signal a process can catch "
+                              f"(e.g. SIGTERM, SIGUSR1)")
+        out.append(num)
+    return out
+
+
+def validate_preemption(p):
+    signal_numbers(p["signals"])
+    if p["grace_period_seconds"] <= 0:
+        raise ConfigError(f"preemption.grace_period_seconds = {p['grace_period_seconds']}: "
+                          f"must be positive")
+    if not 0 < p["exit_code"] < 256:
+        raise ConfigError(f"preemption.exit_code = {p['exit_code']}: expected 1..255 (a "
+                          f"non-zero exit is what torchrun restarts on)")
 
 
 def validate_activation_checkpoint(ac):

@@ -15,7 +15,18 @@ it is a clear error.
 
 Checkpoints on many ranks go through torch.distributed.checkpoint: each rank
 writes its shards into step-<N>.dcp.tmp, rank 0 renames the folder when all
-are written; loading reshards, so a run saved on 4 ranks resumes on 2."""
+are written; loading reshards, so a run saved on 4 ranks resumes on 2. With
+checkpoint.async_mode = "async" the ranks stage their shards to host memory
+and write them on a thread (torch.distributed.checkpoint.async_save on a gloo
+group of its own); rank 0 renames the folder once every rank's shards and
+the metadata are written.
+
+Restarts (docs/fault_tolerance.md): setup() joins through a store whose keys
+carry torchrun's attempt number (TORCHELASTIC_RESTART_COUNT), so every group
+made on it (the default one, DeviceMesh's, new_group's gloo groups) meets
+only ranks of the same attempt: torchrun keeps one store across restarts,
+where a restarted rank otherwise reads the dead attempt's gloo addresses."""
+import datetime
 import os
 import shutil
 from dataclasses import dataclass
@@ -34,6 +45,7 @@ class Parallel:
     tp: int = 1
     mesh: object = None
     fsdp: str = "fully_shard"       # parallelism.fsdp: fully_shard (FSDP2) | simple (SimpleFSDP)
+    fsdp_auto: bool = False         # parallelism.fsdp = auto chose SimpleFSDP (compile_mode step)
     param_dtype: str = "float32"    # SimpleFSDP: training.mixed_precision_param
     reduce_dtype: str = "float32"   # SimpleFSDP: training.mixed_precision_reduce
 
@@ -87,12 +99,27 @@ def degrees(p, world):
     return rep, shard, tp
 
 
+def resolve_fsdp(cfg, world):
+    """parallelism.fsdp with "auto" decided: SimpleFSDP where the whole step
+    is traced (training.compile_mode = "step" on sharded data parallelism:
+    FSDP2's eager hooks cannot be part of one program), FSDP2 elsewhere."""
+    p, t = cfg["parallelism"], cfg["training"]
+    if p["fsdp"] != "auto":
+        return p["fsdp"]
+    if t["compile"] and t["compile_mode"] == "step" and world > 1:
+        rep, shard, tp = degrees(p, world)
+        if shard > 1 and tp == 1:
+            return "simple"
+    return "fully_shard"
+
+
 def check(cfg, world):
     """(replicate, shard, tp) of cfg's [parallelism] on `world` ranks; a
     ValueError when they do not fit or SimpleFSDP's settings cannot apply."""
     p, t = cfg["parallelism"], cfg["training"]
     rep, shard, tp = degrees(p, world)
     mixed = (t["mixed_precision_param"], t["mixed_precision_reduce"]) != ("float32", "float32")
+    p = dict(p, fsdp=resolve_fsdp(cfg, world))
     if p["fsdp"] == "simple" and world > 1 and shard == 1:
         raise ValueError(f"parallelism.fsdp = simple shards the parameters: it needs "
                          f"data_parallel_shard_degree > 1 (got replicate {rep}, shard {shard}, "
@@ -113,14 +140,19 @@ def setup(cfg):
     if world == 1:
         return Parallel()
     device = cfg["training"]["device"]
+    comm = cfg["comm"]
+    _flight_recorder_settings(cfg)
     if not dist.is_initialized():
-        dist.init_process_group(backend="gloo" if device == "cpu" else None)
+        init_restart_scoped(backend="gloo" if device == "cpu" else None,
+                            timeout=comm["init_timeout_seconds"])
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if device == "tpu":
         torch.tpu.set_device(local_rank)
+    fsdp = resolve_fsdp(cfg, world)
     par = Parallel(world=world, rank=dist.get_rank(), local_rank=local_rank, replicate=rep,
-                   shard=shard, tp=tp, fsdp=p["fsdp"], param_dtype=t["mixed_precision_param"],
-                   reduce_dtype=t["mixed_precision_reduce"])
+                   shard=shard, tp=tp, fsdp=fsdp, param_dtype=t["mixed_precision_param"],
+                   reduce_dtype=t["mixed_precision_reduce"],
+                   fsdp_auto=p["fsdp"] == "auto" and fsdp == "simple")
     if tp > 1:
         from torch.distributed.device_mesh import init_device_mesh
         par.mesh = init_device_mesh(device, (tp,), mesh_dim_names=("tp",))
@@ -132,6 +164,64 @@ def setup(cfg):
         from torch.distributed.device_mesh import init_device_mesh
         par.mesh = init_device_mesh(device, (shard,), mesh_dim_names=("dp_shard",))
     return par
+
+
+def attempt():
+    """torchrun's restart count of this worker group (0 outside torchrun)."""
+    return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0)
+
+
+def init_restart_scoped(backend=None, timeout=300.0):
+    """dist.init_process_group (env://: torchrun's or the tests' variables)
+    on a store whose keys carry the restart attempt. torchrun keeps its
+    TCPStore across restarts (static rendezvous: the agent's store on
+    --master_port; c10d rendezvous too), and PyTorch's gloo reads its peers'
+    addresses from keys named only by group and rank: a restarted rank read
+    the dead attempt's address of a peer and failed in connectFullMesh
+    (Connection refused), for the default group (static) or the first
+    new_group(backend="gloo") (c10d). Scoping every key by the attempt gives
+    each restart fresh gloo pairs; nothing waits on a dead peer's address."""
+    td = datetime.timedelta(seconds=float(timeout))
+    store, rank, world = next(dist.rendezvous("env://", timeout=td))
+    store = dist.PrefixStore(f"torchtpu/attempt_{attempt()}/", store)
+    dist.init_process_group(backend=backend, store=store, rank=rank, world_size=world,
+                            timeout=td)
+
+
+def set_timeouts(seconds):
+    """The timeout of every process group's later collectives (the world,
+    the meshes' and new_group's): comm.train_timeout_seconds after step 1,
+    as TorchTitan shortens it once compiling is over."""
+    td = datetime.timedelta(seconds=float(seconds))
+    for pg in list(dist.distributed_c10d._world.pg_map):
+        try:
+            pg.set_timeout(td)
+        except (AttributeError, RuntimeError, NotImplementedError):
+            pass  # a backend that cannot change it keeps init_timeout_seconds
+
+
+def _flight_recorder_settings(cfg):
+    """[comm] trace_buf_size and save_traces_folder, as the host transport
+    reads them (TORCHTPU_FR_BUFFER_SIZE, TORCHTPU_FR_DUMP_FILE), unless the
+    environment sets them already."""
+    comm = cfg["comm"]
+    folder = os.path.join(cfg["job"]["dump_folder"], comm["save_traces_folder"])
+    os.environ.setdefault("TORCHTPU_FR_BUFFER_SIZE", str(comm["trace_buf_size"]))
+    os.environ.setdefault("TORCHTPU_FR_DUMP_FILE", os.path.join(os.path.abspath(folder),
+                                                                "rank_"))
+
+
+def stop_requested(flag, par):
+    """Whether any rank asks to stop (preemption): every rank learns it at
+    the same step, so all save the same checkpoint. One small all_reduce of
+    a host tensor per step where several ranks run, on the world group (the
+    "tpu" group serves host tensors through its gloo: a rank missing here is
+    reported as any hung collective is)."""
+    if not par.enabled:
+        return bool(flag)
+    t = torch.tensor([1 if flag else 0], dtype=torch.int32)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
 
 
 def apply(model, par, device):
@@ -240,9 +330,16 @@ _CPU = {}
 
 
 def _cpu_group():
-    if "g" not in _CPU:
-        _CPU["g"] = dist.new_group(backend="gloo")
-    return _CPU["g"]
+    return _cached_group("g")
+
+
+def _cached_group(key):
+    """A gloo group made once per process group (a later init_process_group,
+    e.g. after a restart in-process, gets new ones)."""
+    g = _CPU.get(key)
+    if g is None or g not in dist.distributed_c10d._world.pg_map:
+        g = _CPU[key] = dist.new_group(backend="gloo")
+    return g
 
 
 def full(t):
@@ -258,11 +355,13 @@ def _dcp_path(folder, step):
 
 
 def dcp_steps(folder):
+    """Steps of the complete (published, with DCP's metadata) checkpoints."""
     if not os.path.isdir(folder):
         return []
     steps = []
     for name in os.listdir(folder):
-        if name.startswith("step-") and name.endswith(".dcp"):
+        if (name.startswith("step-") and name.endswith(".dcp")
+                and os.path.exists(os.path.join(folder, name, ".metadata"))):
             try:
                 steps.append(int(name[5:-4]))
             except ValueError:
@@ -270,8 +369,36 @@ def dcp_steps(folder):
     return sorted(steps)
 
 
-def dcp_save(model, optimizer, extra, folder, step, keep_latest_k, par):
-    """Every rank writes its shards; rank 0 publishes the folder by a rename."""
+def _publish(folder, step, keep_latest_k):
+    """Rank 0, once every rank's shards and the metadata are written."""
+    final = _dcp_path(folder, step)
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(final + ".tmp", final)
+    if keep_latest_k > 0:
+        for old in dcp_steps(folder)[:-keep_latest_k]:
+            shutil.rmtree(_dcp_path(folder, old), ignore_errors=True)
+
+
+class PendingSave:
+    """An asynchronous DCP save in flight: wait() returns its path once every
+    rank's shards are written and rank 0 published the folder."""
+
+    def __init__(self, future, path):
+        self.future, self.path = future, path
+
+    def done(self):
+        return self.future.done()
+
+    def wait(self):
+        self.future.result()  # raises the save's error, if any
+        return self.path
+
+
+def dcp_save(model, optimizer, extra, folder, step, keep_latest_k, par, async_save=False):
+    """Every rank writes its shards; rank 0 publishes the folder by a rename.
+    async_save: the shards are staged to host memory now and written on a
+    thread; returns a PendingSave (the caller waits for it before the next
+    save), else the path."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
@@ -282,16 +409,43 @@ def dcp_save(model, optimizer, extra, folder, step, keep_latest_k, par):
         os.makedirs(folder, exist_ok=True)
         shutil.rmtree(tmp, ignore_errors=True)
     dist.barrier()
-    dcp.save({"model": msd, "optimizer": osd, "extra": extra}, checkpoint_id=tmp)
+    state = {"model": msd, "optimizer": osd, "extra": extra}
+    if async_save:
+        # Its planning and metadata collectives run on the writer thread: a
+        # gloo group of their own keeps them apart from the step's.
+        future = dcp.async_save(state, checkpoint_id=tmp, process_group=_checkpoint_group())
+        if par.is_main:
+            done = future
+            future = _then(done, lambda: _publish(folder, step, keep_latest_k))
+        return PendingSave(future, final)
+    dcp.save(state, checkpoint_id=tmp)
     dist.barrier()
     if par.is_main:
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(tmp, final)
-        if keep_latest_k > 0:
-            for old in dcp_steps(folder)[:-keep_latest_k]:
-                shutil.rmtree(_dcp_path(folder, old), ignore_errors=True)
+        _publish(folder, step, keep_latest_k)
     dist.barrier()
     return final
+
+
+def _then(future, fn):
+    """A future done when `future` is and fn() ran after it (rank 0 publishes
+    on the writer's completion, not at the next step boundary: a rank killed
+    meanwhile leaves the checkpoint published)."""
+    from concurrent.futures import Future
+    out = Future()
+
+    def after(f):
+        try:
+            f.result()
+            fn()
+            out.set_result(None)
+        except BaseException as e:  # noqa: BLE001 (handed to whoever waits)
+            out.set_exception(e)
+    future.add_done_callback(after)
+    return out
+
+
+def _checkpoint_group():
+    return _cached_group("ckpt")
 
 
 def dcp_load_latest(model, optimizer, extra_template, folder, par):
