@@ -83,8 +83,14 @@ def test_embedding_bag_training_step_like_cpu():
         torch.testing.assert_close(bag_t.weight.detach().cpu(), bag.weight.detach())
 
 
-def test_sparse_grad_raises_clearly():
-    w = torch.randn(10, 4, device="tpu", requires_grad=True)
-    out = F.embedding_bag(IDX.to("tpu"), w, torch.tensor([0, 4], device="tpu"), sparse=True)
-    with pytest.raises(RuntimeError, match=r"embedding_bag: sparse=True .*\[10, 4\].*sparse=False"):
-        out.sum().backward()
+def test_sparse_grad_is_sparse_coo_as_on_cpu():
+    """sparse=True: a sparse COO gradient on tpu (torchtpu/_sparse.py), equal to the CPU's."""
+    w = torch.randn(10, 4)
+    grads = []
+    for dev in ("cpu", "tpu"):
+        wd = w.clone().to(dev).requires_grad_()
+        out = F.embedding_bag(IDX.to(dev), wd, torch.tensor([0, 4], device=dev), sparse=True)
+        out.square().sum().backward()
+        grads.append(wd.grad)
+    assert grads[1].layout == torch.sparse_coo and grads[1].device.type == "tpu"
+    torch.testing.assert_close(grads[1].cpu().to_dense(), grads[0].to_dense())

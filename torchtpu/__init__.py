@@ -57,6 +57,9 @@ from . import _embedding_bag  # noqa: E402
 
 _embedding_bag.install()  # EmbeddingBag's gradients on the device
 
+from . import _sparse  # noqa: E402
+
+_sparse.install()  # sparse COO / CSR kernels (docs/sparse.md)
 
 from . import _flex_attention  # noqa: E402
 

@@ -14,7 +14,8 @@ fallback (the tensors copied to the host and back each step). Here:
 - the per-sample weights' gradient: the dot of each index's bag gradient
   with its weight row (0 at padding_idx), as ATen's kernel computes it.
 
-sparse=True gradients raise: "tpu" tensors have no sparse layouts.
+sparse=True gradients are ATen's composition (_embedding_bag_sparse_backward),
+a sparse COO tensor on tpu (torchtpu/_sparse.py, docs/sparse.md).
 """
 import torch
 
@@ -51,10 +52,13 @@ def embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_in
 def embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, maximum_indices,
                            num_weights, scale_grad_by_freq, mode, sparse, per_sample_weights,
                            padding_idx=-1):
-    if sparse:
-        raise RuntimeError(
-            f"embedding_bag: sparse=True gradients need a sparse layout, which tpu tensors do "
-            f"not have (weight [{num_weights}, {grad.shape[-1]}]); use sparse=False")
+    if sparse:  # ATen's composition: a sparse COO gradient (torchtpu/_sparse.py)
+        if indices.numel() and offset2bag.numel() == 0:  # the forward's sum fast path
+            pos = torch.arange(indices.numel(), device=indices.device, dtype=offsets.dtype)
+            offset2bag = torch.searchsorted(offsets, pos, right=True) - 1
+        return torch.ops.aten._embedding_bag_sparse_backward(
+            grad, indices, offsets, offset2bag, bag_size, num_weights, scale_grad_by_freq,
+            mode, per_sample_weights, padding_idx)
     return embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_indices,
                                         num_weights, scale_grad_by_freq, mode,
                                         per_sample_weights, padding_idx)
