@@ -53,6 +53,10 @@ SHIM_CXXFLAGS = -std=c++17 -O2 -g -fPIC -fvisibility=hidden \
 SHIM_LDFLAGS = -shared -Wl,-z,defs -L$(LIBDIR) -L$(TORCH_DIR)/lib \
   -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,$(TORCH_DIR)/lib
 SHIM_LDLIBS := -ltorchtpu_core -ltorch_cpu -lc10
+# shim/profiler.cpp is a Kineto child profiler (PyTorch's PrivateUse1
+# profiling interface): it needs USE_KINETO, as PyTorch's wheels are built,
+# and Kineto's headers.
+build/obj/shim/profiler.o: SHIM_CXXFLAGS += -DUSE_KINETO -isystem $(TORCH_DIR)/include/kineto
 
 # --- targets -------------------------------------------------------------------
 

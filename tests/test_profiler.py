@@ -1,12 +1,21 @@
-"""torchtpu.profiler: one trace event per tpu program (strict op, fused graph,
-compiled graph) with device time and bytes, merged into PyTorch's Chrome
-trace; the trainer's [profiling] window; nothing recorded while off."""
+"""The tpu device in torch.profiler, unchanged (shim/profiler.cpp: a Kineto
+child profiler through PyTorch's PrivateUse1 profiling interface): every
+program the core launches (strict op, fused graph, compiled graph,
+collective) is a device event linked to the ATen op that ran it, with its
+device time and bytes, in export_chrome_trace and key_averages();
+torchtpu.profiler.trace records the programs alone; the trainer's
+[profiling] window; nothing recorded while off.
+
+References: the ops each step runs are PyTorch's own CPU events in the same
+trace (a device event must name an op that ran, inside that op's time), and
+the byte counts are the tensors' sizes."""
 import json
 import os
 
 import pytest
 import torch
-from torch.profiler import ProfilerActivity
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, record_function
 
 import torchtpu
 import torchtpu.profiler
@@ -17,49 +26,111 @@ from torchtpu.trainer.config import ConfigError, load_config
 ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
 
 
-def tpu_events(trace):
-    return [e for e in trace["traceEvents"] if e.get("cat") == "tpu_program"]
-
-
 def load(path):
     with open(path) as f:
         return json.load(f)
 
 
-def test_strict_ops_in_torch_trace(tmp_path):
+def kernels(trace):
+    return [e for e in trace["traceEvents"] if e.get("cat") == "kernel"]
+
+
+def cpu_ops(trace):
+    return {e["args"]["External id"]: e for e in trace["traceEvents"]
+            if e.get("cat") == "cpu_op" and "External id" in e.get("args", {})}
+
+
+def inside(inner, outer, slack_us=1.0):
+    return (outer["ts"] - slack_us <= inner["ts"]
+            and inner["ts"] <= outer["ts"] + outer["dur"] + slack_us)
+
+
+def test_strict_ops_under_their_aten_ops(tmp_path):
     a = torch.randn(64, 32, device="tpu")
     b = torch.randn(32, 16, device="tpu")
     c = torch.randn(64, 16, device="tpu")
     torch.tpu.synchronize()
     with torchtpu.mode("strict"):
-        with torchtpu.profiler.profile(activities=ACTIVITIES) as prof:
+        with torch.profiler.profile(activities=ACTIVITIES) as prof:
             y = torch.mm(a, b)
             z = y * c
     path = str(tmp_path / "trace.json")
     prof.export_chrome_trace(path)
     trace = load(path)
-    ours = tpu_events(trace)
-    assert [e["name"] for e in ours] == ["aten::mm", "aten::mul.Tensor"]
+    ours = kernels(trace)
+    assert [e["name"] for e in ours] == ["aten::mm (tpu program)",
+                                         "aten::mul.Tensor (tpu program)"]
     mm, mul = ours
-    assert mm["args"]["bytes_in"] == (64 * 32 + 32 * 16) * 4
-    assert mm["args"]["bytes_out"] == y.numel() * 4
-    assert mul["args"]["bytes_in"] == (y.numel() + c.numel()) * 4
-    assert mul["args"]["bytes_out"] == z.numel() * 4
-    for e in ours:
-        assert e["ph"] == "X" and e["args"]["kind"] == "op"
-        assert e["args"]["device_time_us"] > 0 and e["dur"] > 0
-    # PyTorch's CPU events are in the same trace, on the same clock: our
-    # program runs inside the aten::mm the dispatcher recorded.
-    cpu_mm = [e for e in trace["traceEvents"]
-              if e.get("name") == "aten::mm" and e.get("cat") == "cpu_op"]
-    assert cpu_mm
-    assert cpu_mm[0]["ts"] - 1000 <= mm["ts"] <= cpu_mm[0]["ts"] + cpu_mm[0]["dur"] + 1000
+    assert mm["args"]["bytes in"] == (64 * 32 + 32 * 16) * 4
+    assert mm["args"]["bytes out"] == y.numel() * 4
+    assert mul["args"]["bytes in"] == (y.numel() + c.numel()) * 4
+    assert mul["args"]["bytes out"] == z.numel() * 4
+    ops = cpu_ops(trace)
+    for k, op in ((mm, "aten::mm"), (mul, "aten::mul")):
+        assert k["ph"] == "X" and k["args"]["kind"] == "op" and k["dur"] > 0
+        parent = ops[k["args"]["External id"]]  # linked to the op that ran it
+        assert parent["name"] == op and inside(k, parent)
     names = {e["args"]["name"] for e in trace["traceEvents"]
              if e.get("ph") == "M" and e.get("name") == "process_name"}
     assert "tpu:0" in names
-    rows = prof.tpu_key_averages()
-    assert {r["name"]: r["calls"] for r in rows} == {"aten::mm": 1, "aten::mul.Tensor": 1}
-    assert "aten::mm" in prof.tpu_table()
+    # key_averages: the device time of each op is its program's
+    avg = {e.key: e for e in prof.key_averages()}
+    for k, op in ((mm, "aten::mm"), (mul, "aten::mul")):
+        assert avg[op].device_time_total == pytest.approx(k["dur"], rel=1e-3, abs=1e-3)
+    table = prof.key_averages().table(sort_by="self_device_time_total", row_limit=10)
+    assert "aten::mm" in table and "TPU total" in table
+
+
+def test_training_steps_unchanged_user_code(tmp_path):
+    """Three training steps in torch.profiler.profile: every device event is
+    linked to an ATen op (forward, backward, optimizer) that ran it, the
+    record_function range spans its programs on the device row, and
+    key_averages() lists device time for the tpu ops."""
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(),
+                            torch.nn.Linear(32, 4)).to("tpu")
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    x = torch.randn(8, 16, device="tpu")
+    y = torch.randn(8, 4, device="tpu")
+
+    def step():
+        with record_function("forward_pass"):
+            loss = torch.nn.functional.mse_loss(m(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+    step()
+    torch.tpu.synchronize()
+    with torch.profiler.profile(activities=ACTIVITIES) as prof:
+        for _ in range(3):
+            step()
+    path = str(tmp_path / "steps.json")
+    prof.export_chrome_trace(path)
+    trace = load(path)
+    ours, ops = kernels(trace), cpu_ops(trace)
+    assert len(ours) >= 3 * 6  # linear x2, loss, backward, optimizer ...
+    for k in ours:
+        parent = ops[k["args"]["External id"]]
+        assert parent["name"].startswith("aten::") and inside(k, parent), (k, parent)
+    parents = {ops[k["args"]["External id"]]["name"] for k in ours}
+    assert {"aten::addmm", "aten::mse_loss_backward"} <= parents
+    spans = [e for e in trace["traceEvents"] if e.get("cat") == "gpu_user_annotation"
+             and e["name"] == "forward_pass"]
+    assert len(spans) == 3
+    for s in spans:
+        within = [k for k in ours if s["ts"] <= k["ts"] <= s["ts"] + s["dur"]]
+        assert within and any("addmm" in k["name"] for k in within)
+    avg = {e.key: e for e in prof.key_averages()}
+    assert avg["aten::addmm"].device_time_total > 0
+    assert avg["aten::addmm"].device_type == DeviceType.CPU  # the op, with its device time
+    assert sum(e.self_device_time_total for e in prof.key_averages()) > 0
+    programs = [e for e in prof.profiler.kineto_results.events()
+                if e.device_type() == DeviceType.PrivateUse1 and not e.is_user_annotation()]
+    assert len(programs) == len(ours)
+    assert sum(e.name() == "aten::addmm (tpu program)" for e in programs) == 6
+    addmm = [k for k in ours if k["name"] == "aten::addmm (tpu program)"]
+    assert sum(k["args"]["bytes out"] for k in addmm) == 3 * (8 * 32 + 8 * 4) * 4
 
 
 def test_fused_flush_is_one_event(tmp_path):
@@ -76,29 +147,27 @@ def test_fused_flush_is_one_event(tmp_path):
     assert e["bytes_out"] == r.element_size()
     path = str(tmp_path / "alone.json")
     t.export_chrome_trace(path)  # on its own: only the tpu process
-    ours = tpu_events(load(path))
+    ours = [e for e in load(path)["traceEvents"] if e.get("cat") == "tpu_program"]
     assert len(ours) == 1 and ours[0]["args"]["device_time_us"] > 0
 
 
-def test_compiled_graph_event_beside_torch_profiler(tmp_path):
+def test_compiled_graph_and_trace_beside_torch_profiler(tmp_path):
     f = torch.compile(lambda x, w: torch.relu(x @ w) + 1, backend="tpu")
     x = torch.randn(8, 32, device="tpu")
     w = torch.randn(32, 4, device="tpu")
     f(x, w)
     f(x, w)  # captured; later calls replay it
     torch.tpu.synchronize()
-    with torch.profiler.profile(activities=[ProfilerActivity.CPU]) as p, \
+    with torch.profiler.profile(activities=ACTIVITIES) as p, \
             torchtpu.profiler.trace() as t:
         f(x, w)
-    path = str(tmp_path / "merged.json")
-    t.export_chrome_trace(path, p)
-    trace = load(path)
-    ours = tpu_events(trace)
-    assert len(ours) == 1
-    assert ours[0]["args"]["kind"] == "graph"
-    assert ours[0]["name"].startswith("compiled inference graph")
-    assert "mm" in ours[0]["name"]
-    assert any(e.get("cat") == "cpu_op" for e in trace["traceEvents"])
+    path = str(tmp_path / "compiled.json")
+    p.export_chrome_trace(path)
+    ours = kernels(load(path))
+    assert len(ours) == 1 and len(t.events) == 1  # both readers see the one replay
+    assert ours[0]["args"]["kind"] == "graph" and t.events[0]["kind"] == "graph"
+    assert ours[0]["name"].startswith("compiled inference graph") and "mm" in ours[0]["name"]
+    assert ours[0]["name"] == t.events[0]["name"]
 
 
 def test_off_records_nothing():
@@ -110,10 +179,24 @@ def test_off_records_nothing():
     with torchtpu.mode("fused"):
         (a * a).cpu()
     assert _core.profile_counts()[0] == before
-    # A CPU-only torchtpu profile does not turn the core's recording on.
-    with torchtpu.profiler.profile(activities=[ProfilerActivity.CPU]) as prof:
-        (a - a).cpu()
-    assert prof.tpu_events == [] and _core.profile_counts()[0] == before
+
+
+def test_cpu_activity_alone_records_the_runtime(tmp_path):
+    """ProfilerActivity.CPU alone (what TorchTitan asks for on a device that
+    is neither CUDA nor XPU) includes PyTorch's PRIVATEUSE1_RUNTIME: the
+    programs still show, linked to their ops; recording ends with the trace."""
+    a = torch.randn(8, device="tpu")
+    torch.tpu.synchronize()
+    with torchtpu.mode("strict"):
+        with torch.profiler.profile(activities=[ProfilerActivity.CPU]) as prof:
+            (a - a).cpu()
+    path = str(tmp_path / "cpu.json")
+    prof.export_chrome_trace(path)
+    trace = load(path)
+    ours = kernels(trace)
+    assert [k["name"] for k in ours] == ["aten::sub.Tensor (tpu program)"]
+    assert cpu_ops(trace)[ours[0]["args"]["External id"]]["name"] == "aten::sub"
+    assert not _core.profile_enabled()
 
 
 def test_ring_keeps_the_newest():
@@ -139,10 +222,16 @@ def test_trainer_traces_three_steps(tmp_path):
     path = tmp_path / "profile_traces" / "iteration_3" / "rank0_trace.json"
     assert path.exists(), lines
     trace = load(str(path))
-    ours = tpu_events(trace)
-    assert ours and all(e["args"]["device_time_us"] > 0 for e in ours)
-    steps = [e for e in trace["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")]
+    ours = kernels(trace)
+    assert ours and all(e["dur"] > 0 for e in ours)
+    ops = cpu_ops(trace)
+    assert all(e["args"]["External id"] in ops for e in ours)
+    steps = [e for e in trace["traceEvents"] if e.get("cat") == "user_annotation"
+             and str(e.get("name", "")).startswith("ProfilerStep#")]
     assert len(steps) == 3
+    on_device = [e for e in trace["traceEvents"] if e.get("cat") == "gpu_user_annotation"
+                 and str(e.get("name", "")).startswith("ProfilerStep#")]
+    assert len(on_device) == 3  # each step's span over its programs
     # every step's programs lie in the traced window
     lo = min(e["ts"] for e in steps)
     hi = max(e["ts"] + e["dur"] for e in steps)

@@ -119,6 +119,7 @@ class ProfileEvent(ctypes.Structure):  # tt_profile_event
         ("bytes_out", ctypes.c_int64),
         ("seq", ctypes.c_uint64),
         ("failed", ctypes.c_bool),
+        ("correlation", ctypes.c_uint64),
     ]
 
 

@@ -1,43 +1,39 @@
-"""torchtpu.profiler — the programs run on "tpu", in PyTorch's Chrome trace.
+"""torchtpu.profiler — what torch.profiler does not already give for "tpu".
 
-While profiling is on, the core records one event per program it launches
-(runtime/profile.c): its name (the ATen op in strict eager, "fused graph of N
-ops (...)" for a fused flush, the compiled graph's name for a torch.compile
-replay, the collective's name), the host time the launch began, the time its
-completion event became ready, and the bytes of its parameters and results.
-Off by default; then a launch costs one flag test.
+torch.profiler itself records the tpu device: the shim registers a Kineto
+child profiler through PyTorch's PrivateUse1 profiling interface
+(shim/profiler.cpp), so unchanged code
 
-Two ways to use it:
-
-    # drop-in for torch.profiler.profile (same arguments): the trace it
-    # exports holds PyTorch's CPU events plus a "tpu:0" process
-    with torchtpu.profiler.profile(activities=[ProfilerActivity.CPU,
-                                               ProfilerActivity.PrivateUse1]) as prof:
+    with torch.profiler.profile(activities=[ProfilerActivity.CPU,
+                                            ProfilerActivity.PrivateUse1]) as p:
         step()
-    prof.export_chrome_trace("trace.json")
-    print(prof.tpu_table())
+    p.export_chrome_trace("trace.json")
+    print(p.key_averages().table(sort_by="self_device_time_total"))
 
-    # on its own, or beside a torch.profiler.profile the caller runs
-    with torch.profiler.profile() as p, torchtpu.profiler.trace() as t:
+gets one device event per program the core launched (the ATen op in strict
+eager, "fused graph of N ops (...)", a compiled graph's replay, a
+collective), linked to the ATen op it ran under, with its device time and
+bytes. See docs/profiling.md.
+
+This module adds:
+
+    # the programs alone, without torch.profiler (cheap: the core's ring)
+    with torchtpu.profiler.trace() as t:
         step()
-    t.export_chrome_trace("trace.json", p)   # p optional
+    print(t.table())                     # name, kind, calls, device time, bytes
+    t.export_chrome_trace("tpu.json")    # a Chrome trace of the programs
 
-Why not plain torch.profiler.profile(activities=[..., PrivateUse1]): PyTorch
-accepts that activity, but device events only reach its trace through a C++
-libkineto::IActivityProfiler registered with REGISTER_PRIVATEUSE1_PROFILER;
-without one it records nothing for the device. This module merges our events
-into the trace PyTorch exports instead (as PyTorch's CUPTI monitor does).
+torchtpu.profiler.profile is torch.profiler.profile (kept for code written
+against earlier versions, when it merged the programs into the trace).
 
-Clocks: the core stamps CLOCK_MONOTONIC; PyTorch's trace holds microseconds
-since its "baseTimeNanoseconds" (Unix time). The offset between the two
-clocks is measured once per export.
-
-Device time (`device_time_us`, the event's duration) is launch start to
-completion-event ready: it includes the launch and, for a program launched
-while earlier ones still ran, its wait behind them; `exec_us` is the share
-after the device's previous programs finished (exact if it runs programs in
-order). Overlapping programs go on separate rows ("programs (1)", ...).
+Clocks: the core stamps CLOCK_MONOTONIC; trace() exports Unix-epoch
+microseconds, the offset measured at export. Device time (`device_time_us`)
+is launch start to completion-event ready: it includes the launch and, for a
+program launched while earlier ones still ran, its wait behind them;
+`exec_us` is the share after the device's previous programs finished (exact
+if it runs programs in order).
 """
+import ctypes
 import gzip
 import json
 import os
@@ -45,8 +41,6 @@ import tempfile
 import time
 
 import torch
-from torch.profiler import ProfilerActivity
-
 from . import _core
 
 __all__ = ["profile", "trace", "chrome_events", "key_averages", "table",
@@ -149,7 +143,10 @@ def key_averages(events):
 
 def table(events, row_limit=20):
     """key_averages as text, one program name a row."""
-    rows = key_averages(events)
+    return _format_table(key_averages(events), row_limit)
+
+
+def _format_table(rows, row_limit):
     w = min(max([len(r["name"]) for r in rows] + [4]), 60)
     lines = [f"{'Name':<{w}}  {'Kind':<10} {'Calls':>6} {'Device total us':>16} "
              f"{'Mean us':>10} {'Bytes in':>12} {'Bytes out':>12}"]
@@ -159,12 +156,6 @@ def table(events, row_limit=20):
                      f"{r['total_us']:>16.1f} {r['mean_us']:>10.1f} "
                      f"{r['bytes_in']:>12} {r['bytes_out']:>12}")
     return "\n".join(lines)
-
-
-def _load_trace(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:
-        return json.load(f)
 
 
 def _write_trace(path, data):
@@ -177,35 +168,59 @@ def _write_trace(path, data):
     os.replace(tmp, path)
 
 
-def _merge(path, events):
-    """Adds the tpu events to the Chrome trace at `path` (rewritten)."""
-    data = _load_trace(path)
-    base = int(data.get("baseTimeNanoseconds", 0) or 0)
-    data.setdefault("traceEvents", []).extend(chrome_events(events, base))
-    _write_trace(path, data)
+def _bind():
+    """ctypes signatures of the core's mark-based reads (this module's own)."""
+    core = _core.core
+    if getattr(core.tt_runtime_profile_mark, "restype", None) is not ctypes.c_uint64:
+        core.tt_runtime_profile_mark.restype = ctypes.c_uint64
+        core.tt_runtime_profile_mark.argtypes = [ctypes.c_void_p]
+        core.tt_runtime_profile_read_since.restype = ctypes.c_void_p
+        core.tt_runtime_profile_read_since.argtypes = [
+            ctypes.c_void_p, ctypes.c_uint64, ctypes.POINTER(_core.ProfileEvent),
+            ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
+    return core
+
+
+def _event_dict(e):
+    kinds = _core.PROFILE_KINDS
+    return {"name": e.name.decode("utf-8", "replace"),
+            "kind": kinds[e.kind] if 0 <= e.kind < len(kinds) else str(e.kind),
+            "device": e.device, "start_ns": e.start_ns, "launched_ns": e.launched_ns,
+            "end_ns": e.end_ns, "bytes_in": e.bytes_in, "bytes_out": e.bytes_out,
+            "seq": e.seq, "failed": e.failed, "correlation": e.correlation}
 
 
 class trace:
-    """Records the tpu programs run inside the block (the core's ring holds
-    the last `capacity` of them). Usable alone or beside a
-    torch.profiler.profile; not reentrant."""
+    """Records the tpu programs run inside the block: at most the last
+    `capacity` (default 65536) are kept, `dropped` counts the others. Usable
+    alone or inside a torch.profiler.profile (each reads its own events);
+    not reentrant."""
 
     def __init__(self, capacity=0):
         self.capacity = capacity
         self.events = []
         self.dropped = 0
+        self._mark = None
 
     def start(self):
         torch.tpu.synchronize()  # work launched before does not count
         _core.profile_start(self.capacity)
+        self._mark = _bind().tt_runtime_profile_mark(_core.runtime())
 
     def stop(self):
         try:
             torch.tpu.synchronize()  # flushes fused work; every end is stamped
         finally:
             _core.profile_stop()
-        self.events = _core.profile_read(self.capacity or 65536)
-        self.dropped = _core.profile_counts()[1]
+        core, rt = _bind(), _core.runtime()
+        total = core.tt_runtime_profile_mark(rt) - self._mark
+        cap = min(total, self.capacity or 65536)
+        buf = (_core.ProfileEvent * max(cap, 1))()
+        n = ctypes.c_int()
+        _core.check(core.tt_runtime_profile_read_since(rt, self._mark, buf, cap,
+                                                       ctypes.byref(n)))
+        self.events = [_event_dict(e) for e in buf[:n.value]]
+        self.dropped = total - n.value
 
     def __enter__(self):
         self.start()
@@ -215,17 +230,12 @@ class trace:
         self.stop()
         return False
 
-    def export_chrome_trace(self, path, torch_profile=None):
-        """Writes a Chrome trace: `torch_profile`'s (a torch.profiler.profile
-        that has stopped) with the tpu events added, or theirs alone."""
-        if torch_profile is not None:
-            torch_profile.export_chrome_trace(path)
-            if isinstance(torch_profile, profile):
-                return  # already merged its own events
-            _merge(path, self.events)
-        else:
-            _write_trace(path, {"traceEvents": chrome_events(self.events),
-                                "displayTimeUnit": "ms"})
+    def export_chrome_trace(self, path):
+        """Writes a Chrome trace of the programs alone (a "tpu:N" process per
+        device). Inside a torch.profiler.profile, that profile's own trace
+        already holds them, linked to their ops."""
+        _write_trace(path, {"traceEvents": chrome_events(self.events),
+                            "displayTimeUnit": "ms"})
 
     def key_averages(self):
         return key_averages(self.events)
@@ -234,41 +244,6 @@ class trace:
         return table(self.events, row_limit)
 
 
-class profile(torch.profiler.profile):
-    """torch.profiler.profile that also records the tpu programs of each
-    recorded window when ProfilerActivity.PrivateUse1 is among `activities`
-    (the default activities include it), and exports them in its trace.
-    `tpu_events` holds the last window's events."""
-
-    def __init__(self, *args, tpu_capacity=0, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._tpu = trace(tpu_capacity)
-        self._tpu_on = ProfilerActivity.PrivateUse1 in self.activities
-        self._tpu_recording = False
-
-    @property
-    def tpu_events(self):
-        return self._tpu.events
-
-    def start_trace(self):
-        super().start_trace()
-        if self._tpu_on:
-            self._tpu.start()
-            self._tpu_recording = True
-
-    def stop_trace(self):
-        if self._tpu_recording:
-            self._tpu_recording = False
-            self._tpu.stop()
-        super().stop_trace()
-
-    def export_chrome_trace(self, path, use_python_export=False):
-        super().export_chrome_trace(path, use_python_export)
-        if self._tpu_on:
-            _merge(path, self._tpu.events)
-
-    def tpu_key_averages(self):
-        return self._tpu.key_averages()
-
-    def tpu_table(self, row_limit=20):
-        return self._tpu.table(row_limit)
+# torch.profiler.profile records the tpu programs itself now; the name stays
+# for code written against earlier torchtpu versions.
+profile = torch.profiler.profile

@@ -597,11 +597,26 @@ typedef struct tt_profile_event {
   int64_t bytes_out;    // device bytes of its results
   uint64_t seq;         // events recorded before this one since the start
   bool failed;          // the program finished with an error
+  uint64_t correlation; // the launching thread's tt_profile_set_correlation id
 } tt_profile_event;
 
-// Clears the ring and turns recording on; `capacity` events (<= 0: 65536).
+// Turns recording on for one more reader; `capacity` events (<= 0: 65536).
+// The first reader clears the ring; one joining others may grow it, never
+// shrink it. Recording stays on until every reader has stopped.
 TT_API tt_status tt_runtime_profile_start(tt_runtime *rt, int capacity);
 TT_API void tt_runtime_profile_stop(tt_runtime *rt);  // keeps what was recorded
+// The number of the last event recorded (0: none): a reader's mark at its
+// start, for tt_runtime_profile_read_since.
+TT_API uint64_t tt_runtime_profile_mark(tt_runtime *rt);
+// Copies up to `cap` of the events recorded after `mark` that the ring still
+// holds, oldest first, into `out`; `*out_n` the number copied.
+TT_API tt_status tt_runtime_profile_read_since(tt_runtime *rt, uint64_t mark,
+                                               tt_profile_event *out, int cap,
+                                               int *out_n);
+// Sets the calling thread's correlation id, stamped on the events of the
+// programs it launches from now on (0: none); returns the previous one. A
+// profiler sets its id of the ATen op being run (the shim's Kineto plugin).
+TT_API uint64_t tt_profile_set_correlation(uint64_t id);
 TT_API bool tt_runtime_profile_enabled(tt_runtime *rt);
 // Copies up to `cap` events recorded since the last start, oldest first, into
 // `out` (not consuming them); `*out_n` the number copied. Call after a

@@ -69,6 +69,42 @@ static void test_events(tt_runtime *rt) {
   tt_storage_destroy(b.s);
 }
 
+// Two readers at once (torch.profiler's session and a torchtpu.profiler.trace):
+// recording stays on until both stopped, each reads from its own mark, and
+// every event carries the correlation id its thread had set.
+static void test_readers_and_correlation(tt_runtime *rt) {
+  dense a, b;
+  make_dense(rt, &a, 2, 3, NULL);
+  make_dense(rt, &b, 2, 3, NULL);
+  CHECK_OK(tt_runtime_profile_start(rt, 8));
+  uint64_t m1 = tt_runtime_profile_mark(rt);
+  CHECK(tt_profile_set_correlation(7) == 0);
+  add_n(rt, &a, &b, 1);
+  CHECK_OK(tt_runtime_profile_start(rt, 4));  // joins: the ring is not shrunk
+  uint64_t m2 = tt_runtime_profile_mark(rt);
+  CHECK(m2 == m1 + 1);
+  CHECK(tt_profile_set_correlation(9) == 7);
+  add_n(rt, &a, &b, 2);
+  tt_runtime_profile_stop(rt);
+  CHECK(tt_runtime_profile_enabled(rt));  // the first reader still records
+  add_n(rt, &a, &b, 1);
+  tt_runtime_profile_stop(rt);
+  CHECK(!tt_runtime_profile_enabled(rt));
+  add_n(rt, &a, &b, 1);  // nobody records
+  CHECK_OK(tt_runtime_synchronize(rt));
+  tt_profile_event ev[8];
+  int n = -1;
+  CHECK_OK(tt_runtime_profile_read_since(rt, m1, ev, 8, &n));
+  CHECK(n == 4);
+  CHECK(n == 4 && ev[0].correlation == 7 && ev[1].correlation == 9 &&
+        ev[3].correlation == 9);
+  CHECK_OK(tt_runtime_profile_read_since(rt, m2, ev, 8, &n));
+  CHECK(n == 3 && ev[0].seq == 1);
+  tt_profile_set_correlation(0);
+  tt_storage_destroy(a.s);
+  tt_storage_destroy(b.s);
+}
+
 int main(void) {
   tt_runtime *rt = NULL;
   tt_runtime_options o = {.plugin_path = getenv("TORCHTPU_PLUGIN_PATH"),
@@ -76,6 +112,7 @@ int main(void) {
   CHECK_OK(tt_runtime_create(&o, &rt));
   if (!rt) return 1;
   test_events(rt);
+  test_readers_and_correlation(rt);
   tt_runtime_destroy(rt);
   printf("test_profile: %s\n", check_failures ? "FAILED" : "ok");
   return check_exit_code();

@@ -5,9 +5,10 @@ does (--profiling.enable_profiling, --profiling.save_traces_folder,
 Every profile_freq steps the last profiler_active steps (after
 profiler_warmup steps of warm-up) are traced; the trace goes to
 job.dump_folder/save_traces_folder/iteration_N/rank{R}_trace.json, N the step
-that closed the window. On "tpu" it is torchtpu.profiler.profile: PyTorch's
-CPU events plus one event per tpu program (op, fused graph or compiled
-graph) with its device time and bytes.
+that closed the window. It is torch.profiler.profile, which on "tpu" records
+ProfilerActivity.PrivateUse1 too: one device event per tpu program (op, fused
+graph or compiled graph) under the ATen op that ran it, with its device time
+and bytes (shim/profiler.cpp).
 """
 import contextlib
 import os
@@ -44,18 +45,14 @@ def maybe_profile(cfg, device, rank, start_step, log):
         os.makedirs(out_dir, exist_ok=True)
         path = os.path.join(out_dir, f"rank{rank}_trace.json")
         prof.export_chrome_trace(path)
-        n = len(getattr(prof, "tpu_events", ()))
-        log(f"profiler: trace of steps {prof.step_num - active + 1}..{prof.step_num} in {path}"
-            + (f" ({n} tpu programs)" if device.type == "tpu" else ""))
+        log(f"profiler: trace of steps {prof.step_num - active + 1}..{prof.step_num} in {path}")
 
     kwargs = dict(schedule=torch.profiler.schedule(wait=wait, warmup=warmup, active=active),
                   on_trace_ready=on_trace_ready)
+    activities = [ProfilerActivity.CPU]
     if device.type == "tpu":
-        import torchtpu.profiler
-        prof = torchtpu.profiler.profile(
-            activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1], **kwargs)
-    else:
-        prof = torch.profiler.profile(activities=[ProfilerActivity.CPU], **kwargs)
+        activities.append(ProfilerActivity.PrivateUse1)
+    prof = torch.profiler.profile(activities=activities, **kwargs)
     prof.step_num = start_step  # a resumed run keeps the step numbers
     with prof:
         yield prof

@@ -1,11 +1,23 @@
 // profile.c — one event per launched program while profiling is on.
 //
 // The events sit in a ring of `cap` slots, written at launch with rt->mu
-// held. A program's end time comes later, from its completion event's
-// callback on a plugin thread (or at once, when the launch already finished):
-// that callback takes only the ring's own small lock, `stamp_mu`, never
-// rt->mu, and finds its slot by a tag no other event ever has, so a slot
-// reused since (the ring wrapped, profiling restarted) is left alone.
+// held; event number `tag` (1, 2, ... since the runtime started) goes to
+// slot tag % cap. A program's end time comes later, from its completion
+// event's callback on a plugin thread (or at once, when the launch already
+// finished): that callback takes only the ring's own small lock, `stamp_mu`,
+// never rt->mu, and finds its slot by its tag, so a slot reused since (the
+// ring wrapped) is left alone.
+//
+// Several readers may record at once (torch.profiler's session through the
+// shim's Kineto plugin, torchtpu.profiler.trace): start and stop count them,
+// recording is on while one is, and each reads the events after the mark it
+// took at its start (tt_runtime_profile_mark / _read_since).
+//
+// Each event carries the correlation id its host thread had set at launch
+// (tt_profile_set_correlation): the profiler's id of the ATen op the program
+// ran under, which links device time to that op. It is thread-local state,
+// not the runtime's, because the profiler keeps it per host thread (autograd
+// runs backward ops on a thread of its own).
 //
 // Leaves out: plugin-side (per-HLO) timing; host copies and compiles.
 #include "runtime/profile.h"
@@ -26,19 +38,27 @@ typedef struct slot {
 
 struct tt_profile {
   bool on;
+  int users;           // readers recording now (start minus stop)
   pthread_mutex_t stamp_mu;  // guards ring, cap and slot contents
   slot *ring;
   int cap;
   uint64_t start_tag;  // tag of the first event since the last start
-  uint64_t recorded;   // events recorded since creation; the next tag - 1
+  uint64_t recorded;   // events recorded since creation; the last tag
   atomic_int inflight;  // completion callbacks not called yet
 };
 
 typedef struct stamp {  // a completion callback's argument
   tt_profile *p;
   uint64_t tag;
-  int index;
 } stamp;
+
+static _Thread_local uint64_t tls_correlation;
+
+uint64_t tt_profile_set_correlation(uint64_t id) {
+  uint64_t old = tls_correlation;
+  tls_correlation = id;
+  return old;
+}
 
 int64_t tt_runtime_profile_now_ns(void) {
   struct timespec ts;
@@ -64,9 +84,10 @@ static void stamp_ready(void *arg, bool ok) {
   int64_t now = tt_runtime_profile_now_ns();
   tt_profile *p = s->p;
   pthread_mutex_lock(&p->stamp_mu);
-  if (s->index < p->cap && p->ring[s->index].tag == s->tag) {
-    p->ring[s->index].ev.end_ns = now;
-    p->ring[s->index].ev.failed = !ok;
+  slot *sl = &p->ring[s->tag % (uint64_t)p->cap];  // the ring may have grown since
+  if (sl->tag == s->tag) {
+    sl->ev.end_ns = now;
+    sl->ev.failed = !ok;
   }
   pthread_mutex_unlock(&p->stamp_mu);
   atomic_fetch_sub(&p->inflight, 1);
@@ -80,8 +101,7 @@ static void record(tt_runtime *rt, tt_profile_kind kind, const char *name, int d
   tt_profile *p = rt->profile;
   pthread_mutex_lock(&p->stamp_mu);
   uint64_t tag = ++p->recorded;
-  int index = (int)((tag - p->start_tag) % (uint64_t)p->cap);
-  slot *sl = &p->ring[index];
+  slot *sl = &p->ring[tag % (uint64_t)p->cap];
   memset(sl, 0, sizeof *sl);
   sl->tag = tag;
   snprintf(sl->ev.name, sizeof sl->ev.name, "%s", name ? name : "?");
@@ -92,11 +112,12 @@ static void record(tt_runtime *rt, tt_profile_kind kind, const char *name, int d
   sl->ev.bytes_in = bytes_in;
   sl->ev.bytes_out = bytes_out;
   sl->ev.seq = tag - p->start_tag;
+  sl->ev.correlation = tls_correlation;
   pthread_mutex_unlock(&p->stamp_mu);
   if (!done) return;
   stamp *s = malloc(sizeof *s);
   if (!s) return;  // the event keeps end_ns 0: "not known"
-  *s = (stamp){p, tag, index};
+  *s = (stamp){p, tag};
   atomic_fetch_add(&p->inflight, 1);
   // Not under stamp_mu: an event already ready calls back in this thread.
   tt_status st = tt_pjrt_event_on_ready(rt->pjrt, done, stamp_ready, s);
@@ -161,6 +182,19 @@ void tt_profile_destroy(tt_profile *p) {
 
 // --- public ------------------------------------------------------------------------------
 
+// A ring of `cap` slots holding the events of `old` that still fit (each at
+// tag % cap); NULL when out of memory. stamp_mu held.
+static slot *regrow(const tt_profile *p, int cap) {
+  slot *ring = calloc((size_t)cap, sizeof *ring);
+  if (!ring) return NULL;
+  for (int i = 0; i < p->cap; i++) {
+    const slot *old = &p->ring[i];
+    if (old->tag && old->tag + (uint64_t)cap > p->recorded)  // among the newest cap
+      ring[old->tag % (uint64_t)cap] = *old;
+  }
+  return ring;
+}
+
 tt_status tt_runtime_profile_start(tt_runtime *rt, int capacity) {
   if (!rt) return tt_make_status(TT_INVALID_ARGUMENT, "profile start: NULL runtime");
   if (capacity <= 0) capacity = 65536;
@@ -177,8 +211,9 @@ tt_status tt_runtime_profile_start(tt_runtime *rt, int capacity) {
     rt->profile = p;
   }
   pthread_mutex_lock(&p->stamp_mu);
-  if (p->cap != capacity) {
-    slot *ring = calloc((size_t)capacity, sizeof *ring);
+  // A reader joining others may grow the ring, never shrink it under them.
+  if (p->users == 0 ? p->cap != capacity : p->cap < capacity) {
+    slot *ring = regrow(p, capacity);
     if (!ring) {
       st = tt_make_status(TT_RESOURCE_EXHAUSTED,
                           "profile start: out of memory for %d events", capacity);
@@ -189,7 +224,8 @@ tt_status tt_runtime_profile_start(tt_runtime *rt, int capacity) {
     }
   }
   if (!st) {
-    p->start_tag = p->recorded + 1;
+    if (p->users == 0) p->start_tag = p->recorded + 1;
+    p->users++;
     p->on = true;
   }
   pthread_mutex_unlock(&p->stamp_mu);
@@ -201,7 +237,8 @@ done:
 void tt_runtime_profile_stop(tt_runtime *rt) {
   if (!rt) return;
   pthread_mutex_lock(&rt->mu);
-  if (rt->profile) rt->profile->on = false;
+  tt_profile *p = rt->profile;
+  if (p && p->users > 0 && --p->users == 0) p->on = false;
   pthread_mutex_unlock(&rt->mu);
 }
 
@@ -213,27 +250,51 @@ bool tt_runtime_profile_enabled(tt_runtime *rt) {
   return on;
 }
 
-tt_status tt_runtime_profile_read(tt_runtime *rt, tt_profile_event *out, int cap,
-                                  int *out_n) {
+uint64_t tt_runtime_profile_mark(tt_runtime *rt) {
+  uint64_t mark = 0;
+  if (!rt) return 0;
+  pthread_mutex_lock(&rt->mu);
+  if (rt->profile) {
+    pthread_mutex_lock(&rt->profile->stamp_mu);
+    mark = rt->profile->recorded;
+    pthread_mutex_unlock(&rt->profile->stamp_mu);
+  }
+  pthread_mutex_unlock(&rt->mu);
+  return mark;
+}
+
+tt_status tt_runtime_profile_read_since(tt_runtime *rt, uint64_t mark,
+                                        tt_profile_event *out, int cap, int *out_n) {
   if (!rt || !out_n || (cap > 0 && !out))
     return tt_make_status(TT_INVALID_ARGUMENT, "profile read: NULL argument");
   *out_n = 0;
   pthread_mutex_lock(&rt->mu);
   tt_profile *p = rt->profile;
-  if (p) {
+  if (p && p->cap > 0) {
     pthread_mutex_lock(&p->stamp_mu);
-    uint64_t total = p->recorded + 1 - p->start_tag;  // since the start
+    uint64_t total = p->recorded > mark ? p->recorded - mark : 0;
     uint64_t kept = total < (uint64_t)p->cap ? total : (uint64_t)p->cap;
-    int n = kept < (uint64_t)cap ? (int)kept : cap;
-    for (int i = 0; i < n; i++) {
-      uint64_t seq = total - kept + (uint64_t)i;
-      out[i] = p->ring[seq % (uint64_t)p->cap].ev;
+    int n = kept < (uint64_t)(cap > 0 ? cap : 0) ? (int)kept : (cap > 0 ? cap : 0);
+    for (int i = 0; i < n; i++) {  // the oldest kept first
+      uint64_t tag = p->recorded - kept + 1 + (uint64_t)i;
+      out[i] = p->ring[tag % (uint64_t)p->cap].ev;
     }
     *out_n = n;
     pthread_mutex_unlock(&p->stamp_mu);
   }
   pthread_mutex_unlock(&rt->mu);
   return NULL;
+}
+
+tt_status tt_runtime_profile_read(tt_runtime *rt, tt_profile_event *out, int cap,
+                                  int *out_n) {
+  uint64_t start = 1;
+  if (rt) {
+    pthread_mutex_lock(&rt->mu);
+    if (rt->profile) start = rt->profile->start_tag;
+    pthread_mutex_unlock(&rt->mu);
+  }
+  return tt_runtime_profile_read_since(rt, start - 1, out, cap, out_n);
 }
 
 void tt_runtime_profile_counts(tt_runtime *rt, int64_t *out_recorded,
