@@ -18,7 +18,9 @@ PyTorch (see there for what it must bend, TorchTitan having no CPU mode).
 Per-step losses, parsed from TorchTitan's log lines, agree within 1e-3
 (relative). The tokenizer and the c4_test data set are made locally
 (tests/torchtitan_assets.py). The ops that ran on the CPU fallback
-(TORCHTPU_FALLBACK_SUMMARY) may only be the complex-number ops of the RoPE."""
+(TORCHTPU_FALLBACK_SUMMARY) may only be the complex-number ops of the RoPE.
+The 1-process run also writes TorchTitan's memory snapshot (torch.tpu.memory,
+issue 42), which must load in PyTorch's memory-viz tooling."""
 import json
 import os
 import re
@@ -83,8 +85,13 @@ def test_llama3_debug_model_matches_cpu(workdir, nproc):
     start = ["--checkpoint.enable", "--checkpoint.load_only",
              "--checkpoint.initial_load_path", os.path.join(workdir, "seed", "checkpoint",
                                                             "step-0")]
+    # One process also writes TorchTitan's memory snapshot of the last step
+    # (its --profiling.enable_memory_snapshot, spelt --profiler.* in 0.3.0).
+    snapshot = ["--profiler.enable-memory-snapshot", "--profiler.memory-snapshot-freq",
+                str(STEPS)] if nproc == 1 else []
     tpu_log = _run(workdir, nproc, ["-m", "torchtitan.train"],
-                   COMMON + start + ["--dump_folder", os.path.join(workdir, f"tpu{nproc}")])
+                   COMMON + start + snapshot
+                   + ["--dump_folder", os.path.join(workdir, f"tpu{nproc}")])
     cpu_log = _run(workdir, nproc, [os.path.join(HERE, "torchtitan_cpu_reference.py")],
                    COMMON + start + ["--dump_folder", os.path.join(workdir, f"cpu{nproc}")])
     assert "TPU capacity" in tpu_log, tpu_log[-4000:]  # TorchTitan chose "tpu" itself
@@ -99,3 +106,28 @@ def test_llama3_debug_model_matches_cpu(workdir, nproc):
     assert len(summaries) >= nproc, tpu_log[-4000:]
     fallbacks = set().union(*summaries)
     assert fallbacks <= COMPLEX_FALLBACKS, f"ops on the CPU fallback: {sorted(fallbacks)}"
+    if snapshot:
+        _check_memory_snapshot(os.path.join(workdir, "tpu1"), tpu_log)
+
+
+def _check_memory_snapshot(dump_folder, log):
+    """TorchTitan's pickle of torch.tpu.memory._snapshot() loads in PyTorch's
+    memory-viz tooling (segsum checks its accounting), and its blocks were
+    allocated by TorchTitan's code (their stacks say where)."""
+    import glob
+    import pickle
+
+    from torch.cuda import _memory_viz
+
+    paths = glob.glob(os.path.join(dump_folder, "profiling", "memory_snapshot",
+                                   f"step_{STEPS:012d}", "*.pickle"))
+    assert len(paths) == 1, log[-4000:]
+    with open(paths[0], "rb") as f:
+        snap = pickle.load(f)
+    active = sum(b["size"] for seg in snap["segments"] for b in seg["blocks"])
+    assert f"total_allocated: {_memory_viz.Bytes(active)}" in _memory_viz.segsum(snap)
+    files = {fr["filename"] for seg in snap["segments"] for fr in seg["frames"]}
+    assert any("torchtitan" in f for f in files), sorted(files)[:20]
+    events = snap["device_traces"][0]
+    assert {"alloc", "free_completed"} <= {e["action"] for e in events}
+    assert f"{len(events)} entries" in _memory_viz.trace(snap)
