@@ -159,3 +159,35 @@ def test_libtpu_without_a_tpu_is_torchtpus_message_at_first_use():
                        cwd=ROOT, env=env, timeout=240)
     assert "ERROR:" in p.stdout, p.stdout + p.stderr
     assert "found no TPU on this host" in p.stdout and "libtpu_lockfile" in p.stdout
+
+
+# --- scripts/device_check.sh, the CPU plugin standing in -------------------------------
+
+def test_device_check_script_passes_on_the_cpu_plugin(tmp_path):
+    """What a lent GPU machine runs, here with the CPU plugin: every step
+    passes and the results have the format docs/portability.md describes."""
+    env = _env()
+    env.pop("PLUGIN", None)
+    env["OUT"] = str(tmp_path)
+    env["CORE_TESTS"] = "test_abi test_pjrt"  # the full list is the script's default
+    p = subprocess.run(["bash", os.path.join(ROOT, "scripts", "device_check.sh")],
+                       capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    summary = (tmp_path / "summary.txt").read_text().splitlines()
+    assert p.returncode == 0, summary
+    steps = {}
+    for line in summary[:-1]:
+        status, name, secs = line.split()[:3]
+        assert status in ("PASS", "FAIL", "SKIP") and float(secs) >= 0
+        steps[name] = status
+    assert summary[-1] == "RESULT PASS"
+    assert steps == dict.fromkeys(["env", "build_core", "core_tests", "plugin_check",
+                                   "build_shim", "smoke"], "PASS")
+    report = json.loads((tmp_path / "plugin_check.json").read_text())
+    assert report["ok"] and values(report, "platform") == ["cpu"]
+    smoke = json.loads((tmp_path / "smoke.json").read_text())
+    assert smoke["runtime"]["platform"] == "cpu"
+    names = [c["name"] for c in smoke["checks"]]
+    assert names == ["tensors", "sdpa", "mlp_step", "compiled_step"]
+    assert all(c["ok"] and c["max_abs_diff"] <= 1e-4 for c in smoke["checks"]), smoke["checks"]
+    for f in ("env.txt", "core_tests.log", "build_core.log", "smoke.log"):
+        assert (tmp_path / f).is_file()
