@@ -28,6 +28,9 @@ want = {"torch": sys.argv[1], "lammps-jax-pjrt-cpu": "0.11.2",
         "transformers": "5.24.0", "huggingface-hub": "2.4.0", "tokenizers": "0.23.3",
         "safetensors": "0.8.0", "pyyaml": "6.0.4", "regex": "2026.11.19",
         "tqdm": "4.70.1", "typer": "0.29.2",
+        # the trainer's loss curve (torchtpu/trainer/plot.py); its dependencies
+        # (pillow, numpy, ...) require no torch.
+        "matplotlib": "3.11.2",
         # the "kernels" extra (pyproject.toml): JAX/Pallas kernels and their tests
         "jax": "0.10.2", "jaxlib": "0.10.2"}
 # tests/test_torchtitan.py: torchtitan 0.3.0 and what it imports (triton: its

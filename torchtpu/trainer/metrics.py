@@ -1,6 +1,6 @@
 """Training metrics as TorchTitan reports them: loss, grad norm, tokens per
 second, achieved TFLOP/s, MFU and device memory, one line per logged step;
-optionally the same values to TensorBoard (only if it is installed); and a
+the same values to TensorBoard (by default when it is installed); and a
 progress bar (tqdm if installed, otherwise a plain one on a terminal).
 
 MFU = model FLOPs per token x tokens per second / peak FLOP/s of the device.
@@ -110,19 +110,30 @@ class ProgressBar:
 
 
 class TensorBoard:
-    """SummaryWriter when tensorboard is installed and asked for; else a no-op."""
+    """A SummaryWriter of the logged scalars. `enabled`: True (asked for: a
+    log line says so when tensorboard is missing), False, or "auto" / None
+    (the default to be: on when tensorboard is installed, on rank 0 only;
+    off without a word otherwise). Strings from the command line ("true",
+    "false", "auto") mean the same."""
 
     def __init__(self, enabled, folder, log):
         self.writer = None
-        if not enabled:
+        enabled = _on_off_auto(enabled)
+        if enabled == "auto" and _rank() != 0:
+            enabled = False
+        if enabled is False:
             return
         try:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError:
-            log("metrics: enable_tensorboard is set but tensorboard is not installed; "
-                "skipping TensorBoard")
+            if enabled is True:
+                log("metrics: enable_tensorboard is set but tensorboard is not installed; "
+                    "skipping TensorBoard")
             return
         self.writer = SummaryWriter(folder)
+        if enabled == "auto":
+            log(f"metrics: TensorBoard scalars in {folder} (tensorboard is installed; "
+                f"metrics.enable_tensorboard = false turns them off)")
 
     def add(self, step, values):
         if self.writer is not None:
@@ -132,3 +143,24 @@ class TensorBoard:
     def close(self):
         if self.writer is not None:
             self.writer.close()
+
+
+def _on_off_auto(value):
+    if value is None:
+        return "auto"
+    if isinstance(value, str):
+        v = value.strip().lower()
+        if v in ("auto", ""):
+            return "auto"
+        if v in ("true", "1", "yes", "on"):
+            return True
+        if v in ("false", "0", "no", "off"):
+            return False
+        raise ValueError(f"metrics.enable_tensorboard: expected true, false or auto, "
+                         f"got {value!r}")
+    return bool(value)
+
+
+def _rank():
+    import torch.distributed as dist
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
