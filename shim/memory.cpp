@@ -56,13 +56,14 @@ struct Entry {  // one event of the history
 // The settings of _record_memory_history: `history` keeps events (enabled =
 // "all"); `live` keeps the stacks of live storages (enabled = "state" or
 // "all"); context: 0 none, 1 state, 2 alloc, 3 all (which events get stacks).
+// The atomics are read before g_mu is taken (stacks are gathered outside it).
 std::atomic<bool> g_live{false};
-bool g_history = false;
-int g_context = 0;
-bool g_cpp = false;
-size_t g_max_entries = 0;
+std::atomic<int> g_context{0};
+std::atomic<bool> g_cpp{false};
+bool g_history = false;     // g_mu
+size_t g_max_entries = 0;   // g_mu
 
-std::mutex g_mu;  // guards what follows, and the settings above but g_live
+std::mutex g_mu;  // guards what follows
 std::unordered_map<uintptr_t, Record> g_records;
 std::vector<Entry> g_ring;
 size_t g_next = 0;  // where the next event goes once the ring is full
