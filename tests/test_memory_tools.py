@@ -226,8 +226,10 @@ def test_per_process_memory_fraction(no_limit_after, history):
 
     with pytest.raises(TypeError, match="must be `float`"):
         torch.tpu.set_per_process_memory_fraction(1)
-    with pytest.raises(ValueError, match="Allowed range"):
-        torch.tpu.set_per_process_memory_fraction(1.5)
+    for bad in (1.5, -0.1, float("nan")):
+        with pytest.raises(ValueError, match="Allowed range"):
+            torch.tpu.set_per_process_memory_fraction(bad)
+    assert torch.tpu.get_per_process_memory_fraction() == 1.0
 
 
 def test_memory_stats_torchtitan_reads():

@@ -178,7 +178,7 @@ def set_per_process_memory_fraction(fraction, device=None):
     idx = _tpu._index(device)
     if not isinstance(fraction, float):
         raise TypeError("Invalid type for fraction argument, must be `float`")
-    if fraction < 0 or fraction > 1:
+    if not 0 <= fraction <= 1:  # NaN too
         raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
     try:
         total = mem_get_info(idx)[1]
