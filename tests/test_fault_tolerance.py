@@ -86,6 +86,22 @@ def saved_losses(folder, step):
     return {str(k): v for k, v in pickle.loads(state["extra"]["blob"].read())["losses"].items()}
 
 
+def saved_weights(folder, step):
+    """The model's tensors in step-<step>.dcp, read in this process (their
+    shapes from DCP's metadata)."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+    path = os.path.join(folder, "checkpoint", f"step-{step}.dcp")
+    meta = dcp.FileSystemReader(path).read_metadata().state_dict_metadata
+    model = {k.split(".", 1)[1]: torch.empty(tuple(m.size), dtype=m.properties.dtype)
+             for k, m in meta.items()
+             if k.startswith("model.") and isinstance(m, TensorStorageMetadata)}
+    state = {"model": model}
+    dcp.load(state, checkpoint_id=path)
+    return state["model"]
+
+
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
     """The reference: the same 2-rank runs with no fault (FSDP2 and
@@ -93,9 +109,29 @@ def uninterrupted(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("uninterrupted")
     cfgs = {"fsdp2": overrides(tmp / "fsdp2", {"data_parallel_shard_degree": 2}),
             "simple": overrides(tmp / "simple", {"data_parallel_shard_degree": 2,
-                                                 "fsdp": "simple"})}
+                                                 "fsdp": "simple"}),
+            "async": overrides(tmp / "async", {"data_parallel_shard_degree": 2},
+                               checkpoint={"async_mode": "async"})}
     out = run("fault_workers:train", 2, timeout=300, env=ENV, args={"cfgs": cfgs})[0]
-    return {name: r["losses"] for name, r in out.items()}
+    losses = {name: r["losses"] for name, r in out.items()}
+    losses["folders"] = {name: tmp / name for name in cfgs}
+    return losses
+
+
+def test_async_dcp_checkpoints_hold_the_synchronous_state(uninterrupted):
+    """checkpoint.async_mode = "async" on 2 ranks (FSDP2, dcp.async_save):
+    the same losses, and every checkpoint (steps 2, 4, 6 written on the
+    thread, 8 at the end) holds the synchronous run's trainer state."""
+    assert uninterrupted["async"] == uninterrupted["fsdp2"]
+    folders = uninterrupted["folders"]
+    assert sorted(os.listdir(folders["async"] / "checkpoint")) == [
+        f"step-{s}.dcp" for s in range(INTERVAL, STEPS + 1, INTERVAL)]
+    for step in range(INTERVAL, STEPS + 1, INTERVAL):
+        assert saved_losses(folders["async"], step) == saved_losses(folders["fsdp2"], step)
+        a, s = saved_weights(folders["async"], step), saved_weights(folders["fsdp2"], step)
+        assert sorted(a) == sorted(s) and len(a) > 0
+        for k in s:
+            assert bool((a[k] == s[k]).all()), (step, k)
 
 
 def test_killed_rank_restarts_and_resumes_exactly(uninterrupted, tmp_path):
