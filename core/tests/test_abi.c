@@ -84,6 +84,10 @@ static const field_offset kOffsets[] = {
     F(PJRT_ExecuteOptions, launch_id, 48),
     F(PJRT_ExecuteOptions, context, 72),
     F(PJRT_ExecuteOptions, incarnation_ids, 104),
+    F(PJRT_ExecuteOptions, multi_slice_config, 112),
+    F(PJRT_ExecuteOptions, use_major_to_minor_data_layout_for_callbacks, 120),
+    F(PJRT_ExecuteOptions, hlo_output_callbacks, 128),
+    F(PJRT_ExecuteOptions, num_hlo_output_callbacks, 136),
     F(PJRT_LoadedExecutable_Execute_Args, argument_lists, 32),
     F(PJRT_LoadedExecutable_Execute_Args, output_lists, 56),
     F(PJRT_LoadedExecutable_Execute_Args, execute_device, 72),
@@ -91,6 +95,7 @@ static const field_offset kOffsets[] = {
     F(PJRT_Executable_DeserializeAndLoad_Args, loaded_executable, 40),
     F(PJRT_Executable_DeserializeAndLoad_Args,
       overridden_serialized_compile_options_size, 56),
+    F(PJRT_Executable_DeserializeAndLoad_Args, load_options, 64),
     F(PJRT_Buffer_ToHostBuffer_Args, dst_size, 40),
     F(PJRT_Buffer_ToHostBuffer_Args, event, 48),
     F(PJRT_Plugin_Attributes_Args, num_attributes, 24),
@@ -103,9 +108,11 @@ static void test_layout(void) {
   for (size_t i = 0; i < sizeof kOffsets / sizeof *kOffsets; i++)
     CHECK(kOffsets[i].ours == kOffsets[i].header, "%s at %zu, header %zu",
           kOffsets[i].what, kOffsets[i].ours, kOffsets[i].header);
-  // The full 0.114+ PJRT_ExecuteOptions is 144 bytes; plugins accept 112
-  // (up to incarnation_ids) for now: rule 2 in abi.h.
-  CHECK(PJRT_ExecuteOptions_STRUCT_SIZE == 112);
+  // Whole, as in the header: plugins still accept 112 and 64 (up to
+  // incarnation_ids, overridden_serialized_compile_options_size), for a
+  // while only (rule 2 in abi.h).
+  CHECK(PJRT_ExecuteOptions_STRUCT_SIZE == 144);
+  CHECK(PJRT_Executable_DeserializeAndLoad_Args_STRUCT_SIZE == 72);
   CHECK(TT_ABI_API_MIN_SIZE == 624);
 }
 

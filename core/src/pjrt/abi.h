@@ -509,9 +509,9 @@ typedef struct PJRT_Executable_DeserializeAndLoad_Args {
   PJRT_LoadedExecutable *loaded_executable;  // out
   const char *overridden_serialized_compile_options;  // NULL: keep stored ones
   size_t overridden_serialized_compile_options_size;
+  void *load_options;  // PJRT_LoadOptions *; NULL: the defaults (0.111)
 } PJRT_Executable_DeserializeAndLoad_Args;
-TT_ABI_STRUCT(PJRT_Executable_DeserializeAndLoad_Args,
-              overridden_serialized_compile_options_size);
+TT_ABI_STRUCT(PJRT_Executable_DeserializeAndLoad_Args, load_options);
 
 typedef struct PJRT_ExecuteOptions {
   size_t struct_size;
@@ -528,8 +528,22 @@ typedef struct PJRT_ExecuteOptions {
   size_t num_tasks;
   int *task_ids;
   int64_t *incarnation_ids;
+  // Plugins accept the struct up to here (112 bytes) until XLA ends the
+  // compatibility window of 0.97-0.112 (rule 2 above); we pass the whole of
+  // it, with each later field at the value the plugin assumes when absent.
+  void *multi_slice_config;  // PJRT_MultiSlice_Config *; NULL (0.97)
+  bool use_major_to_minor_data_layout_for_callbacks;  // true: the default (0.108)
+  void *hlo_output_callbacks;  // PJRT_HloOutputCallbackInfo *; NULL (0.112)
+  size_t num_hlo_output_callbacks;
 } PJRT_ExecuteOptions;
-TT_ABI_STRUCT(PJRT_ExecuteOptions, incarnation_ids);
+TT_ABI_STRUCT(PJRT_ExecuteOptions, num_hlo_output_callbacks);
+
+// Sets the fields every launch passes the same way (struct_size included).
+static inline void tt_abi_execute_options_init(PJRT_ExecuteOptions *o) {
+  *o = (PJRT_ExecuteOptions){0};
+  o->struct_size = PJRT_ExecuteOptions_STRUCT_SIZE;
+  o->use_major_to_minor_data_layout_for_callbacks = true;
+}
 
 // Arrays are indexed [device][arg] and [device][output]: one device for a
 // portable program, every replica's device for a replicated one.

@@ -110,7 +110,8 @@ static long probe_one(const PJRT_Api *api, int i) {
   TT_PROBES(TT_PROBE_CALL)
   // PJRT_ExecuteOptions: Execute checks its own args, then the options'.
   PJRT_LoadedExecutable_Execute_Args a = {0};
-  PJRT_ExecuteOptions o = {0};
+  PJRT_ExecuteOptions o;
+  tt_abi_execute_options_init(&o);
   a.struct_size = PJRT_LoadedExecutable_Execute_Args_STRUCT_SIZE;
   a.options = &o;
   o.struct_size = 1;

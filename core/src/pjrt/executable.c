@@ -224,8 +224,8 @@ tt_status tt_pjrt_execute(tt_pjrt *p, tt_pjrt_exe *e, int device,
   }
   for (int i = 0; i < nouts; i++) outv[i] = NULL;
 
-  PJRT_ExecuteOptions opts = {0};
-  opts.struct_size = PJRT_ExecuteOptions_STRUCT_SIZE;
+  PJRT_ExecuteOptions opts;
+  tt_abi_execute_options_init(&opts);
   opts.non_donatable_input_indices = kept;
   opts.num_non_donatable_input_indices = (size_t)nkept;
   PJRT_Buffer *const *arg_lists[1] = {argv};
@@ -294,8 +294,8 @@ tt_status tt_pjrt_execute_replicated(tt_pjrt *p, tt_pjrt_exe *e, int ndev,
     out_lists[d] = outv + (size_t)d * (size_t)nouts;
   }
 
-  PJRT_ExecuteOptions opts = {0};
-  opts.struct_size = PJRT_ExecuteOptions_STRUCT_SIZE;
+  PJRT_ExecuteOptions opts;
+  tt_abi_execute_options_init(&opts);
   PJRT_LoadedExecutable_Execute_Args a = {0};
   a.struct_size = PJRT_LoadedExecutable_Execute_Args_STRUCT_SIZE;
   a.executable = e->exe;
