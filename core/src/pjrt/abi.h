@@ -12,16 +12,17 @@
 //  1. A plugin with major 0 and minor >= TT_ABI_MIN_MINOR (81) has every slot
 //     and field declared here at the offsets declared here: within a major
 //     version XLA's header only appends, to argument structs and to the
-//     PJRT_Api table (the last rearrangement was 0.57; the newest field we
-//     set, PJRT_ExecuteOptions.incarnation_ids, came in 0.78).
+//     PJRT_Api table (the last rearrangement was 0.57; the newest field whose
+//     value matters to us, PJRT_ExecuteOptions.incarnation_ids, came in
+//     0.78; later fields we declare hold the value meaning "absent").
 //  2. Our `struct_size` says how many fields we know. A NEWER plugin reads
 //     only those, but refuses a call whose struct_size is below its minimum
 //     for that struct ("Unexpected X size: expected N, got M" — XLA checks
 //     this before anything else). XLA keeps N at the old size for a while
 //     after appending a field (PJRT_ExecuteOptions: 112, up to
-//     incarnation_ids, at 0.117; its full size is 144), then may raise it:
-//     that is when a field must be added here. tt_pjrt_check and test_abi
-//     read N from the plugin for every struct we pass.
+//     incarnation_ids, at 0.117; its full size is 144, which we pass), then
+//     may raise it: that is when a field must be added here. tt_pjrt_check
+//     and test_abi read N from the plugin for every struct we pass.
 //  3. An OLDER plugin (81 <= minor < ours) reads only its own prefix of our
 //     structs, so a field appended after 0.81 is set only where the plugin's
 //     minor says it knows it, and a slot past 0.81 is called only where the
