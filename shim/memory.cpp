@@ -63,9 +63,11 @@ std::atomic<bool> g_cpp{false};
 bool g_history = false;     // g_mu
 size_t g_max_entries = 0;   // g_mu
 
-std::mutex g_mu;  // guards what follows
-std::unordered_map<uintptr_t, Record> g_records;
-std::vector<Entry> g_ring;
+// Never destroyed: at exit, a stack's destructor would reach torch's Python
+// support after it is gone (static destruction order across libraries).
+std::mutex &g_mu = *new std::mutex;  // guards what follows
+std::unordered_map<uintptr_t, Record> &g_records = *new std::unordered_map<uintptr_t, Record>;
+std::vector<Entry> &g_ring = *new std::vector<Entry>;
 size_t g_next = 0;  // where the next event goes once the ring is full
 
 int64_t now_us() {
