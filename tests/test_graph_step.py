@@ -285,7 +285,8 @@ def test_simple_fsdp_two_ranks_whole_step_matches_one_process(tmp_path):
                                           os.environ.get("PYTHONPATH", "")]),
            "TORCHTPU_FALLBACK": "silent"}
     steps = SIMPLE_FSDP_STEPS
-    par = {"fsdp": "simple", "data_parallel_shard_degree": 2}
+    # parallelism.fsdp left at "auto": compile_mode = "step" picks SimpleFSDP
+    par = {"data_parallel_shard_degree": 2}
     models = ("llama",)
     # an odd vocabulary: the embedding and output rows split 133 + 132, so
     # the collectives run on padded chunks (Shard(0) splits as torch.chunk)
@@ -311,6 +312,7 @@ def test_simple_fsdp_two_ranks_whole_step_matches_one_process(tmp_path):
         log = results[0][m]["log"]
         assert any("4 device segments around the host collectives" in line
                    for line in log), log
+        assert any("parallelism.fsdp = auto: SimpleFSDP" in line for line in log), log
 
 
 def test_resume_continues_with_the_same_losses(tmp_path):

@@ -73,7 +73,8 @@ DEFAULTS = {
     },
     "preemption": {                     # docs/fault_tolerance.md
         "signals": "SIGTERM",           # comma-separated; "": not caught
-        "grace_period_seconds": 30.0,   # the checkpoint must be written within it
+        "grace_period_seconds": 25.0,   # the checkpoint must be written within it (under
+                                        # torchrun's 30 s from its SIGTERM to its SIGKILL)
         "exit_code": 143,               # non-zero: torchrun --max-restarts restarts on it
     },
     "comm": {                           # TorchTitan's names

@@ -206,9 +206,14 @@ def _flight_recorder_settings(cfg):
     environment sets them already."""
     comm = cfg["comm"]
     folder = os.path.join(cfg["job"]["dump_folder"], comm["save_traces_folder"])
-    os.environ.setdefault("TORCHTPU_FR_BUFFER_SIZE", str(comm["trace_buf_size"]))
-    os.environ.setdefault("TORCHTPU_FR_DUMP_FILE", os.path.join(os.path.abspath(folder),
-                                                                "rank_"))
+    values = {"TORCHTPU_FR_BUFFER_SIZE": str(comm["trace_buf_size"]),
+              "TORCHTPU_FR_DUMP_FILE": os.path.join(os.path.abspath(folder), "rank_")}
+    for key, value in values.items():
+        if key not in os.environ or _FR_SET.get(key) == os.environ[key]:
+            os.environ[key] = _FR_SET[key] = value  # ours (an earlier run's): this run's
+
+
+_FR_SET = {}  # the flight-recorder variables this module set, and to what
 
 
 def stop_requested(flag, par):
