@@ -5,6 +5,11 @@
 // inputs are described, the core launches the program, and the graph's
 // outputs come back as tensors over the fresh storages (or views of inputs).
 // Graphs are kept here by an integer handle, so Python never holds a pointer.
+//
+// torch.tpu.graph (torchtpu/graphs.py) uses the static variant: a host read
+// while capturing raises, the inputs (every tensor the region read that
+// existed before it) are declared at the end, and replays write into the
+// capture's own output storages (graph_replay_into).
 #include "shim.h"
 
 #include <c10/core/DeviceGuard.h>
@@ -79,6 +84,35 @@ void capture_begin(int64_t device, const std::vector<at::Tensor> &inputs) {
   }
 }
 
+void static_capture_begin(int64_t device) {
+  check(tt_graph_capture_begin_static(runtime(), static_cast<int>(device)),
+        "torch.tpu.graph capture");
+}
+
+// Leaves capture mode (the recorded ops run as a plain fused graph).
+void abandon_capture() {
+  tt_graph *g = nullptr;
+  tt_status_free(tt_graph_capture_end(runtime(), nullptr, 0, &g));
+  tt_graph_destroy(g);
+}
+
+std::tuple<int64_t, std::string> capture_end(const std::vector<at::Tensor> &outputs);
+
+// Declares `inputs` (in order), then ends the capture as capture_end.
+std::tuple<int64_t, std::string> static_capture_end(const std::vector<at::Tensor> &inputs,
+                                                    const std::vector<at::Tensor> &outputs) {
+  tt_runtime *rt = runtime();
+  for (size_t i = 0; i < inputs.size(); i++) {
+    const tt_tensor t = describe(inputs[i], "torch.tpu.graph capture");
+    tt_status s = tt_graph_capture_input(rt, static_cast<int>(i), &t);
+    if (s != nullptr) {
+      abandon_capture();
+      throw_status(s, "torch.tpu.graph capture");
+    }
+  }
+  return capture_end(outputs);
+}
+
 // (handle, "") or (0, why the graph could not be captured).
 std::tuple<int64_t, std::string> capture_end(const std::vector<at::Tensor> &outputs) {
   std::vector<tt_tensor> outs = describe_all(outputs, "graph capture");
@@ -144,10 +178,31 @@ std::vector<at::Tensor> replay(int64_t handle, const std::vector<at::Tensor> &in
       const at::Tensor &base = inputs[static_cast<size_t>(o.input)];
       out.push_back(same_view(base, o) ? base : view_of(base.storage(), o));
     } else {
+      TORCH_CHECK(o.result >= 0, "graph replay: output of a static capture; replay it "
+                  "with graph_replay_into");
       out.push_back(view_of(storages[static_cast<size_t>(o.result)], o));
     }
   }
   return out;
+}
+
+std::shared_ptr<const Graph> find(int64_t handle) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto it = g_graphs.find(handle);
+  TORCH_CHECK(it != g_graphs.end(), "graph replay: no graph ", handle);
+  return it->second;  // the graph lives until destroy, called by its owner
+}
+
+// One launch that reads `inputs` and writes the graph's results into the
+// storages of `outputs` (static buffers).
+void replay_into(int64_t handle, const std::vector<at::Tensor> &inputs,
+                 const std::vector<at::Tensor> &outputs) {
+  std::shared_ptr<const Graph> entry = find(handle);
+  std::vector<tt_tensor> ins = describe_all(inputs, "graph replay");
+  std::vector<tt_tensor> outs = describe_all(outputs, "graph replay");
+  check(tt_graph_replay_into(runtime(), entry->g, ins.data(), static_cast<int>(ins.size()),
+                             outs.data(), static_cast<int>(outs.size())),
+        "graph replay");
 }
 
 // Names the graph in profiles (torchtpu.profiler); an unknown handle is ignored.
@@ -180,4 +235,10 @@ TORCH_LIBRARY_FRAGMENT(torchtpu, m) {
   m.def("graph_replay(int handle, Tensor[] inputs) -> Tensor[]", &torchtpu::replay);
   m.def("graph_destroy(int handle) -> ()", &torchtpu::destroy);
   m.def("graph_set_name(int handle, str name) -> ()", &torchtpu::set_name);
+  m.def("graph_static_capture_begin(int device) -> ()", &torchtpu::static_capture_begin);
+  m.def("graph_static_capture_end(Tensor[] inputs, Tensor[] outputs) -> (int, str)",
+        &torchtpu::static_capture_end);
+  m.def("graph_abandon_capture() -> ()", &torchtpu::abandon_capture);
+  m.def("graph_replay_into(int handle, Tensor[] inputs, Tensor[] outputs) -> ()",
+        &torchtpu::replay_into);
 }

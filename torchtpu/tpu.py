@@ -28,6 +28,7 @@ __all__ = [
     "memory_summary", "memory_snapshot", "ipc_collect", "has_half",
     "is_current_stream_capturing", "get_sync_debug_mode", "set_sync_debug_mode",
     "set_per_process_memory_fraction", "get_per_process_memory_fraction", "memory_usage",
+    "graph", "graphs", "make_graphed_callables", "TPUGraph", "graph_pool_handle",
 ]
 
 # --- initialisation ----------------------------------------------------------------
@@ -451,3 +452,8 @@ def _get_cache_stats():
         "entries": _core.cache_entries(),
     }
 
+
+# --- graphs (torchtpu/graphs.py) ----------------------------------------------------
+
+from . import graphs  # noqa: E402
+from .graphs import TPUGraph, graph, graph_pool_handle, make_graphed_callables  # noqa: E402,F401

@@ -455,6 +455,17 @@ TT_API tt_status tt_graph_replay(tt_runtime *rt, tt_graph *g,
                                  const tt_tensor *inputs, int n,
                                  tt_op_result *results, int cap,
                                  int *out_nresults);
+// A static capture (torch.tpu.graph): as tt_graph_capture_begin, but a host
+// read of a tpu value while it records (a download, .item(), a CPU-fallback
+// op) fails at once with TT_FAILED_PRECONDITION, and the capture with it.
+TT_API tt_status tt_graph_capture_begin_static(tt_runtime *rt, int device);
+// Replays into static outputs: as tt_graph_replay, but the fresh results are
+// written into the storages of `outputs` (the graph's outputs, as captured:
+// each keeps its storage, which gets the new buffer) instead of new storages.
+// Mismatched inputs or outputs: TT_INVALID_ARGUMENT, nothing runs.
+TT_API tt_status tt_graph_replay_into(tt_runtime *rt, tt_graph *g,
+                                      const tt_tensor *inputs, int n,
+                                      const tt_tensor *outputs, int noutputs);
 TT_API void tt_graph_destroy(tt_graph *g);
 
 TT_API int tt_graph_num_inputs(const tt_graph *g);

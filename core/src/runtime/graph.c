@@ -20,6 +20,12 @@
 // written in place of the old one instead of beside it (parameters and
 // optimizer state of a training step: half the memory, no allocation).
 //
+// A static capture (torch.tpu.graph, tt_graph_capture_begin_static) is the
+// same capture with CUDA graphs' rules: a host read of a tpu value while it
+// records fails at once (the value would be baked into the replays), and
+// its replays write their results into the storages of the capture's own
+// outputs (tt_graph_replay_into) rather than fresh ones: static addresses.
+//
 // Leaves out: captured constants (a storage read that is not an input fails
 // the capture: its buffer may change or die), graphs across devices.
 #include "runtime/graph.h"
@@ -56,6 +62,7 @@ typedef struct capture {
   int device;
   graph_input *inputs;
   int ninputs, cap_inputs;
+  bool is_static;  // a host read fails (tt_graph_capture_begin_static)
   char why[256];  // first reason the capture broke; "" while it holds
 } capture;
 
@@ -89,8 +96,24 @@ static tt_status capture_run_op(tt_executor *ex, const tt_op_call *call,
   return tt_exec_run_op(c->inner, call, rule, results, cap, out_nresults);
 }
 
+// A static capture refuses what would run its recording before its end: a
+// host read of a value, a synchronize, a mode switch. The host would see one
+// value, fixed in every replay.
+static tt_status refuse_host_read(capture *c) {
+  capture_break(c, "a tpu value was read on the host while the graph was captured");
+  return tt_make_status(TT_FAILED_PRECONDITION,
+                        "graph capture: a tpu tensor was read on the host (.item(), "
+                        ".cpu(), .tolist(), printing, a data-dependent shape such as "
+                        "nonzero or boolean indexing, an op that runs on the CPU) or "
+                        "the device synchronized while a graph was captured: the value "
+                        "would be fixed in every replay. Move it out of the captured "
+                        "region");
+}
+
 static tt_status capture_flush(tt_executor *ex) {
-  return tt_exec_flush(((capture *)ex)->inner);
+  capture *c = (capture *)ex;
+  if (c->is_static && tt_exec_pending_ops(c->inner) > 0) return refuse_host_read(c);
+  return tt_exec_flush(c->inner);
 }
 
 static int64_t capture_pending_ops(const tt_executor *ex) {
@@ -98,7 +121,9 @@ static int64_t capture_pending_ops(const tt_executor *ex) {
 }
 
 static tt_status capture_sync_storage(tt_executor *ex, tt_storage *s) {
-  return tt_exec_sync_storage(((capture *)ex)->inner, s);
+  capture *c = (capture *)ex;
+  if (c->is_static) return refuse_host_read(c);
+  return tt_exec_sync_storage(c->inner, s);
 }
 
 static void capture_detach(tt_executor *ex, tt_storage *s) {
@@ -223,7 +248,7 @@ void tt_graph_output_info(const tt_graph *g, int i, tt_graph_output *out) {
 
 // --- beginning a capture ------------------------------------------------------------
 
-tt_status tt_graph_capture_begin(tt_runtime *rt, int device) {
+static tt_status begin(tt_runtime *rt, int device, bool is_static) {
   if (device < 0 || device >= rt->info.device_count)
     return tt_make_status(TT_INVALID_ARGUMENT, "graph capture: tpu:%d does not exist",
                           device);
@@ -238,6 +263,7 @@ tt_status tt_graph_capture_begin(tt_runtime *rt, int device) {
     c->base = (tt_executor){&kCaptureOps, rt};
     c->inner = rt->exec;
     c->device = device;
+    c->is_static = is_static;
     rt->capture = &c->base;
     tt_runtime_pick_executor(rt);
   } else {
@@ -245,6 +271,14 @@ tt_status tt_graph_capture_begin(tt_runtime *rt, int device) {
   }
   pthread_mutex_unlock(&rt->mu);
   return st;
+}
+
+tt_status tt_graph_capture_begin(tt_runtime *rt, int device) {
+  return begin(rt, device, false);
+}
+
+tt_status tt_graph_capture_begin_static(tt_runtime *rt, int device) {
+  return begin(rt, device, true);
 }
 
 static bool same_view(const graph_input *in, const tt_tensor *t) {
@@ -320,8 +354,14 @@ static int32_t param_input(ending *e, const tt_exec_param *q) {
   int32_t in = input_of(e->c, q->storage);  // -1 for a detached storage
   if (in >= 0) return in;
   if (q->was_empty) return ZEROS_INPUT;  // a new empty tensor: zeros every run
-  capture_break(e->c, "%s reads a tensor that is not a graph input (a constant "
-                "or a captured global)", tt_op_name(q->op));
+  if (e->c->is_static)  // every tensor made before the capture is an input
+    capture_break(e->c, "%s reads a tensor whose value came from the host while the "
+                  "graph was captured (a CPU tensor copied in, torch.tensor(...)): a "
+                  "replay cannot redo host work; copy such values into a tpu tensor "
+                  "made before the capture", tt_op_name(q->op));
+  else
+    capture_break(e->c, "%s reads a tensor that is not a graph input (a constant "
+                  "or a captured global)", tt_op_name(q->op));
   return -1;
 }
 
@@ -398,6 +438,10 @@ static bool map_outputs(ending *e, tt_graph *g, const tt_exec_program *p) {
     memcpy(go->strides, t->strides, sizeof(int64_t) * (size_t)t->ndim);
     if (go->input >= 0) continue;
     int j = out_of(p, t->storage);
+    if (j < 0 && e->c->is_static) {
+      go->input = -1;  // made but never written (torch.empty): left alone
+      continue;
+    }
     if (j < 0) {
       capture_break(e->c, "output %d is not computed by the graph (a "
                        "constant or a captured global)", i);
@@ -580,14 +624,20 @@ static tt_status gather(tt_runtime *rt, const tt_graph *g, const tt_tensor *inpu
   return NULL;
 }
 
-// Hands the program outputs to inputs (mutations) and fresh storages.
+// Hands the program outputs to inputs (mutations) and to fresh storages, or
+// to `targets` (per result; tt_graph_replay_into) when given.
 static tt_status scatter(tt_runtime *rt, const tt_graph *g, const tt_tensor *inputs,
-                         tt_pjrt_buffer **outs, tt_op_result *results) {
+                         tt_storage *const *targets, tt_pjrt_buffer **outs,
+                         tt_op_result *results) {
   tt_status st = NULL;
   for (int j = 0; j < g->nouts; j++) {
     const graph_out *o = &g->outs[j];
     if (o->input >= 0) {
       tt_storage_set_buffer(inputs[o->input].storage, outs[j], o->dtype, o->numel);
+      continue;
+    }
+    if (targets) {
+      tt_storage_set_buffer(targets[o->result], outs[j], o->dtype, o->numel);
       continue;
     }
     tt_storage *s = NULL;
@@ -612,7 +662,7 @@ static tt_status scatter(tt_runtime *rt, const tt_graph *g, const tt_tensor *inp
 }
 
 static tt_status replay_locked(tt_runtime *rt, tt_graph *g, const tt_tensor *inputs,
-                               tt_op_result *results) {
+                               tt_storage *const *targets, tt_op_result *results) {
   if (rt->capture)
     return tt_make_status(TT_FAILED_PRECONDITION,
                           "graph replay: not while a graph is captured");
@@ -652,7 +702,7 @@ static tt_status replay_locked(tt_runtime *rt, tt_graph *g, const tt_tensor *inp
       if (g->params[i].kind == TT_PARAM_RNG) g->params[i].gen->offset = offsets[i];
     goto cleanup;
   }
-  st = scatter(rt, g, inputs, outs, results);
+  st = scatter(rt, g, inputs, targets, outs, results);
   for (int k = 0; k < g->nchecks; k++) {  // read at the next synchronisation
     tt_status ck = tt_checks_push(rt, outs[g->nouts + k], &g->checks[k].check,
                                   g->checks[k].op);
@@ -689,10 +739,56 @@ tt_status tt_graph_replay(tt_runtime *rt, tt_graph *g, const tt_tensor *inputs,
   if (st) rt->graph_stats.replay_mismatches++;
   else {
     memset(results, 0, (size_t)g->nresults * sizeof *results);
-    st = replay_locked(rt, g, inputs, results);
+    st = replay_locked(rt, g, inputs, NULL, results);
   }
   pthread_mutex_unlock(&rt->mu);
   if (!st) *out_nresults = g->nresults;
+  return st;
+}
+
+// The storage each fresh result is written into: that of the first graph
+// output viewing it, which must be the one it had at capture (same size and
+// device; outputs that shared it still share it).
+static tt_status result_targets(const tt_graph *g, const tt_tensor *outputs, int n,
+                                tt_storage **targets) {
+  if (n != g->noutputs)
+    return tt_make_status(TT_INVALID_ARGUMENT, "graph replay: %d outputs, the "
+                          "capture had %d", n, g->noutputs);
+  for (int i = 0; i < n; i++) {
+    const tt_graph_output *go = &g->outputs[i];
+    if (go->result < 0) continue;
+    tt_storage *s = outputs[i].storage;
+    if (!s || s->device != g->device)
+      return tt_make_status(TT_INVALID_ARGUMENT, "graph replay: output %d has no "
+                            "storage on tpu:%d", i, g->device);
+    if (!targets[go->result]) targets[go->result] = s;
+    else if (targets[go->result] != s)
+      return tt_make_status(TT_INVALID_ARGUMENT, "graph replay: output %d no longer "
+                            "shares the storage it shared at capture", i);
+  }
+  for (int j = 0; j < g->nouts; j++) {
+    const graph_out *o = &g->outs[j];
+    if (o->input >= 0) continue;
+    if (!targets[o->result] || targets[o->result]->nbytes != o->nbytes)
+      return tt_make_status(TT_INVALID_ARGUMENT, "graph replay: the storage of result "
+                            "%d holds %lld bytes, the capture's %lld", o->result,
+                            targets[o->result] ? (long long)targets[o->result]->nbytes
+                                               : 0LL, (long long)o->nbytes);
+  }
+  return NULL;
+}
+
+tt_status tt_graph_replay_into(tt_runtime *rt, tt_graph *g, const tt_tensor *inputs,
+                               int n, const tt_tensor *outputs, int noutputs) {
+  tt_storage **targets = calloc((size_t)(g->nresults ? g->nresults : 1), sizeof *targets);
+  if (!targets) return tt_make_status(TT_RESOURCE_EXHAUSTED, "graph replay: out of memory");
+  pthread_mutex_lock(&rt->mu);
+  tt_status st = check_inputs(g, inputs, n);
+  if (!st) st = result_targets(g, outputs, noutputs, targets);
+  if (st) rt->graph_stats.replay_mismatches++;
+  else st = replay_locked(rt, g, inputs, targets, NULL);
+  pthread_mutex_unlock(&rt->mu);
+  free(targets);
   return st;
 }
 
