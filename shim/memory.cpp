@@ -25,6 +25,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #define TORCHTPU_SHIM_API extern "C" __attribute__((visibility("default")))
@@ -32,12 +33,14 @@
 namespace torchtpu {
 namespace {
 
-enum Action { kAlloc, kFreeRequested, kFreeCompleted, kOom };
-const char *const kActionNames[] = {"alloc", "free_requested", "free_completed", "oom"};
+enum Action { kSegmentAlloc, kAlloc, kFreeRequested, kFreeCompleted, kSegmentFree, kOom };
+const char *const kActionNames[] = {"segment_alloc", "alloc", "free_requested",
+                                    "free_completed", "segment_free", "oom"};
 
 using Traceback = std::shared_ptr<torch::CapturedTraceback>;
 
 struct Record {  // a live storage's allocation
+  int device;
   int64_t size;   // bytes
   int64_t time_us;
   Traceback stack;  // may be null (no context asked, or recorded before)
@@ -100,8 +103,12 @@ void memory_note_alloc(const tt_storage *s, int device, int64_t nbytes) {
   const int64_t t = now_us();
   const auto addr = reinterpret_cast<uintptr_t>(s);
   std::lock_guard<std::mutex> lock(g_mu);
-  g_records[addr] = Record{nbytes, t, tb};
-  push(Entry{kAlloc, addr, nbytes, device, t, 0, g_context >= 2 ? tb : nullptr});
+  g_records[addr] = Record{device, nbytes, t, tb};
+  // A storage is its own segment (no caching allocator): the viewers that
+  // replay segments (segment_plot) find each block in one.
+  Traceback alloc_tb = g_context >= 2 ? tb : nullptr;
+  push(Entry{kSegmentAlloc, addr, nbytes, device, t, 0, alloc_tb});
+  push(Entry{kAlloc, addr, nbytes, device, t, 0, alloc_tb});
 }
 
 void memory_note_free(const tt_storage *s, int device, int64_t nbytes) {
@@ -114,6 +121,7 @@ void memory_note_free(const tt_storage *s, int device, int64_t nbytes) {
   // No stream waits before a tpu buffer is freed: the free completes at once.
   push(Entry{kFreeRequested, addr, nbytes, device, t, 0, tb});
   push(Entry{kFreeCompleted, addr, nbytes, device, t, 0, tb});
+  push(Entry{kSegmentFree, addr, nbytes, device, t, 0, tb});
 }
 
 void memory_note_oom(int device, int64_t nbytes, int64_t free_bytes) {
@@ -242,6 +250,18 @@ std::string snapshot_json() {
       stacks.push_back(g_ring[i].stack);
     }
   }
+  // Recorded storages that hold no buffer (not written yet, or computed by
+  // a deferred program that has not run): PyTorch's, without device memory.
+  std::unordered_set<uintptr_t> listed;
+  for (const auto &b : bufs) listed.insert(reinterpret_cast<uintptr_t>(b.storage));
+  std::vector<std::pair<uintptr_t, const Record *>> unwritten;
+  std::vector<int> unwritten_stack;
+  for (const auto &kv : g_records) {
+    if (listed.count(kv.first)) continue;
+    unwritten.emplace_back(kv.first, &kv.second);
+    unwritten_stack.push_back(kv.second.stack ? static_cast<int>(stacks.size()) : -1);
+    if (kv.second.stack) stacks.push_back(kv.second.stack);
+  }
   std::string out = "{";
   const auto tbs = write_frames(out, stacks);
   out += ",\"bytes_in_use\":" + std::to_string(in_use) + ",\"buffers\":[";
@@ -252,6 +272,14 @@ std::string snapshot_json() {
     out += (i ? ",[" : "[") + std::to_string(addr) + ',' + std::to_string(bufs[i].device) +
            ',' + std::to_string(bufs[i].bytes) + ',' + std::to_string(size) + ',';
     write_indices(out, tbs, buf_stack[i]);
+    out += ']';
+  }
+  out += "],\"unwritten\":[";
+  for (size_t i = 0; i < unwritten.size(); i++) {
+    const Record &r = *unwritten[i].second;
+    out += (i ? ",[" : "[") + std::to_string(unwritten[i].first) + ',' +
+           std::to_string(r.device) + ',' + std::to_string(r.size) + ',';
+    write_indices(out, tbs, unwritten_stack[i]);
     out += ']';
   }
   out += "],\"events\":[";
@@ -273,7 +301,9 @@ std::string snapshot_json() {
 
 // The raw snapshot as JSON text (malloc'd, *out_text; free it with
 // torchtpu_shim_free): "frames", "bytes_in_use", "buffers" ([address,
-// device, bytes, recorded size or -1, [frame indices]]) and "events"
+// device, bytes, recorded size or -1, [frame indices]]), "unwritten"
+// (recorded live storages without a buffer: [address, device, size, [frame
+// indices]]) and "events"
 // ([action, address, size, device, time_us, device_free, [frame indices]],
 // oldest first). Call it holding the GIL (ctypes.PyDLL): Python frames are
 // symbolized here. Returns false with the error's text in *out_text.

@@ -62,6 +62,27 @@ def _train_step(model, opt, x, y):
     return loss
 
 
+def _replay_as_segment_plot(snap):
+    """MemoryViz.js's segment view (segment_plot) rebuilds the memory before
+    each event by undoing the later ones from the snapshot's state, and draws
+    each active block inside its segment: undo every event and check that
+    each block has its segment and each undone segment_alloc finds its own."""
+    segments = {s["address"]: s["total_size"] for s in snap["segments"]}
+    blocks = {b["address"]: b["size"] for s in snap["segments"] for b in s["blocks"]
+              if b["state"] == "active_allocated"}
+    for e in reversed(snap["device_traces"][0]):
+        if e["action"] == "segment_free":
+            segments[e["addr"]] = e["size"]
+        elif e["action"] == "segment_alloc":
+            assert segments.pop(e["addr"], None) is not None, e
+        elif e["action"] == "free_completed":
+            blocks[e["addr"]] = e["size"]
+        elif e["action"] == "alloc":
+            blocks.pop(e["addr"], None)
+        for addr, size in blocks.items():
+            assert any(a <= addr and addr + size <= a + n for a, n in segments.items()), e
+
+
 def _viz_html_snapshot(html):
     """The snapshot embedded in memory_viz's HTML (its base64 pickle)."""
     blob = json.loads(re.search(r"const local_files = (\[.*?\])\n", html).group(1))
@@ -111,9 +132,12 @@ def test_training_step_snapshot_loads_in_memory_viz(history, tmp_path):
     assert "_train_step" in names(loss)
     assert "_train_step" in names(next(iter(opt.state.values()))["exp_avg"])
 
-    # The history, in memory_viz's text form and its HTML plots.
+    # The history, in memory_viz's text form and its HTML plots; replayed
+    # back from the snapshot as segment_plot's viewer does, it stays whole.
     events = snap["device_traces"][0]
-    assert {e["action"] for e in events} >= {"alloc", "free_requested", "free_completed"}
+    assert {e["action"] for e in events} >= {"segment_alloc", "alloc", "free_requested",
+                                             "free_completed", "segment_free"}
+    _replay_as_segment_plot(snap)
     assert f"{len(events)} entries" in _memory_viz.trace(snap)
     for plot in (_memory_viz.trace_plot, _memory_viz.segment_plot):
         assert _viz_html_snapshot(plot(snap)) == snap
@@ -137,24 +161,41 @@ def test_history_of_allocations_and_frees(history):
     del t
     events = torch.tpu.memory._snapshot()["device_traces"][0]
     mine = [e for e in events if e.get("addr") == address]
-    assert [e["action"] for e in mine] == ["alloc", "free_requested", "free_completed"]
+    assert [e["action"] for e in mine] == ["segment_alloc", "alloc", "free_requested",
+                                           "free_completed", "segment_free"]
     assert all(e["size"] == 12345 for e in mine)
-    frames = {f["name"] for f in mine[0]["frames"] if f["filename"] == __file__}
+    frames = {f["name"] for f in mine[1]["frames"] if f["filename"] == __file__}
     assert frames >= {"_allocate_here", "test_history_of_allocations_and_frees"}
+
+    # A storage never written holds no device memory: an empty segment whose
+    # block is inactive, with the size PyTorch asked for and its stack.
+    before = torch.tpu.memory_allocated()
+    unwritten = torch.empty(1000, device="tpu")
+    snap = torch.tpu.memory._snapshot()
+    (seg,) = [s for s in snap["segments"]
+              if s["address"] == unwritten.untyped_storage().data_ptr()]
+    assert seg["total_size"] == 0 and seg["blocks"][0]["state"] == "inactive"
+    assert seg["blocks"][0]["requested_size"] == 4000
+    assert "test_history_of_allocations_and_frees" in {f["name"] for f in seg["frames"]}
+    assert _active(snap) == torch.tpu.memory_allocated() == before
+    _memory_viz.segsum(snap)  # its accounting holds
+    del unwritten
 
     # max_entries keeps the newest events.
     torch.tpu.memory._record_memory_history(stacks="python", max_entries=4,
                                              clear_history=True)
     keep = [_allocate_here(100 + k) for k in range(6)]
     events = torch.tpu.memory._snapshot()["device_traces"][0]
-    assert [e["size"] for e in events] == [102, 103, 104, 105]
-    assert [e["addr"] for e in events] == [k.untyped_storage().data_ptr() for k in keep[2:]]
+    assert [(e["action"], e["size"]) for e in events] == [
+        ("segment_alloc", 104), ("alloc", 104), ("segment_alloc", 105), ("alloc", 105)]
+    assert [e["addr"] for e in events[1::2]] == [k.untyped_storage().data_ptr()
+                                                 for k in keep[4:]]
 
     # Stopped: no more events, and no stacks for what is allocated now.
     torch.tpu.memory._record_memory_history(enabled=None)
     later = _allocate_here(777)
     snap = torch.tpu.memory._snapshot()
-    assert [e["size"] for e in snap["device_traces"][0]] == [102, 103, 104, 105]
+    assert [e["size"] for e in snap["device_traces"][0]] == [104, 104, 105, 105]
     seg = {s["address"]: s for s in snap["segments"]}[later.untyped_storage().data_ptr()]
     assert seg["frames"] == [] and seg["total_size"] == 777
 

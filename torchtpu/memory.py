@@ -18,10 +18,11 @@ with one block, the storage that holds it (its address is the storage's
 data_ptr()); the blocks' sizes add up to memory_allocated() at the snapshot.
 There is no caching allocator: reserved equals allocated, a buffer is never
 split, cached or reused, and the pool, split and retry counters stay 0. The
-history records an allocation when PyTorch gets a tpu storage and a free
-when it lets go of one (free_requested and free_completed at once: no stream
-waits before a tpu free), with the Python (and with stacks="all", C++) stack
-of the caller, captured as CUDA's allocator captures it."""
+history records segment_alloc + alloc when PyTorch gets a tpu storage (a
+storage is its own segment) and free_requested + free_completed +
+segment_free when it lets go of one (at once: no stream waits before a tpu
+free), with the Python (and with stacks="all", C++) stack of the caller,
+captured as CUDA's allocator captures it."""
 import ctypes
 import json
 import pickle
@@ -319,8 +320,11 @@ _DEFERRED_FRAME = {"filename": "<torchtpu>", "line": 0,
 def _snapshot(device=None, augment_with_fx_traces=False):
     """torch.cuda.memory._snapshot()'s dictionary for tpu: "segments" (one per
     live PJRT buffer: its storage's address, size, device and allocation
-    stack) and "device_traces" (one list of events per device, oldest first).
-    The active blocks' sizes add up to memory_allocated() at this instant.
+    stack; while recording, also an empty one per recorded storage that holds
+    no buffer) and "device_traces" (one list of events per device, oldest
+    first: segment_alloc + alloc when PyTorch gets a storage, free_requested +
+    free_completed + segment_free when it lets go of one, oom). The active
+    blocks' sizes add up to memory_allocated() at this instant.
     Takes no synchronisation: programs still running hold their results'
     buffers already."""
     del device  # all devices, as CUDA's snapshot
@@ -331,6 +335,13 @@ def _snapshot(device=None, augment_with_fx_traces=False):
     for address, dev, size, _recorded, stack in raw["buffers"]:
         segments.append(_segment(address, dev, size, [frames[i] for i in stack]))
         listed += size
+    for address, dev, size, stack in raw["unwritten"]:
+        # A storage PyTorch holds whose value is not on the device (not written
+        # yet, or due from a deferred program): no device memory, so an empty
+        # segment whose one block is inactive (size: what PyTorch asked for).
+        seg = _segment(address, dev, 0, [frames[i] for i in stack])
+        seg["blocks"][0].update(state="inactive", requested_size=size)
+        segments.append(seg)
     deferred = raw["bytes_in_use"] - listed
     if deferred > 0:
         segments.append(_segment(0, _tpu.current_device(), deferred, [dict(_DEFERRED_FRAME)]))
