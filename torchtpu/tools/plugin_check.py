@@ -63,14 +63,17 @@ class _Options(ctypes.Structure):  # tt_pjrt_check_options (core/src/pjrt/pjrt.h
 _EMIT = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p)
 
 
-def run(path=None, devices=4, timeout=60.0, query_metadata=False, struct_probe=True,
+def run(path=None, devices=4, timeout=None, query_metadata=False, struct_probe=True,
         on_line=None):
     """Runs the check; returns {"ok", "lines": [(key, value)], "step", "error"}.
     `on_line(key, value)` sees each line as it comes (a hang shows where)."""
     _export_site_packages()
     if not query_metadata:
         os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")
-    os.environ["TORCHTPU_PLUGIN_INIT_TIMEOUT"] = str(float(timeout))
+    if timeout is not None:
+        os.environ["TORCHTPU_PLUGIN_INIT_TIMEOUT"] = str(float(timeout))
+    else:
+        os.environ.setdefault("TORCHTPU_PLUGIN_INIT_TIMEOUT", "60")
     # The CPU plugin logs through absl to stderr; keep the report readable.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     lib_file = core_path()
@@ -110,10 +113,12 @@ def main(argv=None):
     ap.add_argument("path", nargs="?", help="plugin .so (default: the core's discovery)")
     ap.add_argument("--devices", type=int, default=4,
                     help="devices asked of a CPU plugin for the collective step (default 4)")
-    ap.add_argument("--timeout", type=float, default=60.0,
-                    help="seconds PJRT_Plugin_Initialize may take (default 60)")
+    ap.add_argument("--timeout", type=float, default=None,
+                    help="seconds PJRT_Plugin_Initialize may take (default: "
+                         "TORCHTPU_PLUGIN_INIT_TIMEOUT, else 60)")
     ap.add_argument("--query-metadata", action="store_true",
-                    help="leave TPU_SKIP_MDS_QUERY unset (libtpu asks the cloud metadata server)")
+                    help="leave TPU_SKIP_MDS_QUERY unset: libtpu asks the cloud metadata "
+                         "server (the core still sets it where no TPU device node exists)")
     ap.add_argument("--no-struct-probe", action="store_true",
                     help="don't ask the plugin its struct sizes (a plugin that crashes on it)")
     ap.add_argument("--json", action="store_true", help="print one JSON object at the end")
