@@ -31,6 +31,10 @@ def token_bucket(n):
     return ops.pad_to_bucket(n, MIN_TOKENS)
 
 
+def req_bucket(r, max_reqs):
+    return min(ops.pad_to_bucket(r, MIN_REQS), max(max_reqs, MIN_REQS))
+
+
 def device():
     return torch.device("tpu", torch.tpu.current_device())
 
@@ -102,11 +106,14 @@ class TpuAttentionMetadataBuilder(AttentionMetadataBuilder[TpuAttentionMetadata]
         r = len(sl)
         qlen = qsl[1:] - qsl[:-1]
         t_pad = token_bucket(num_tokens)
-        r_pad = ops.pad_to_bucket(r, MIN_REQS, max(self.max_reqs, MIN_REQS))
-        lq = ops.pad_to_bucket(int(qlen.max()) if r else 1, 1, t_pad)
-        need = -(-int(sl.max()) // self.block_size) if r else 1
-        mb = min(ops.pad_to_bucket(need, 1), self.max_blocks) if need <= self.max_blocks \
-            else need
+        r_pad = req_bucket(r, self.max_reqs)
+        # Two query-row shapes: 1 (every request decodes) or the token bucket
+        # (any prefill); keys: the whole block-table width. So a step's
+        # programs depend only on (tokens, requests) buckets, which warm-up
+        # enumerates. Both cost attention work (rows x keys) beyond the
+        # ragged minimum; see docs/vllm.md.
+        lq = 1 if (r == 0 or int(qlen.max()) <= 1) else t_pad
+        mb = self.max_blocks
         dev = device()
         plan = ops.plan_step(qsl, sl, num_tokens=t_pad, num_reqs=r_pad, max_query_len=lq,
                              max_blocks=mb, block_size=self.block_size, device=dev)

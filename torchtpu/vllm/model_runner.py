@@ -15,16 +15,19 @@ only the model and its KV caches live on "tpu":
 - warm_up() runs the model once per bucket the engine will meet, so a
   serving process compiles nothing after warm-up.
 """
+import os
+
 import numpy as np
 import torch
 import torch.nn as nn
+import torchtpu
 from vllm.logger import init_logger
 from vllm.v1.kv_cache_interface import AttentionSpec
 from vllm.v1.worker.cpu_model_runner import CPUModelRunner
 from vllm.v1.worker.utils import bind_kv_cache
 
 from . import ops
-from .attention import TpuAttentionMetadataBuilder, device, token_bucket
+from .attention import TpuAttentionMetadataBuilder, device, req_bucket, token_bucket
 
 logger = init_logger(__name__)
 
@@ -60,10 +63,11 @@ class TpuModel(nn.Module):
     """The loaded model behind a host/"tpu" boundary (see the module doc).
     Other attributes are the model's."""
 
-    def __init__(self, model, dev):
+    def __init__(self, model, dev, mode):
         super().__init__()
         self.inner = model
         self.dev = dev
+        self.mode = mode   # "fused": one program per bucket; "strict": per op
 
     def __getattr__(self, name):
         try:
@@ -78,20 +82,23 @@ class TpuModel(nn.Module):
                                       "not supported on 'tpu' yet")
         n = input_ids.shape[0]
         t = token_bucket(n)
-        ids = torch.zeros(t, dtype=input_ids.dtype)
+        # int64 whatever the caller's dtype (vLLM's are int32): one graph per bucket
+        ids = torch.zeros(t, dtype=torch.int64)
         ids[:n] = input_ids
-        pos = torch.zeros(t, dtype=positions.dtype)
+        pos = torch.zeros(t, dtype=torch.int64)
         pos[:n] = positions
-        h = self.inner(input_ids=ids.to(self.dev), positions=pos.to(self.dev), **kwargs)
-        return h[:n].cpu()
+        with torchtpu.mode(self.mode):
+            h = self.inner(input_ids=ids.to(self.dev), positions=pos.to(self.dev), **kwargs)
+            return h.cpu()[:n]   # slicing on the device would make a graph per n
 
     def compute_logits(self, hidden_states, *args, **kwargs):
         n = hidden_states.shape[0]
         t = ops.pad_to_bucket(n, 4)   # the sampled rows: one bucket per few sizes
         h = torch.zeros((t,) + tuple(hidden_states.shape[1:]), dtype=hidden_states.dtype)
         h[:n] = hidden_states
-        logits = self.inner.compute_logits(h.to(self.dev), *args, **kwargs)
-        return None if logits is None else logits[:n].cpu()
+        with torchtpu.mode(self.mode):
+            logits = self.inner.compute_logits(h.to(self.dev), *args, **kwargs)
+            return None if logits is None else logits.cpu()[:n]
 
 
 # --- the runner --------------------------------------------------------------------------------
@@ -107,7 +114,7 @@ class TpuModelRunner(CPUModelRunner):
 
     def load_model(self, load_dummy_weights=False):
         super().load_model(load_dummy_weights)
-        self.model = TpuModel(self.model, self.tpu)
+        self.model = TpuModel(self.model, self.tpu, os.environ.get("TORCHTPU_VLLM_MODE", "fused"))
 
     def get_model(self):
         # vLLM's interface checks (text generation, multimodal, ...) look at
@@ -134,9 +141,15 @@ class TpuModelRunner(CPUModelRunner):
         return kv_caches
 
     def _zero_block_ids(self, block_ids):
+        """Zeroes newly allocated blocks (a stale NaN times a masked-out
+        probability of 0 would still be NaN). The id list is padded to a
+        power of two by repeating its first id, so a step compiles nothing
+        new; warm_up() runs every such size."""
         if not block_ids:
             return
-        ids = torch.tensor(block_ids, dtype=torch.int64, device=self.tpu)
+        n = ops.pad_to_bucket(len(block_ids), 8)
+        ids = torch.tensor(list(block_ids) + [block_ids[0]] * (n - len(block_ids)),
+                           dtype=torch.int64, device=self.tpu)
         for kv in {id(t): t for t in self.kv_caches}.values():
             kv.index_fill_(1, ids, 0)
 
@@ -159,38 +172,42 @@ class TpuModelRunner(CPUModelRunner):
         assert isinstance(b, TpuAttentionMetadataBuilder)
         max_t = self.scheduler_config.max_num_batched_tokens
         max_r = self.scheduler_config.max_num_seqs
-        tbs = token_buckets or _buckets(16, max_t)
-        rbs = req_buckets or _buckets(4, max_r)
+        tbs = token_buckets or sorted({token_bucket(x) for x in range(1, max_t + 1)})
+        rbs = req_buckets or sorted({req_bucket(x, max_r) for x in range(1, max_r + 1)})
         shapes = set()
         for r in rbs:                      # decode: one token per request
-            shapes.add((r, r))
-        for t in tbs:                      # prefill: one request of t tokens
-            shapes.add((t, 1))
+            shapes.add((token_bucket(r), r, True))
+        for t in tbs:                      # with prefill: r requests, t tokens
+            for r in rbs:
+                if r < t:
+                    shapes.add((t, r, False))
         runs = 0
-        for t, r in sorted(shapes):
-            if t > max_t or r > max_r:
+        for t, r, decode in sorted(shapes):
+            r_real = min(r, max_r)
+            n = r_real if decode else min(t, max_t)
+            if n <= r_real and not decode:
                 continue
-            qlen = np.full(r, t // r)
-            qlen[-1] += t - qlen.sum()
+            qlen = np.full(r_real, n // r_real, dtype=np.int64)
+            qlen[: n % r_real] += 1
             qsl = np.concatenate([[0], np.cumsum(qlen)])
             sl = qlen.copy()
-            bt = np.zeros((r, b.max_blocks), dtype=np.int64)   # the null block
-            md = b.plan(qsl, sl, bt, np.full(t, -1), t)
+            bt = np.zeros((r_real, b.max_blocks), dtype=np.int64)   # the null block
+            md = b.plan(qsl, sl, bt, np.full(n, -1), n)
             attn = {name: md for g in self.attn_groups for grp in g
                     for name in grp.layer_names}
             with set_forward_context(attn, self.vllm_config, num_tokens=md.num_tokens):
-                h = self.model(input_ids=torch.zeros(t, dtype=torch.int64),
-                               positions=torch.zeros(t, dtype=torch.int64))
-                self.model.compute_logits(h[:r])
+                h = self.model(input_ids=torch.zeros(n, dtype=torch.int64),
+                               positions=torch.zeros(n, dtype=torch.int64))
+                self.model.compute_logits(h[:r_real])
             runs += 1
+        bs = b.block_size
+        most = -(-max_t // bs) + max_r           # blocks a step can allocate
+        z = 8
+        while True:
+            self._zero_block_ids([0] * z)         # the null block: harmless
+            if z >= most:
+                break
+            z *= 2
         torch.tpu.synchronize()
         return runs
 
-
-def _buckets(lo, hi):
-    out, b = [], lo
-    while b < hi:
-        out.append(b)
-        b *= 2
-    out.append(ops.pad_to_bucket(hi, lo))
-    return out
