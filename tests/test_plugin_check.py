@@ -191,3 +191,12 @@ def test_device_check_script_passes_on_the_cpu_plugin(tmp_path):
     assert all(c["ok"] and c["max_abs_diff"] <= 1e-4 for c in smoke["checks"]), smoke["checks"]
     for f in ("env.txt", "core_tests.log", "build_core.log", "smoke.log"):
         assert (tmp_path / f).is_file()
+
+
+@pytest.mark.parametrize("value", ["soon", "0", "-5", "inf"])
+def test_bad_plugin_init_timeout_is_refused_at_import(value):
+    env = dict(os.environ, TORCHTPU_PLUGIN_INIT_TIMEOUT=value)
+    p = subprocess.run([sys.executable, "-c", "import torchtpu"], capture_output=True,
+                       text=True, timeout=300, env=env)
+    assert p.returncode != 0
+    assert "TORCHTPU_PLUGIN_INIT_TIMEOUT" in p.stderr and "positive number" in p.stderr

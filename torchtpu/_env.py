@@ -9,6 +9,8 @@ Names follow DESIGN.md (compatible with Google's TorchTPU where one exists):
     TORCH_TPU_DEFER_AND_FUSE  1: fused eager, ops deferred into one graph run
                             when a value is needed (launch blocking wins)
     TORCHTPU_PLUGIN_PATH    an explicit PJRT plugin (read by the core)
+    TORCHTPU_PLUGIN_INIT_TIMEOUT  seconds the plugin's initialisation may take
+                            (default 300; read by the core)
     TORCHTPU_CPU_DEVICES    devices the CPU plugin creates (read by the core)
     TORCHTPU_CPU_ASYNC      1: the CPU plugin runs programs asynchronously on
                             its worker threads; 0 or unset: inline on the
@@ -301,6 +303,21 @@ def op_opt_level():
     return raw or None
 
 
+def plugin_init_timeout():
+    """TORCHTPU_PLUGIN_INIT_TIMEOUT, checked here; the core reads it (seconds
+    PJRT_Plugin_Initialize may take before loading fails; default 300)."""
+    raw = os.environ.get("TORCHTPU_PLUGIN_INIT_TIMEOUT", "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise _bad("TORCHTPU_PLUGIN_INIT_TIMEOUT", raw, "a positive number of seconds")
+    return value
+
+
 def fuse_max_instructions():
     """TORCHTPU_FUSE_MAX_INSTRUCTIONS (0: the core's default, 20000)."""
     raw = os.environ.get("TORCHTPU_FUSE_MAX_INSTRUCTIONS", "").strip()
@@ -338,6 +355,7 @@ def validate():
     compile_after()
     host_tier_max_bytes()
     op_opt_level()
+    plugin_init_timeout()
     cpu_async()
     cpu_keep_memory()
     # TORCHTPU_PLUGIN_PATH is checked by the core when the runtime starts: a
