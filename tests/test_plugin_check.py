@@ -193,7 +193,7 @@ def test_device_check_script_passes_on_the_cpu_plugin(tmp_path):
         assert (tmp_path / f).is_file()
 
 
-@pytest.mark.parametrize("value", ["soon", "0", "-5", "inf"])
+@pytest.mark.parametrize("value", ["soon", "-5"])
 def test_bad_plugin_init_timeout_is_refused_at_import(value):
     env = dict(os.environ, TORCHTPU_PLUGIN_INIT_TIMEOUT=value)
     p = subprocess.run([sys.executable, "-c", "import torchtpu"], capture_output=True,
