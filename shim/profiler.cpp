@@ -347,5 +347,14 @@ class TpuProfiler : public libkineto::IActivityProfiler {
 
 REGISTER_PRIVATEUSE1_PROFILER(TpuProfiler);
 
+// PyTorch hands the registered factory to Kineto only once a trace asks for
+// ProfilerActivity.PrivateUse1; a trace of the CPU alone (TorchTitan's) would
+// not find it. Handing it over now (at load, after the registration above:
+// same file, declared first) lets every trace configure it; Kineto keeps it
+// until its profiler starts.
+struct HandToKineto {
+  HandToKineto() { torch::profiler::impl::PrivateUse1ProfilerRegistry::instance().onKinetoInit(); }
+} hand_to_kineto;
+
 }  // namespace
 }  // namespace torchtpu

@@ -181,22 +181,36 @@ def test_off_records_nothing():
     assert _core.profile_counts()[0] == before
 
 
+_CPU_ONLY_SCRIPT = """
+import json, sys, torch, torchtpu
+from torch.profiler import ProfilerActivity
+from torchtpu import _core
+a = torch.randn(8, device="tpu")
+torch.tpu.synchronize()
+with torch.profiler.profile(activities=[ProfilerActivity.CPU]) as prof:
+    (a - a).cpu()
+prof.export_chrome_trace(sys.argv[1])
+print("RECORDING", _core.profile_enabled())
+"""
+
+
 def test_cpu_activity_alone_records_the_runtime(tmp_path):
     """ProfilerActivity.CPU alone (what TorchTitan asks for on a device that
     is neither CUDA nor XPU) includes PyTorch's PRIVATEUSE1_RUNTIME: the
-    programs still show, linked to their ops; recording ends with the trace."""
-    a = torch.randn(8, device="tpu")
-    torch.tpu.synchronize()
-    with torchtpu.mode("strict"):
-        with torch.profiler.profile(activities=[ProfilerActivity.CPU]) as prof:
-            (a - a).cpu()
+    programs still show, linked to their ops; recording ends with the trace.
+    In a fresh process: one that traced PrivateUse1 before would hide a
+    profiler PyTorch never handed to Kineto."""
+    import subprocess
+    import sys
     path = str(tmp_path / "cpu.json")
-    prof.export_chrome_trace(path)
+    out = subprocess.run([sys.executable, "-c", _CPU_ONLY_SCRIPT, path],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "RECORDING False" in out.stdout
     trace = load(path)
     ours = kernels(trace)
     assert [k["name"] for k in ours] == ["aten::sub.Tensor (tpu program)"]
     assert cpu_ops(trace)[ours[0]["args"]["External id"]]["name"] == "aten::sub"
-    assert not _core.profile_enabled()
 
 
 def test_ring_keeps_the_newest():
