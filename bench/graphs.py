@@ -112,7 +112,7 @@ def forward_paths(width, batch):
     with torch.no_grad():
         m(static_x)
         with torch.tpu.graph(g):
-            m(static_x)
+            state["static_out"] = m(static_x)  # kept: the graph's output
 
     def graph():
         static_x.copy_(x_of())

@@ -23,7 +23,8 @@ per-op work. What CUDA graphs promise holds:
   values into the same tensors (same storages, same data_ptr()): copy new
   values in with copy_, read results from the tensors the capture returned.
   Like a CUDA graph's memory pool, everything the region made stays alive
-  while the graph does.
+  while the graph does (in a capture without autograd, only those still
+  referenced when it ends: intermediates that died are not kept).
 - one program per replay, whatever the region's number of ops; random ops
   draw fresh numbers at every replay (the generator advances).
 - what cannot be captured raises: a host read of a tpu value inside the
@@ -40,6 +41,8 @@ after the `with` block), and `pool`, `stream` and `capture_error_mode` are
 accepted for compatibility and ignored: there is one device stream and no
 allocator pool to share.
 """
+import sys
+
 import torch
 import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -72,6 +75,17 @@ class _Recorder(TorchDispatchMode):
         super().__init__()
         self.inputs, self.outputs = [], []
         self._made, self._seen = set(), set()
+        self.autograd = False  # an op recorded an autograd graph
+
+    def live_outputs(self):
+        """The outputs to keep. Without autograd, a tensor only the recorder
+        holds is an intermediate that died: dropping it spares the program
+        an output and the graph its memory. With autograd, the graph's nodes
+        hold saved tensors Python cannot see: every output stays."""
+        if self.autograd:
+            return self.outputs
+        # held by the list, the loop and getrefcount's argument: nobody else
+        return [t for t in self.outputs if sys.getrefcount(t) > 3]
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -97,6 +111,7 @@ class _Recorder(TorchDispatchMode):
         for t in pytree.tree_leaves(out):
             if isinstance(t, torch.Tensor) and id(t) not in self._seen:
                 key = _storage_key(t)
+                self.autograd = self.autograd or t.requires_grad
                 if key is not None:
                     self._made.add(key)
                     self._seen.add(id(t))
@@ -135,6 +150,7 @@ class TPUGraph:
 
     def capture_end(self):
         rec = self._stop_recording()
+        rec.outputs = rec.live_outputs()  # the others die here, before the program is built
         try:
             handle, why = torch.ops.torchtpu.graph_static_capture_end(rec.inputs, rec.outputs)
         finally:
