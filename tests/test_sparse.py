@@ -112,8 +112,6 @@ def test_smm_bmm_and_sparse_sparse_mm():
     b3 = torch.randn(2, 3, 4).relu().to_sparse()
     m3 = torch.randn(2, 4, 5)
     torch.testing.assert_close(torch.bmm(b3.to("tpu"), m3.to("tpu")).cpu(), torch.bmm(b3, m3))
-    other = torch.randn(4, 3).relu().to_sparse()
-    same_sparse(torch.sparse.mm(ref.to("tpu"), other.to("tpu")), torch.sparse.mm(ref, other))
 
 
 def test_mm_autograd(no_fallback):
@@ -177,12 +175,10 @@ def test_add_mul_scalar_and_unary(no_fallback):
 
 
 def test_index_select_transpose(no_fallback):
-    for name in ("dups", "hybrid", "empty"):
+    idx = torch.tensor([1, 1, 0])
+    for name, dim in (("dups", 0), ("dups", 1), ("hybrid", 1)):  # sparse dims, a dense dim
         ref = case(name)
-        t = ref.to("tpu")
-        idx = torch.tensor([1, 1, 0])
-        for dim in range(ref.dim()):
-            same_sparse(t.index_select(dim, idx.to("tpu")), ref.index_select(dim, idx))
+        same_sparse(ref.to("tpu").index_select(dim, idx.to("tpu")), ref.index_select(dim, idx))
     ref = case("3d")
     same_sparse(ref.to("tpu").transpose(0, 2), ref.transpose(0, 2))
     same_sparse(case("dups", "tpu").t(), case("dups").t())
@@ -190,17 +186,30 @@ def test_index_select_transpose(no_fallback):
 
 def test_softmax():
     ref = case("dups").coalesce()
-    for fn in (torch.sparse.softmax, torch.sparse.log_softmax):
-        for dim in (0, 1):
-            grads = []
-            for dev in ("cpu", "tpu"):
-                s = ref.detach().clone().to(dev).requires_grad_()
-                out = fn(s, dim)
-                (out.to_dense() * torch.arange(12.).view(3, 4).to(dev)).sum().backward()
-                grads.append((out.cpu(), s.grad.cpu()))
-            (o, g), (o_t, g_t) = grads
-            torch.testing.assert_close(o_t.to_dense(), o.to_dense())
-            torch.testing.assert_close(g_t.to_dense(), g.to_dense())
+    for fn, dim in ((torch.sparse.softmax, 0), (torch.sparse.log_softmax, 1)):
+        grads = []
+        for dev in ("cpu", "tpu"):
+            s = ref.detach().clone().to(dev).requires_grad_()
+            out = fn(s, dim)
+            (out.to_dense() * torch.arange(12.).view(3, 4).to(dev)).sum().backward()
+            grads.append((out.cpu(), s.grad.cpu()))
+        (o, g), (o_t, g_t) = grads
+        torch.testing.assert_close(o_t.to_dense(), o.to_dense())
+        torch.testing.assert_close(g_t.to_dense(), g.to_dense())
+
+
+def test_sparse_sparse_mm():
+    a, b = case("dups"), torch.randn(4, 3).relu().to_sparse()
+    same_sparse(torch.sparse.mm(a.to("tpu"), b.to("tpu")), torch.sparse.mm(a, b))
+
+
+def test_out_of_range_indices_raise_on_use():
+    """Unchecked construction (check_invariants=False) with an index past the
+    size: using it raises (a device-side check), never silent numbers."""
+    i = torch.tensor([[0, 1], [0, 7]], device="tpu")
+    s = torch.sparse_coo_tensor(i, torch.ones(2, device="tpu"), (2, 2), check_invariants=False)
+    with pytest.raises(IndexError, match="out of range"):
+        torch.sparse.mm(s, torch.ones(2, 2, device="tpu")).cpu()
 
 
 # --- sparse gradients and optimizers ------------------------------------------------------
@@ -235,7 +244,7 @@ def test_sparse_embedding_grads(kind, no_fallback):
     same_sparse(got, ref)
 
 
-@pytest.mark.parametrize("opt", ["sgd", "sgd_momentum", "sparse_adam", "adagrad"])
+@pytest.mark.parametrize("opt", ["sgd", "sgd_momentum", "adagrad"])  # SparseAdam: the model test
 def test_sparse_optimizers(opt):
     make = {
         "sgd": lambda p: torch.optim.SGD(p, lr=0.1),
@@ -409,3 +418,28 @@ def test_csr_add_sum_sampled_addmm(no_fallback):
     assert got.layout == torch.sparse_csr
     torch.testing.assert_close(got.to_dense().cpu(), ref.to_dense())
     torch.testing.assert_close((at * 3).to_dense().cpu(), (a * 3).to_dense())
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "amax", "amin"])
+def test_csr_mm_reduce_and_grads(reduce, no_fallback):
+    a = torch.tensor([[0., 2., 0.], [0., 0., 0.], [1., 0., 3.]])
+    w = torch.randn(3, 2)
+    res = []
+    for dev in ("cpu", "tpu"):
+        A = a.to(dev).to_sparse_csr().requires_grad_()
+        W = w.clone().to(dev).requires_grad_()
+        out = torch.sparse.mm(A, W, reduce)
+        (out * torch.arange(6.).view(3, 2).to(dev)).sum().backward()
+        res.append((out.cpu(), W.grad.cpu(), A.grad.cpu().to_dense()))
+    for got, ref in zip(res[1], res[0]):
+        torch.testing.assert_close(got, ref)
+
+
+def test_csr_sum_prod_keep_cpu_pattern(no_fallback):
+    a = torch.tensor([[0., 2., 0.], [0., 0., 0.], [1., 0., -1.]]).to_sparse_csr()
+    for dim in ([0], [1], [0, 1]):
+        for f in (torch.ops.aten._sparse_csr_sum, torch.ops.aten._sparse_csr_prod):
+            ref, got = f(a, dim, True), f(a.to("tpu"), dim, True)
+            assert got.layout == torch.sparse_csr and got.shape == ref.shape
+            for name in ("crow_indices", "col_indices", "values"):
+                torch.testing.assert_close(getattr(got, name)().cpu(), getattr(ref, name)())

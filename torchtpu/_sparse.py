@@ -601,11 +601,126 @@ def sampled_addmm_out(self, mat1, mat2, beta=1, alpha=1, *, out):
     return out.copy_(res)
 
 
+def _csr_parts(self, other, op):
+    if self.layout != torch.sparse_csr or self.dim() != 2 or other.dim() != 2:
+        raise RuntimeError(f"{op}: expected a 2-D sparse CSR self and a 2-D dense other, got "
+                           f"{self.layout} {_sizes(self)} and {_sizes(other)}")
+    if self.shape[1] != other.shape[0]:
+        raise RuntimeError(f"{op}: self {_sizes(self)} and other {_sizes(other)} can't be "
+                           f"multiplied")
+    crow, col = self.crow_indices(), self.col_indices()
+    row = csr_to_coo(crow, col)[0]
+    counts = (crow[1:] - crow[:-1]).unsqueeze(1)
+    return crow, col.long(), row, self.values(), counts
+
+
+def sparse_mm_reduce(self, other, reduce):
+    """_sparse_mm_reduce_impl (torch.sparse.mm(csr, dense, reduce)): each row's
+    products reduced by sum, mean, amax or amin (0 for an empty row); for
+    amax/amin under autograd, arg_out holds the position (into values) each
+    result came from, nnz where none, as the CPU kernel does."""
+    _, col, row, val, counts = _csr_parts(self, other, "sparse_mm_reduce")
+    n, m, nnz = self.shape[0], other.shape[1], val.shape[0]
+    prod = val.unsqueeze(1) * other.index_select(0, col)
+    arg = torch.empty(0, dtype=torch.long, device=other.device)
+    if reduce in ("sum", "mean"):
+        out = other.new_zeros((n, m)).index_add_(0, row, prod)
+        if reduce == "mean":
+            out = out / counts.clamp_min(1).to(out.dtype)
+        return out, arg
+    if reduce not in ("amax", "amin"):
+        raise RuntimeError(f"sparse_mm_reduce: reduce argument must be either sum, mean, amax "
+                           f"or amin, got {reduce}")
+    out = other.new_zeros((n, m)).index_reduce_(0, row, prod, reduce, include_self=False)
+    if self.requires_grad or other.requires_grad:
+        hit = prod == out.index_select(0, row)
+        pos = torch.arange(nnz, device=other.device).unsqueeze(1).expand(nnz, m)
+        pos = torch.where(hit, pos, nnz)
+        arg = torch.full((n, m), nnz, dtype=torch.long, device=other.device)
+        arg = arg.index_reduce_(0, row, pos, "amin", include_self=True)
+    return out, arg
+
+
+def sparse_mm_reduce_backward(self, grad_out, weight, reduce, arg_out, output_mask):
+    crow, col, row, val, counts = _csr_parts(self, weight, "sparse_mm_reduce_backward")
+    nnz, m = val.shape[0], weight.shape[1]
+    g_self = g_other = None
+    if reduce in ("sum", "mean"):
+        g = grad_out.index_select(0, row)
+        if reduce == "mean":
+            g = g / counts.clamp_min(1).to(g.dtype).index_select(0, row)
+        if output_mask[0]:
+            gv = (g * weight.index_select(0, col)).sum(1)
+        if output_mask[1]:
+            g_other = torch.zeros_like(weight).index_add_(0, col, g * val.unsqueeze(1))
+    else:
+        valid = arg_out < nnz
+        src = torch.where(valid, arg_out, 0)  # [n, m] positions into values
+        g = torch.where(valid, grad_out, 0)
+        cidx = col.index_select(0, src.reshape(-1)).view_as(src)  # weight rows used
+        if output_mask[0]:
+            gv = val.new_zeros(nnz).index_add_(0, src.reshape(-1),
+                                               (g * weight.gather(0, cidx)).reshape(-1))
+        if output_mask[1]:
+            flat = cidx * m + torch.arange(m, device=weight.device)
+            contrib = g * val.index_select(0, src.reshape(-1)).view_as(src)
+            g_other = weight.new_zeros(weight.numel()).index_add_(
+                0, flat.reshape(-1), contrib.reshape(-1)).view_as(weight)
+    if output_mask[0]:
+        g_self = torch.sparse_csr_tensor(crow.clone(), self.col_indices().clone(), gv,
+                                         self.shape, device=self.device)
+    return g_self, g_other
+
+
+def _csr_reduce(self, dim, keepdim, dtype, how):
+    """_sparse_csr_sum / _sparse_csr_prod: the reduction of each row's
+    (dim 1), column's (dim 0) or all (both) specified values, as a CSR result
+    whose pattern is the rows/columns that have any (the CPU's); one
+    synchronisation reads how many."""
+    op = f"_sparse_csr_{how}"
+    if self.layout != torch.sparse_csr or self.dim() != 2:
+        raise RuntimeError(f"{op}: expected a 2-D sparse CSR tensor, got {self.layout} "
+                           f"{_sizes(self)}")
+    dims = sorted({d % 2 for d in dim})
+    if not keepdim:
+        raise RuntimeError(f"{op}: reduction operations on CSR tensors with keepdim=False is "
+                           f"unsupported")
+    crow, col = self.crow_indices(), self.col_indices()
+    row = csr_to_coo(crow, col)[0]
+    val = self.values().to(dtype) if dtype is not None else self.values()
+    if val.dtype in (torch.bool,) or not (val.dtype.is_floating_point or val.dtype.is_complex):
+        val = val.to(torch.int64) if dtype is None else val
+    n, m = self.shape
+    group, ngroups = {(1,): (row, n), (0,): (col.long(), m),
+                      (0, 1): (torch.zeros_like(row), 1)}[tuple(dims)]
+    if how == "sum":
+        red = val.new_zeros(ngroups).index_add_(0, group, val)
+    else:
+        red = val.new_ones(ngroups).index_reduce_(0, group, val, "prod", include_self=False)
+    has = val.new_zeros(ngroups, dtype=torch.int64).index_add_(
+        0, group, torch.ones_like(group)) > 0
+    count = _count(has)
+    pos = _positions(has, count)
+    vals = red.index_select(0, pos)
+    dev, itype = crow.device, crow.dtype
+    zero = torch.zeros(1, dtype=itype, device=dev)
+    if dims == [1]:  # [n, 1]: one entry per row that has any
+        new_crow = torch.cat([zero, has.to(itype).cumsum(0)])
+        new_col = torch.zeros(count, dtype=itype, device=dev)
+        shape = (n, 1)
+    else:  # [1, m] or [1, 1]
+        new_crow = torch.cat([zero, torch.full((1,), count, dtype=itype, device=dev)])
+        new_col = pos.to(itype)
+        shape = (1, m) if dims == [0] else (1, 1)
+    return torch.sparse_csr_tensor(new_crow, new_col, vals, shape, device=dev)
+
+
 def csr_sum(self, dim, keepdim=False, *, dtype=None):
-    """_sparse_csr_sum.dim_dtype: the dense sum over dim of the matrix,
-    returned in self's layout, as the CPU does."""
-    res = _as_coo(self).to_dense().sum(dim, keepdim=True, dtype=dtype)
-    return res.to_sparse_csr() if res.dim() == 2 else res
+    return _csr_reduce(self, dim, keepdim, dtype, "sum")
+
+
+def csr_prod(self, dim, keepdim=False, *, dtype=None):
+    return _csr_reduce(self, dim, keepdim, dtype, "prod")
 
 
 # --- registration --------------------------------------------------------------------------
@@ -636,6 +751,9 @@ _CSR = {
     "sparse_sampled_addmm": sampled_addmm,
     "sparse_sampled_addmm.out": sampled_addmm_out,
     "_sparse_csr_sum.dim_dtype": csr_sum,
+    "_sparse_csr_prod.dim_dtype": csr_prod,
+    "_sparse_mm_reduce_impl": sparse_mm_reduce,
+    "_sparse_mm_reduce_impl_backward": sparse_mm_reduce_backward,
 }
 
 _DENSE = {

@@ -90,6 +90,13 @@ DEFAULT_SUITES = (
     "test_shape_ops", "test_sort_and_select", "test_indexing", "test_torch",
 )
 
+# `--suite sparse`: PyTorch's sparse suites (issue 44). The sparse parts of
+# test_nn / test_torch / test_autograd run with those suites, -k sparse picks
+# them. The OpInfo-driven part of test_sparse/test_sparse_csr also runs
+# without a checkout: python -m torchtpu.testing.sparse_opinfo.
+SPARSE_SUITES = ("test_sparse", "test_sparse_csr")
+SUITE_GROUPS = {"sparse": SPARSE_SUITES}
+
 XFAIL_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                           "pytorch_suites_xfail.toml")
 
@@ -648,7 +655,8 @@ def main(argv=None):
                    help="PyTorch's test/ folder, checked out at the installed version")
     p.add_argument("--suite", nargs="+", action="extend", default=None,
                    help="suite names (files in --tests-dir, .py optional); "
-                        "repeatable: --suite a b --suite c runs all three")
+                        "repeatable: --suite a b --suite c runs all three; "
+                        "'sparse' names test_sparse and test_sparse_csr")
     p.add_argument("-k", default=None, help="pytest -k expression for the tpu run")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per test")
     p.add_argument("--budget", type=float, default=None,
@@ -667,6 +675,7 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0, help="the --sample's seed")
     args = p.parse_args(argv)
     args.suite = args.suite or list(DEFAULT_SUITES)
+    args.suite = [x for name in args.suite for x in SUITE_GROUPS.get(name, (name,))]
     select = None
     if args.select:
         with open(args.select) as f:
