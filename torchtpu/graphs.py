@@ -23,8 +23,8 @@ per-op work. What CUDA graphs promise holds:
   values into the same tensors (same storages, same data_ptr()): copy new
   values in with copy_, read results from the tensors the capture returned.
   Like a CUDA graph's memory pool, everything the region made stays alive
-  while the graph does (in a capture without autograd, only those still
-  referenced when it ends: intermediates that died are not kept).
+  while the graph does (those still used when it ends: intermediates that
+  died are not kept).
 - one program per replay, whatever the region's number of ops; random ops
   draw fresh numbers at every replay (the generator advances).
 - what cannot be captured raises: a host read of a tpu value inside the
@@ -41,7 +41,9 @@ after the `with` block), and `pool`, `stream` and `capture_error_mode` are
 accepted for compatibility and ignored: there is one device stream and no
 allocator pool to share.
 """
+import collections
 import sys
+import weakref
 
 import torch
 import torch.utils._pytree as pytree
@@ -78,14 +80,28 @@ class _Recorder(TorchDispatchMode):
         self.autograd = False  # an op recorded an autograd graph
 
     def live_outputs(self):
-        """The outputs to keep. Without autograd, a tensor only the recorder
-        holds is an intermediate that died: dropping it spares the program
-        an output and the graph its memory. With autograd, the graph's nodes
-        hold saved tensors Python cannot see: every output stays."""
-        if self.autograd:
-            return self.outputs
-        # held by the list, the loop and getrefcount's argument: nobody else
-        return [t for t in self.outputs if sys.getrefcount(t) > 3]
+        """The outputs still used when the capture ends. A tensor only the
+        recorder holds is an intermediate that died: dropping it spares the
+        program an output and the graph its memory. Autograd's nodes may hold
+        one Python cannot see: the tensor itself (its Python object then
+        outlives the recorder's reference, so a weak reference finds it) or a
+        copy sharing its storage (a saved result: the storage has an owner
+        the recorder does not hold)."""
+        held = collections.Counter(_storage_key(t) for t in self.outputs)
+        keep, maybe = [], []
+        for t in self.outputs:
+            # references: the list, the loop and getrefcount's argument
+            used = sys.getrefcount(t) > 3
+            if not used and self.autograd:
+                storage = t.untyped_storage()  # one more owner while it lives
+                owners = torch._C._storage_Use_Count(storage._cdata) - 1
+                used = owners > held[_storage_key(t)]
+                del storage
+            (keep if used else maybe).append(t)
+        refs = [weakref.ref(x) for x in maybe]
+        maybe = t = None  # the recorder's last strong references
+        self.outputs = []
+        return keep + [t for t in (r() for r in refs) if t is not None]
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
