@@ -2,8 +2,19 @@
 # Sets up a development checkout: .venv with pinned PyTorch and the CPU PJRT
 # plugin, the native libraries, and torchtpu installed in editable mode.
 # Idempotent, and quick when everything is already in place.
+#
+#   bash scripts/setup.sh           # the default set-up (what CI runs)
+#   bash scripts/setup.sh --vllm    # and vLLM 0.29.0 for serving on "tpu"
+#                                   # (scripts/setup_vllm.sh, docs/vllm.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+WITH_VLLM=0
+for arg in "$@"; do
+  case "$arg" in
+    --vllm) WITH_VLLM=1 ;;
+    *) echo "setup: unknown option $arg (accepted: --vllm)" >&2; exit 2 ;;
+  esac
+done
 
 TORCH_VERSION=2.13.0
 # The CPU PJRT plugin (XLA's, packaged on PyPI) is pinned below: 0.11.2.
@@ -82,4 +93,8 @@ if ! "$PY" -c "import importlib.metadata as m; m.version('torchtpu'); \
     2>/dev/null; then
   echo "setup: installing torchtpu (editable)"
   "$PY" -m pip install --quiet --no-build-isolation --no-deps -e .
+fi
+
+if [ "$WITH_VLLM" = 1 ]; then
+  bash scripts/setup_vllm.sh
 fi
