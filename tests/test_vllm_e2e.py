@@ -1,7 +1,8 @@
 """vLLM end to end on "tpu" through torchtpu's platform plugin: a tiny
-Llama saved from a config, greedy generation for prompts of different
-lengths, compared token for token with Hugging Face generate on the CPU
-with the same weights; seeded sampling reproduces itself.
+Llama and a tiny Mixtral-style MoE saved from configs, greedy generation for
+prompts of different lengths, compared token for token with Hugging Face
+generate on the CPU with the same weights; seeded sampling reproduces
+itself.
 
 Runs when vLLM is installed (scripts/setup_vllm.sh), skipped otherwise.
 The engine runs in a subprocess: vLLM initialises torch.distributed and
@@ -25,17 +26,23 @@ NEW_TOKENS = 32
 ENGINE = r"""
 import json, sys
 from vllm import LLM, SamplingParams
-path, prompts = sys.argv[1], json.loads(sys.argv[2])
+path, prompts, new = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
 llm = LLM(model=path, skip_tokenizer_init=True, dtype="float32", max_model_len=96,
           max_num_seqs=8, max_num_batched_tokens=64, kv_cache_memory_bytes=8 << 20, seed=0)
 ins = [{"prompt_token_ids": p} for p in prompts]
-greedy = llm.generate(ins, SamplingParams(max_tokens=%d, temperature=0.0, ignore_eos=True))
+greedy = llm.generate(ins, SamplingParams(max_tokens=new, temperature=0.0, ignore_eos=True))
 sp = SamplingParams(max_tokens=8, temperature=1.0, top_p=0.9, seed=1234, ignore_eos=True)
 s1 = llm.generate(ins[:3], sp)
 s2 = llm.generate(ins[:3], sp)
 tok = lambda outs: [list(o.outputs[0].token_ids) for o in outs]
 print("RESULT " + json.dumps({"greedy": tok(greedy), "s1": tok(s1), "s2": tok(s2)}))
-""" % NEW_TOKENS
+"""
+
+
+def _save(model, tmp_path_factory, name):
+    path = tmp_path_factory.mktemp(name)
+    model.save_pretrained(path)
+    return str(path), model
 
 
 @pytest.fixture(scope="module")
@@ -45,21 +52,29 @@ def tiny_llama(tmp_path_factory):
     cfg = LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128,
                       num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                       max_position_embeddings=256)
-    model = LlamaForCausalLM(cfg).eval()
-    path = tmp_path_factory.mktemp("tiny_llama")
-    model.save_pretrained(path)
-    return str(path), model
+    return _save(LlamaForCausalLM(cfg).eval(), tmp_path_factory, "tiny_llama")
 
 
-def test_llm_generate_matches_hf_on_cpu(tiny_llama):
-    path, hf = tiny_llama
+@pytest.fixture(scope="module")
+def tiny_mixtral(tmp_path_factory):
+    from transformers import MixtralConfig, MixtralForCausalLM
+    torch.manual_seed(0)
+    cfg = MixtralConfig(vocab_size=256, hidden_size=64, intermediate_size=96,
+                        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                        max_position_embeddings=256, num_local_experts=4,
+                        num_experts_per_tok=2)
+    return _save(MixtralForCausalLM(cfg).eval(), tmp_path_factory, "tiny_mixtral")
+
+
+def _check(path, hf, lengths, new_tokens):
     g = torch.Generator().manual_seed(0)
-    prompts = [torch.randint(1, 250, (n,), generator=g).tolist() for n in LENGTHS]
+    prompts = [torch.randint(1, 250, (n,), generator=g).tolist() for n in lengths]
     # warm-up off: it compiles every bucket, the test needs a few (bench/serving.py
     # checks warm-up: 0 compiles after it)
     env = dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0", TORCHTPU_VLLM="1",
                TORCHTPU_VLLM_WARMUP="0")
-    proc = subprocess.run([sys.executable, "-c", ENGINE, path, json.dumps(prompts)],
+    proc = subprocess.run([sys.executable, "-c", ENGINE, path, json.dumps(prompts),
+                           str(new_tokens)],
                           capture_output=True, text=True, env=env, timeout=600)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, proc.stderr[-4000:]
@@ -69,9 +84,17 @@ def test_llm_generate_matches_hf_on_cpu(tiny_llama):
     want = []
     with torch.no_grad():
         for p in prompts:
-            out = hf.generate(torch.tensor([p]), max_new_tokens=NEW_TOKENS, do_sample=False,
+            out = hf.generate(torch.tensor([p]), max_new_tokens=new_tokens, do_sample=False,
                               eos_token_id=None, pad_token_id=0)
             want.append(out[0, len(p):].tolist())
     assert got["greedy"] == want
     assert got["s1"] == got["s2"]
     assert all(len(t) == 8 for t in got["s1"])
+
+
+def test_llm_generate_matches_hf_on_cpu(tiny_llama):
+    _check(*tiny_llama, LENGTHS, NEW_TOKENS)
+
+
+def test_moe_generate_matches_hf_on_cpu(tiny_mixtral):
+    _check(*tiny_mixtral, LENGTHS, NEW_TOKENS)

@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 
 __all__ = ["PagedPlan", "plan_step", "write_kv_cache", "paged_attention",
-           "slot_mapping", "pad_to_bucket"]
+           "slot_mapping", "pad_to_bucket", "dense_moe"]
 
 
 def pad_to_bucket(n, minimum=1, maximum=None):
@@ -214,3 +214,18 @@ def paged_attention(query, kv_cache, block_table, plan, scale, sliding_window=No
                                        scale=scale, enable_gqa=hq != hk)
     o = o.transpose(1, 2).reshape(r * plan.max_query_len, hq, d)
     return o.index_select(0, plan.out_index)
+
+
+def dense_moe(x, w13, w2, topk_weights, topk_ids, activation="silu"):
+    """x [T, H], w13 [E, 2I, H] (gate rows then up rows), w2 [E, H, I],
+    topk_weights / topk_ids [T, k] -> [T, H]."""
+    e = w13.shape[0]
+    if activation not in ("silu", "swiglu"):
+        raise NotImplementedError(f"torchtpu.vllm MoE: activation {activation!r} "
+                                  f"(only SiLU-gated experts)")
+    gate_up = torch.einsum("th,eih->tei", x, w13)            # [T, E, 2I]
+    gate, up = gate_up.chunk(2, dim=-1)
+    y = torch.einsum("tei,ehi->teh", F.silu(gate) * up, w2)  # [T, E, H]
+    dense = torch.zeros(x.shape[0], e, dtype=y.dtype, device=x.device)
+    dense = dense.scatter_add(1, topk_ids.long(), topk_weights.to(y.dtype))
+    return torch.einsum("te,teh->th", dense, y).to(x.dtype)

@@ -21,6 +21,8 @@ class TpuWorker(Worker):
         import torchtpu  # noqa: F401
         from vllm.platforms import current_platform
 
+        from . import moe
+        moe.register()
         torch.tpu.set_device(self.local_rank)
         self.device = torch.device("tpu", self.local_rank)
         init_worker_distributed_environment(self.vllm_config, self.rank,
