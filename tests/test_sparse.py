@@ -443,3 +443,10 @@ def test_csr_sum_prod_keep_cpu_pattern(no_fallback):
             assert got.layout == torch.sparse_csr and got.shape == ref.shape
             for name in ("crow_indices", "col_indices", "values"):
                 torch.testing.assert_close(getattr(got, name)().cpu(), getattr(ref, name)())
+
+
+def test_dense_at_sparse(no_fallback):
+    d, s = torch.randn(3, 4), torch.randn(4, 5).relu().to_sparse()
+    torch.testing.assert_close(torch.mm(d.to("tpu"), s.to("tpu")).cpu(), torch.mm(d, s))
+    torch.testing.assert_close((d.to("tpu") @ s.to("tpu").to_sparse_csr()).cpu(),
+                               d @ s.to_sparse_csr())
