@@ -87,3 +87,19 @@ def test_tensorboard_on_by_default_when_installed(tmp_path):
         assert metrics.TensorBoard(off, str(tmp_path / "off"), lines.append).writer is None
     with pytest.raises(ValueError, match="enable_tensorboard"):
         metrics.TensorBoard("sometimes", str(tmp_path / "x"), lines.append)
+
+
+def test_tensorboard_setting_in_the_trainer_config():
+    """The trainer's default is "auto"; TOML booleans, a bare flag and
+    true/false/auto on the command line are accepted, anything else refused."""
+    from torchtpu.trainer import config
+
+    assert config.load_config()["metrics"]["enable_tensorboard"] == "auto"
+    cfg = config.load_config(overrides={"metrics": {"enable_tensorboard": False}})
+    assert cfg["metrics"]["enable_tensorboard"] == "false"
+    cfg = config.load_config(argv=["--metrics.enable_tensorboard"])
+    assert cfg["metrics"]["enable_tensorboard"] == "true"
+    cfg = config.load_config(argv=["--metrics.enable_tensorboard", "auto"])
+    assert cfg["metrics"]["enable_tensorboard"] == "auto"
+    with pytest.raises(config.ConfigError, match="enable_tensorboard.*true, false or auto"):
+        config.load_config(argv=["--metrics.enable_tensorboard", "sometimes"])

@@ -96,7 +96,7 @@ DEFAULTS = {
         "peak_flops": 0.0,              # FLOP/s of the device; 0: measure at start
         "plot": True,                   # loss-curve PNG in job.dump_folder
         "progress_bar": True,
-        "enable_tensorboard": False,    # only if tensorboard is installed
+        "enable_tensorboard": "auto",   # true | false | auto (on when tensorboard is installed)
         "save_tb_folder": "tb",
     },
     "profiling": {                      # TorchTitan's names (trainer/profiling.py)
@@ -128,6 +128,11 @@ def _parse_value(text, default, key):
         raise ConfigError(f"--{key}: expected {type(default).__name__}, got {text!r}") from None
 
 
+# Keys that take true, false or "auto": a bool (TOML, a bare flag) is kept as
+# the string "true" / "false".
+_ON_OFF_AUTO = {("metrics", "enable_tensorboard")}
+
+
 def _merge(cfg, updates, origin):
     for section, values in updates.items():
         if section not in cfg or not isinstance(values, dict):
@@ -138,6 +143,8 @@ def _merge(cfg, updates, origin):
                 raise ConfigError(f"{origin}: unknown key {section}.{key} "
                                   f"(known: {', '.join(cfg[section])})")
             default = cfg[section][key]
+            if (section, key) in _ON_OFF_AUTO and isinstance(value, bool):
+                value = "true" if value else "false"
             if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
                 value = float(value)
             if type(value) is not type(default):
@@ -187,6 +194,8 @@ def load_config(path=None, overrides=None, argv=None):
                     raise ConfigError(f"--{section}.{key}: unknown key "
                                       f"(known: {', '.join(cfg[section])})")
                 default = cfg[section][key]
+                if value is True and (section, key) in _ON_OFF_AUTO:
+                    value = "true"
                 if value is True and not isinstance(default, bool):
                     raise ConfigError(f"--{section}.{key}: needs a value")
                 if value is not True:
@@ -199,6 +208,10 @@ def load_config(path=None, overrides=None, argv=None):
 
 def validate(cfg):
     t, o = cfg["training"], cfg["optimizer"]
+    for section, key in _ON_OFF_AUTO:
+        if str(cfg[section][key]).strip().lower() not in ("true", "false", "auto"):
+            raise ConfigError(f"{section}.{key} = {cfg[section][key]!r}: expected true, false "
+                              f"or auto")
     if t["device"] not in ("tpu", "cpu"):
         raise ConfigError(f"training.device = {t['device']!r}: expected tpu or cpu")
     if t["mixed_precision"] not in ("float32", "bfloat16"):
