@@ -139,10 +139,11 @@ class TpuSession : public libkineto::IActivityProfilerSession {
     tt_runtime *rt = rt_.exchange(nullptr);
     if (rt == nullptr) return;
     // Work launched in the window finishes (a fused graph is flushed) so
-    // that every event has its end time.
-    tt_status s = tt_runtime_synchronize(rt);
+    // that every event has its end time; its errors stay for the user's
+    // next synchronize.
+    tt_status s = tt_runtime_profile_settle(rt, 60000);
     if (s != nullptr) {
-      errors_.push_back(std::string("tpu profiler: synchronize: ") +
+      errors_.push_back(std::string("tpu profiler: ") +
                         (tt_status_message(s) ? tt_status_message(s) : "?"));
       tt_status_free(s);
     }

@@ -285,3 +285,18 @@ def test_collective_one_event_per_device():
     for kind, _, bin_, bout, done, name in events:
         assert kind == "collective" and bin_ == bout == "32" and done == "True"
         assert "all_reduce" in name
+
+
+def test_profiling_keeps_device_errors():
+    """The trace's end waits for the window's programs without taking their
+    errors: a device-side check in the window still raises, at the
+    synchronize PyTorch's profiler does on leaving (torch.tpu.synchronize),
+    and then the device is clean again."""
+    x = torch.randn(4, device="tpu")
+    idx = torch.tensor([7], device="tpu")
+    torch.tpu.synchronize()
+    with torchtpu.mode("strict"):
+        with pytest.raises(IndexError, match="out of bounds"):
+            with torch.profiler.profile(activities=ACTIVITIES):
+                x[idx]
+        torch.tpu.synchronize()

@@ -616,6 +616,11 @@ typedef struct tt_profile_event {
 // shrink it. Recording stays on until every reader has stopped.
 TT_API tt_status tt_runtime_profile_start(tt_runtime *rt, int capacity);
 TT_API void tt_runtime_profile_stop(tt_runtime *rt);  // keeps what was recorded
+// Runs pending fused work and waits (at most `timeout_ms`) until every
+// recorded program has its end time, without taking the runtime's errors:
+// an error of that work, or of the programs, still reaches the caller's next
+// synchronize. For a profiler, which has no one to raise them to.
+TT_API tt_status tt_runtime_profile_settle(tt_runtime *rt, int timeout_ms);
 // The number of the last event recorded (0: none): a reader's mark at its
 // start, for tt_runtime_profile_read_since.
 TT_API uint64_t tt_runtime_profile_mark(tt_runtime *rt);

@@ -29,6 +29,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "runtime/executor.h"
 #include "runtime/runtime.h"
 
 typedef struct slot {
@@ -248,6 +249,28 @@ bool tt_runtime_profile_enabled(tt_runtime *rt) {
   bool on = tt_profile_on(rt);
   pthread_mutex_unlock(&rt->mu);
   return on;
+}
+
+tt_status tt_runtime_profile_settle(tt_runtime *rt, int timeout_ms) {
+  if (!rt) return tt_make_status(TT_INVALID_ARGUMENT, "profile settle: NULL runtime");
+  pthread_mutex_lock(&rt->mu);
+  // Pending fused work runs now; an error in it is kept for the caller's next
+  // synchronize (the runtime's deferred error), as the profiler has no one
+  // to raise it to.
+  tt_status fl = tt_exec_flush(rt->exec);
+  if (fl && !rt->deferred) rt->deferred = fl;
+  else tt_status_free(fl);
+  tt_profile *p = rt->profile;
+  pthread_mutex_unlock(&rt->mu);
+  if (!p) return NULL;
+  struct timespec nap = {0, 200000};  // 0.2 ms
+  for (int64_t waited_us = 0; atomic_load(&p->inflight) > 0; waited_us += 200) {
+    if (waited_us >= (int64_t)timeout_ms * 1000)
+      return tt_make_status(TT_FAILED_PRECONDITION, "profile settle: %d programs still "
+                            "running after %d ms", atomic_load(&p->inflight), timeout_ms);
+    nanosleep(&nap, NULL);
+  }
+  return NULL;
 }
 
 uint64_t tt_runtime_profile_mark(tt_runtime *rt) {
