@@ -91,11 +91,13 @@ static void test_readers_and_correlation(tt_runtime *rt) {
   tt_runtime_profile_stop(rt);
   CHECK(!tt_runtime_profile_enabled(rt));
   add_n(rt, &a, &b, 1);  // nobody records
-  CHECK_OK(tt_runtime_synchronize(rt));
+  CHECK_OK(tt_runtime_profile_settle(rt, 10000));  // every end time stamped
   tt_profile_event ev[8];
   int n = -1;
   CHECK_OK(tt_runtime_profile_read_since(rt, m1, ev, 8, &n));
   CHECK(n == 4);
+  for (int i = 0; i < n; i++) CHECK(ev[i].end_ns >= ev[i].start_ns && ev[i].end_ns > 0);
+  CHECK_OK(tt_runtime_synchronize(rt));
   CHECK(n == 4 && ev[0].correlation == 7 && ev[1].correlation == 9 &&
         ev[3].correlation == 9);
   CHECK_OK(tt_runtime_profile_read_since(rt, m2, ev, 8, &n));
