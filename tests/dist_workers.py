@@ -582,3 +582,28 @@ def _moe_aux():
         per_rank.set_data_parallel_group(dist.group.WORLD)
         out["rank_err"] = max_over_ranks((per_rank(mine).cpu() - want_y).abs().max())
     return out
+
+
+# --- sparse COO tensors: gloo's sparse all_reduce, DDP over a sparse embedding --------
+
+def sparse_all_reduce(args):
+    """A COO all_reduce on tpu (each rank its own indices, one shared) and
+    DDP's averaged sparse gradient of an Embedding(sparse=True); the CPU
+    reference is the same run through gloo on CPU tensors."""
+    rank, _ = _init(args)
+    out = {}
+    for device in ("cpu", f"tpu:{rank}"):
+        i = torch.tensor([[0, 2, 2 + rank], [1, 0, 3]])
+        v = torch.tensor([1.0, 2.0, 3.0]) * (rank + 1)
+        t = torch.sparse_coo_tensor(i, v, (5, 4)).to(device)
+        group = dist.new_group(backend="gloo") if device == "cpu" else None
+        dist.all_reduce(t, group=group)
+        torch.manual_seed(0)
+        emb = torch.nn.Embedding(10, 3, sparse=True).to(device)
+        ddp = torch.nn.parallel.DistributedDataParallel(emb, process_group=group)
+        ddp(torch.tensor([[1, 2, 4 + rank]]).to(device)).sum().backward()
+        g = emb.weight.grad
+        out[device.split(":")[0]] = {"sum": t.to_dense().cpu().tolist(), "layout": str(g.layout),
+                                     "grad": g.to_dense().cpu().tolist()}
+    _finish()
+    return out

@@ -450,3 +450,15 @@ def test_dense_at_sparse(no_fallback):
     torch.testing.assert_close(torch.mm(d.to("tpu"), s.to("tpu")).cpu(), torch.mm(d, s))
     torch.testing.assert_close((d.to("tpu") @ s.to("tpu").to_sparse_csr()).cpu(),
                                d @ s.to_sparse_csr())
+
+
+def test_all_reduce_and_ddp_of_sparse_tensors_on_two_ranks():
+    import os
+    from torchtpu.testing.multiprocess import run
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = {"PYTHONPATH": os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])}
+    results = run("dist_workers:sparse_all_reduce", 2, timeout=240, env=env)
+    for rank, res in enumerate(results):
+        assert res["tpu"] == res["cpu"], (rank, res)
+        assert res["tpu"]["layout"] == "torch.sparse_coo"

@@ -466,7 +466,11 @@ class ProcessGroupTPU(dist.ProcessGroup):
 
     @staticmethod
     def _in(t):
-        """A contiguous host tensor holding t's values (t itself if it is one)."""
+        """A contiguous host tensor holding t's values (t itself if it is one);
+        a sparse COO tensor comes back coalesced (gloo's sparse all_reduce
+        reduces COO tensors; they have no memory format)."""
+        if t.layout == torch.sparse_coo:
+            return t if t.device.type == "cpu" else t.detach().coalesce().to("cpu")
         if t.device.type == "cpu" and t.is_contiguous():
             return t
         return t.detach().to("cpu").contiguous()
@@ -482,7 +486,7 @@ class ProcessGroupTPU(dist.ProcessGroup):
     def _back(t, h):
         if h is not t:
             with torch.no_grad():
-                t.copy_(h)
+                t.copy_(h.to(t.device) if h.layout == torch.sparse_coo else h)
 
     def _gloo_reduce_opts(self, cls, opts, op):
         o = cls()
