@@ -32,8 +32,11 @@ def test_replay_static_buffers_one_program():
     g = torch.tpu.TPUGraph()
     with torch.no_grad():
         m(static_x)  # warm-up: compiles the ops
+        assert not torch.tpu.is_current_stream_capturing()
         with torch.tpu.graph(g):
+            assert torch.tpu.is_current_stream_capturing()
             static_y = torch.softmax(m(static_x), dim=-1)
+        assert not torch.tpu.is_current_stream_capturing()
     out_ptr, in_ptr = static_y.data_ptr(), static_x.data_ptr()
     for seed in range(3):
         x = torch.randn(8, 16, generator=torch.Generator().manual_seed(seed))
@@ -94,6 +97,7 @@ def test_host_read_in_region_raises():
             if y.sum().item() > 0:  # data-dependent: the value would be baked in
                 y = y + 1
     assert torchtpu.get_mode() == "strict"  # the capture was left
+    assert not torch.tpu.is_current_stream_capturing()
     torch.testing.assert_close((x * 3).cpu(), x.cpu() * 3)
     with pytest.raises(RuntimeError, match="read on the host"):
         with torch.tpu.graph(torch.tpu.TPUGraph()):

@@ -43,6 +43,7 @@ allocator pool to share.
 """
 import collections
 import sys
+import threading
 import weakref
 
 import torch
@@ -52,6 +53,14 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from . import modes
 
 __all__ = ["TPUGraph", "graph", "graph_pool_handle", "make_graphed_callables"]
+
+_capture = threading.local()  # .depth: captures under way on this thread
+
+
+def is_capturing():
+    """Whether this thread is inside a TPUGraph capture
+    (torch.tpu.is_current_stream_capturing)."""
+    return getattr(_capture, "depth", 0) > 0
 
 
 def graph_pool_handle():
@@ -163,6 +172,7 @@ class TPUGraph:
             raise
         self._recorder = _Recorder()
         self._recorder.__enter__()
+        _capture.depth = getattr(_capture, "depth", 0) + 1
 
     def capture_end(self):
         rec = self._stop_recording()
@@ -188,6 +198,7 @@ class TPUGraph:
         rec, self._recorder = self._recorder, None
         if rec is None:
             raise RuntimeError("TPUGraph.capture_end: no capture under way")
+        _capture.depth -= 1
         rec.__exit__(None, None, None)
         return rec
 

@@ -5,6 +5,7 @@ Device state (current device) lives in the C++ shim and is reached through
 torch's accelerator hooks; counters, the execution mode and the random state
 come from the C core. Nothing here runs on the per-op path."""
 import struct
+import sys
 import threading
 
 import torch
@@ -278,9 +279,10 @@ has_half = True
 
 
 def is_current_stream_capturing():
-    """No CUDA-graph-style stream capture on tpu (torch.compile captures
-    graphs instead), so never."""
-    return False
+    """Whether a torch.tpu.graph / TPUGraph capture is under way on this
+    thread (tpu has one stream per device)."""
+    graphs = sys.modules.get("torchtpu.graphs")
+    return graphs is not None and graphs.is_capturing()
 
 
 def get_sync_debug_mode():
