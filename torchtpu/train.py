@@ -176,7 +176,7 @@ def _train(cfg, log, cleanup):
                 set_rng_state(state["rng"], device)
             losses = dict(state.get("losses", {}))
             log(f"resumed from {ck_folder} step {start} on {par.world} ranks "
-                f"(saved on {state.get('world', '?')})")
+                f"(saved on {state.get('world', '?')}; --checkpoint.resume false starts fresh)")
         else:
             log(f"no checkpoint in {ck_folder}; starting from step 0")
     elif ck["enable"] and ck["resume"]:
@@ -190,7 +190,8 @@ def _train(cfg, log, cleanup):
             scheduler.load_state_dict(state["lr_scheduler"])
             set_rng_state(state["rng"], device)
             losses = dict(state.get("losses", {}))
-            log(f"resumed from {checkpoint.path_for(ck_folder, start)} (step {start})")
+            log(f"resumed from {checkpoint.path_for(ck_folder, start)} (step {start}; "
+                f"--checkpoint.resume false starts fresh)")
         else:
             log(f"no checkpoint in {ck_folder}; starting from step 0")
 
