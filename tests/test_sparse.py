@@ -184,18 +184,22 @@ def test_index_select_transpose(no_fallback):
     same_sparse(case("dups", "tpu").t(), case("dups").t())
 
 
-def test_softmax():
-    ref = case("dups").coalesce()
-    for fn, dim in ((torch.sparse.softmax, 0), (torch.sparse.log_softmax, 1)):
+@pytest.mark.parametrize("name", ["dups", "hybrid"])  # a sparse dim; hybrid: a dense dim too
+def test_softmax(name):
+    ref = case(name).coalesce()
+    weight = torch.arange(float(ref.numel())).view(ref.shape)
+    cases = [(fn, dim) for fn in (torch.sparse.softmax, torch.sparse.log_softmax)
+             for dim in range(ref.dim())]
+    for fn, dim in cases:
         grads = []
         for dev in ("cpu", "tpu"):
             s = ref.detach().clone().to(dev).requires_grad_()
             out = fn(s, dim)
-            (out.to_dense() * torch.arange(12.).view(3, 4).to(dev)).sum().backward()
+            (out.to_dense() * weight.to(dev)).sum().backward()
             grads.append((out.cpu(), s.grad.cpu()))
         (o, g), (o_t, g_t) = grads
-        torch.testing.assert_close(o_t.to_dense(), o.to_dense())
-        torch.testing.assert_close(g_t.to_dense(), g.to_dense())
+        torch.testing.assert_close(o_t.to_dense(), o.to_dense(), msg=f"{fn.__name__} dim {dim}")
+        torch.testing.assert_close(g_t.to_dense(), g.to_dense(), msg=f"{fn.__name__} dim {dim}")
 
 
 def test_sparse_sparse_mm():

@@ -442,32 +442,30 @@ def _group_sum(x, values, dim):
     return tot.index_select(0, group)
 
 
-def softmax_backward(grad_output, output, dim, input_dtype):
+def _softmax_backward(grad_output, output, dim, log):
+    """softmax's (log=False) or log_softmax's backward over the output's
+    values: the sum over `dim` is over a dense dim of the values, or over
+    the entries sharing the other sparse indices (_group_sum)."""
     out = output.coalesce()
     g = grad_output.coalesce()
     dim = dim % out.dim()
     gv = g._values() if g._nnz() == out._nnz() else _dense_at(g.to_dense(), out)
     ov = out._values()
+    summed = gv if log else gv * ov
     if dim >= out.sparse_dim():
-        d = dim - out.sparse_dim() + 1
-        res = ov * (gv - (gv * ov).sum(d, keepdim=True))
+        total = summed.sum(dim - out.sparse_dim() + 1, keepdim=True)
     else:
-        res = ov * (gv - _group_sum(out, gv * ov, dim))
+        total = _group_sum(out, summed, dim)
+    res = gv - ov.exp() * total if log else ov * (gv - total)
     return _make(out._indices(), res, out.shape, True)
+
+
+def softmax_backward(grad_output, output, dim, input_dtype):
+    return _softmax_backward(grad_output, output, dim, log=False)
 
 
 def log_softmax_backward(grad_output, output, dim, input_dtype):
-    out = output.coalesce()
-    g = grad_output.coalesce()
-    dim = dim % out.dim()
-    gv = g._values() if g._nnz() == out._nnz() else _dense_at(g.to_dense(), out)
-    ov = out._values()
-    if dim >= out.sparse_dim():
-        d = dim - out.sparse_dim() + 1
-        res = gv - ov.exp() * gv.sum(d, keepdim=True)
-    else:
-        res = gv - ov.exp() * _group_sum(out, gv, dim)
-    return _make(out._indices(), res, out.shape, True)
+    return _softmax_backward(grad_output, output, dim, log=True)
 
 
 # --- compressed layouts ------------------------------------------------------------------
