@@ -23,8 +23,15 @@ class TpuWorker(Worker):
 
         from . import moe
         moe.register()
-        torch.tpu.set_device(self.local_rank)
-        self.device = torch.device("tpu", self.local_rank)
+        n = torch.tpu.device_count()
+        # A process that sees one device (XLA's CPU plugin; a TPU host whose
+        # chips are split among processes) uses it whatever its local rank.
+        idx = self.local_rank if n > 1 else 0
+        if idx >= n:
+            raise RuntimeError(f"torchtpu.vllm: local rank {self.local_rank} needs tpu:{idx}, "
+                               f"but this process sees {n} tpu device(s)")
+        torch.tpu.set_device(idx)
+        self.device = torch.device("tpu", idx)
         init_worker_distributed_environment(self.vllm_config, self.rank,
                                             self.distributed_init_method, self.local_rank,
                                             current_platform.dist_backend)
@@ -47,13 +54,13 @@ class TpuWorker(Worker):
         explicit = self.cache_config.kv_cache_memory_bytes
         if explicit is not None:
             return int(explicit)
-        free, total = torch.tpu.mem_get_info(self.local_rank)
-        used = torch.tpu.memory_allocated(self.local_rank)
+        free, total = torch.tpu.mem_get_info(self.device)
+        used = torch.tpu.memory_allocated(self.device)
         want = int(total * self.cache_config.gpu_memory_utilization) - used
         avail = min(want, int(free * 0.9))
         if avail <= 0:
             raise ValueError(f"torchtpu.vllm: no memory left for the KV cache on tpu:"
-                             f"{self.local_rank} (total {total}, free {free}, in use {used}); "
+                             f"{self.device.index} (total {total}, free {free}, in use {used}); "
                              f"set kv_cache_memory_bytes or gpu_memory_utilization")
         return avail
 
