@@ -607,3 +607,15 @@ def sparse_all_reduce(args):
                                      "grad": g.to_dense().cpu().tolist()}
     _finish()
     return out
+
+
+def group_name_after_destroy(args):
+    """A subgroup destroyed by destroy_process_group(pg) still answers its
+    group_name (vLLM's shutdown asks), with the name it had."""
+    _, world = _init(args)
+    pg = dist.new_group(ranks=list(range(world)))
+    name = pg.group_name
+    dist.destroy_process_group(pg)
+    after = pg.group_name
+    _finish()
+    return {"name": name, "after": after}

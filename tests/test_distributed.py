@@ -126,6 +126,11 @@ def test_dead_rank_makes_others_raise():
     assert r0["seconds"] < timeout + 10, r0
 
 
+def test_group_name_after_destroy():
+    (r,) = launch("group_name_after_destroy", 1, timeout=120)
+    assert r["name"] and r["after"] == r["name"], r
+
+
 def test_bad_input_is_a_clear_error():
     """Checked on one rank before any communication: no peer needed."""
     from torchtpu.distributed._host import ProcessGroupTPU

@@ -314,8 +314,13 @@ class ProcessGroupTPU(dist.ProcessGroup):
 
     @property
     def group_name(self):
-        # The C++ ProcessGroup keeps its name on its backends; this group has none.
-        return dist.distributed_c10d._world.pg_names[self]
+        # The C++ ProcessGroup keeps its name on its backends; this group has
+        # none. Once destroy_process_group has dropped it from c10d's tables
+        # (vLLM's shutdown asks for the name after that), the name it had.
+        name = dist.distributed_c10d._world.pg_names.get(self)
+        if name is not None:
+            self._last_name = name
+        return name if name is not None else getattr(self, "_last_name", "")
 
     @property
     def pg_name(self):
