@@ -466,3 +466,16 @@ def test_all_reduce_and_ddp_of_sparse_tensors_on_two_ranks():
     for rank, res in enumerate(results):
         assert res["tpu"] == res["cpu"], (rank, res)
         assert res["tpu"]["layout"] == "torch.sparse_coo"
+
+
+@pytest.mark.parametrize("layout", ["csr", "csc"])
+def test_dense_to_compressed_indices_pass_pytorchs_checks(layout):
+    """The plain indices of a converted tensor are contiguous, as PyTorch's
+    own validation of compressed tensors requires (its nonzero's layout)."""
+    x = torch.tensor([[0., 1, 0], [2, 0, 3]])
+    t = getattr(x.to("tpu"), f"to_sparse_{layout}")()
+    compressed, plain = ((t.crow_indices(), t.col_indices()) if layout == "csr"
+                         else (t.ccol_indices(), t.row_indices()))
+    assert plain.is_contiguous()
+    torch._validate_sparse_compressed_tensor_args(compressed, plain, t.values(), t.shape, t.layout)
+    torch.testing.assert_close(t.to_dense().cpu(), x)

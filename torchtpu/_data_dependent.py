@@ -38,9 +38,14 @@ def nonzero(self):
     shape = self.shape
     mask = self != 0  # bool for every dtype (complex ones too)
     count = _count(mask)
+    # PyTorch's CPU and CUDA kernels return the [count, ndim] positions as
+    # the transpose of a contiguous [ndim, count] tensor, so that a row of
+    # nonzero(x).t() is contiguous (sparse compressed conversions take their
+    # plain indices that way, and check it); so does this.
     if count == 0 or not shape:
-        return self.new_empty((count, len(shape)), dtype=torch.long)
-    return torch.nonzero_static(mask, size=count)
+        return self.new_empty((len(shape), count), dtype=torch.long).t()
+    pos = torch.nonzero_static(mask, size=count)
+    return self.new_empty((len(shape), count), dtype=torch.long).copy_(pos.t()).t()
 
 
 def nonzero_out(self, *, out):
