@@ -17,6 +17,7 @@ against what they describe.
 - The memory_stats keys TorchTitan reads, read by TorchTitan's own
   DeviceMemoryMonitor."""
 import base64
+import gc
 import json
 import os
 import pickle
@@ -96,6 +97,8 @@ def test_training_step_snapshot_loads_in_memory_viz(history, tmp_path):
     for _ in range(2):
         loss = _train_step(model, opt, x, y)
     path = str(tmp_path / "snapshot.pickle")
+    gc.collect()  # tensors left by earlier tests' tracebacks must not be freed in between
+    torch.tpu.synchronize()
     torch.tpu.memory._dump_snapshot(path)
     allocated = torch.tpu.memory_allocated()
     with open(path, "rb") as f:

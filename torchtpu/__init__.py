@@ -334,6 +334,15 @@ def _finish_at_exit():
             host.release_all()
         except Exception:  # noqa: BLE001 - exiting anyway
             pass
+    # A profile whose exit raised (a device error at torch.profiler's closing
+    # synchronize: PyTorch then never stops Kineto) would still be recording:
+    # Kineto's teardown at exit then removes callbacks already gone and
+    # crashes.
+    try:
+        if torch._C._autograd._profiler_enabled():
+            torch._C._autograd._disable_profiler()
+    except Exception:  # noqa: BLE001 - exiting anyway
+        pass
     if _core._rt is not None:
         # A compile still running on the background thread would be inside
         # XLA while the process tears down its static objects.
@@ -342,6 +351,14 @@ def _finish_at_exit():
             _core.synchronize()
         except (RuntimeError, IndexError):
             pass  # an asynchronous error nobody asked for; exiting anyway
+        # An autograd device thread finishing a backward the program already
+        # has the results of may still be dropping the graph task, whose
+        # thread-local state holds Python objects: it waits for the GIL to
+        # decref them, and after finalization has begun, taking the GIL
+        # ends the thread inside C++ (std::terminate). Releasing the GIL for
+        # a moment here, before finalization, lets it finish.
+        import time
+        time.sleep(0.02)
 
 
 FALLBACK_SUMMARY_PREFIX = "torchtpu fallback counts: "
