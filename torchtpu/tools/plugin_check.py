@@ -24,9 +24,9 @@ __init__ first (which imports torch), running it by path does not.
 """
 import argparse
 import ctypes
+import importlib.util
 import json
 import os
-import site
 import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -39,19 +39,14 @@ def core_path():
 
 
 def _export_site_packages():
-    # What torchtpu._env.export_site_packages does (that module's package
-    # imports torch): the core finds pip-installed plugins through these.
-    if os.environ.get("TORCHTPU_SITE_PACKAGES"):
-        return
-    dirs = []
-    cands = list(site.getsitepackages()) if hasattr(site, "getsitepackages") else []
-    if site.ENABLE_USER_SITE:
-        cands.append(site.getusersitepackages())
-    cands += [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
-    for d in cands:
-        if d and os.path.isdir(d) and d not in dirs:
-            dirs.append(d)
-    os.environ["TORCHTPU_SITE_PACKAGES"] = os.pathsep.join(dirs)
+    # torchtpu._env.export_site_packages, loaded by path: importing it as
+    # torchtpu._env would run the package's __init__, which imports torch
+    # (_env.py itself needs only the standard library).
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_env.py")
+    spec = importlib.util.spec_from_file_location("_torchtpu_env", path)
+    env = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(env)
+    env.export_site_packages()
 
 
 class _Options(ctypes.Structure):  # tt_pjrt_check_options (core/src/pjrt/pjrt.h)
