@@ -226,8 +226,8 @@ class _GraphRunner:
         if (not self.replay or self.no_capture is not None
                 or self.fused.modes.get_mode() != "strict"):
             return self.fused.run(self.gm, *inputs)
+        key = _capture_key(inputs)
         if self.captures:
-            key = _capture_key(inputs)
             graph, opaque = self.captures.get(key, (None, ()))
             if graph is not None and all(inputs[i] is obj for i, obj in opaque):
                 try:
@@ -238,15 +238,14 @@ class _GraphRunner:
                     _stats["replays"] += 1
                     return graph.outputs(tensors)
             _stats["recaptures"] += 1
-        return self._capture(inputs)
+        return self._capture(inputs, key)
 
-    def _capture(self, inputs):
+    def _capture(self, inputs, key):
         why = _capturable(inputs)
         if why is not None:
             self.no_capture = why
             _stats["capture_failures"] += 1
             return self.fused.run(self.gm, *inputs)
-        key = _capture_key(inputs)
         self.opaque = tuple((i, x) for i, x in enumerate(inputs) if _opaque(x))
         tensor_inputs = _tensors(inputs)
         ops = torch.ops.torchtpu
