@@ -1,5 +1,6 @@
 """vLLM end to end on "tpu" through torchtpu's platform plugin: a tiny
-Llama and a tiny Mixtral-style MoE saved from configs, greedy generation for
+Llama, a tiny Mixtral-style MoE and a tiny Qwen2-MoE (routed plus gated
+shared experts) saved from configs, greedy generation for
 prompts of different lengths, compared token for token with Hugging Face
 generate on the CPU with the same weights; seeded sampling reproduces
 itself.
@@ -66,6 +67,23 @@ def tiny_mixtral(tmp_path_factory):
     return _save(MixtralForCausalLM(cfg).eval(), tmp_path_factory, "tiny_mixtral")
 
 
+@pytest.fixture(scope="module")
+def tiny_qwen2_moe(tmp_path_factory):
+    from transformers import Qwen2MoeConfig, Qwen2MoeForCausalLM
+    torch.manual_seed(0)
+    cfg = Qwen2MoeConfig(vocab_size=256, hidden_size=64, intermediate_size=96,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=256, num_experts=4, num_experts_per_tok=2,
+                         moe_intermediate_size=32, shared_expert_intermediate_size=48,
+                         norm_topk_prob=False)
+    model = Qwen2MoeForCausalLM(cfg).eval()
+    # a visible shared-expert gate: random init keeps sigmoid(gate(x)) near 1/2
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.mlp.shared_expert_gate.weight.mul_(4)
+    return _save(model, tmp_path_factory, "tiny_qwen2_moe")
+
+
 def _check(path, hf, lengths, new_tokens):
     g = torch.Generator().manual_seed(0)
     prompts = [torch.randint(1, 250, (n,), generator=g).tolist() for n in lengths]
@@ -98,3 +116,7 @@ def test_llm_generate_matches_hf_on_cpu(tiny_llama):
 
 def test_moe_generate_matches_hf_on_cpu(tiny_mixtral):
     _check(*tiny_mixtral, LENGTHS, NEW_TOKENS)
+
+
+def test_shared_expert_moe_generate_matches_hf_on_cpu(tiny_qwen2_moe):
+    _check(*tiny_qwen2_moe, LENGTHS, NEW_TOKENS)

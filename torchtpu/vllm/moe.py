@@ -5,7 +5,16 @@ batched matmul per projection, and the router's top-k weights (zero for the
 experts not chosen) combine the results. E times the routed FLOPs, but no
 data-dependent shapes, so a bucket stays one program; right for small
 expert counts, where a grouped matmul (torchtpu.kernels.gmm) is the next
-step for large ones."""
+step for large ones.
+
+Shared experts (Qwen2-MoE, DeepSeek): vLLM's MoE runner owns them. It
+calls our apply() with the layer's SharedExperts and their input, but runs
+them itself, before the routed experts (SharedExpertsOrder.NO_OVERLAP),
+unless the method's kernel says it overlaps them with its own dispatch
+(mk_can_overlap_shared_experts, False here: no modular kernel). apply()
+returns the routed output only; the runner pairs it with the shared output
+((shared_out, routed_out), what FusedMoE's moe_forward_shared answers) and
+the layer adds them, reducing across tensor-parallel ranks as configured."""
 import torch
 from vllm.model_executor.custom_op import op_registry_oot
 from vllm.model_executor.layers.fused_moe.unquantized_fused_moe_method import \
@@ -19,6 +28,10 @@ class TpuUnquantizedFusedMoEMethod(UnquantizedFusedMoEMethod):
     def is_monolithic(self):
         return False   # the router selects experts, then forward_native runs
 
+    @property
+    def mk_can_overlap_shared_experts(self):
+        return False   # the runner runs shared experts (see the module doc)
+
     def forward_native(self, layer, x, topk_weights, topk_ids, shared_experts=None,
                        shared_experts_input=None):
         if getattr(layer, "expert_map", None) is not None:
@@ -28,8 +41,8 @@ class TpuUnquantizedFusedMoEMethod(UnquantizedFusedMoEMethod):
         act = getattr(layer, "activation", "silu")
         act = getattr(act, "value", act)
         act = str(act).lower()
-        if shared_experts is not None:
-            raise NotImplementedError("torchtpu.vllm MoE: shared experts")
+        # shared_experts / shared_experts_input: already run by the runner
+        # (NO_OVERLAP), which pairs their output with ours; nothing to do here.
         return dense_moe(x, layer.w13_weight, layer.w2_weight, topk_weights, topk_ids, act)
 
     forward_oot = forward_native
