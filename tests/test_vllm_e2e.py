@@ -29,14 +29,19 @@ import json, sys
 from vllm import LLM, SamplingParams
 path, prompts, new = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
 llm = LLM(model=path, skip_tokenizer_init=True, dtype="float32", max_model_len=96,
-          max_num_seqs=8, max_num_batched_tokens=64, kv_cache_memory_bytes=8 << 20, seed=0)
+          max_num_seqs=8, max_num_batched_tokens=64, kv_cache_memory_bytes=8 << 20, seed=0,
+          **json.loads(sys.argv[4]))
 ins = [{"prompt_token_ids": p} for p in prompts]
 greedy = llm.generate(ins, SamplingParams(max_tokens=new, temperature=0.0, ignore_eos=True))
 sp = SamplingParams(max_tokens=8, temperature=1.0, top_p=0.9, seed=1234, ignore_eos=True)
 s1 = llm.generate(ins[:3], sp)
 s2 = llm.generate(ins[:3], sp)
 tok = lambda outs: [list(o.outputs[0].token_ids) for o in outs]
-print("RESULT " + json.dumps({"greedy": tok(greedy), "s1": tok(s1), "s2": tok(s2)}))
+# each worker's rank, device and the shape of its shard of the first q/k/v projection
+shard = lambda w: [w.rank, str(w.device), list(w.get_model().model.layers[0].self_attn
+                                            .qkv_proj.weight.shape)]
+print("RESULT " + json.dumps({"greedy": tok(greedy), "s1": tok(s1), "s2": tok(s2),
+                              "workers": llm.collective_rpc(shard)}))
 """
 
 
@@ -84,7 +89,7 @@ def tiny_qwen2_moe(tmp_path_factory):
     return _save(model, tmp_path_factory, "tiny_qwen2_moe")
 
 
-def _check(path, hf, lengths, new_tokens):
+def _check(path, hf, lengths, new_tokens, **engine_kwargs):
     g = torch.Generator().manual_seed(0)
     prompts = [torch.randint(1, 250, (n,), generator=g).tolist() for n in lengths]
     # warm-up off: it compiles every bucket, the test needs a few (bench/serving.py
@@ -92,7 +97,7 @@ def _check(path, hf, lengths, new_tokens):
     env = dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0", TORCHTPU_VLLM="1",
                TORCHTPU_VLLM_WARMUP="0")
     proc = subprocess.run([sys.executable, "-c", ENGINE, path, json.dumps(prompts),
-                           str(new_tokens)],
+                           str(new_tokens), json.dumps(engine_kwargs)],
                           capture_output=True, text=True, env=env, timeout=600)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, proc.stderr[-4000:]
@@ -108,6 +113,7 @@ def _check(path, hf, lengths, new_tokens):
     assert got["greedy"] == want
     assert got["s1"] == got["s2"]
     assert all(len(t) == 8 for t in got["s1"])
+    return got
 
 
 def test_llm_generate_matches_hf_on_cpu(tiny_llama):
@@ -120,3 +126,15 @@ def test_moe_generate_matches_hf_on_cpu(tiny_mixtral):
 
 def test_shared_expert_moe_generate_matches_hf_on_cpu(tiny_qwen2_moe):
     _check(*tiny_qwen2_moe, LENGTHS, NEW_TOKENS)
+
+
+def test_tensor_parallel_generate_matches_hf_on_cpu(tiny_llama):
+    """tensor_parallel_size=2: two worker processes, each on its own "tpu"
+    device (XLA's CPU plugin gives each process one), vLLM's collectives on
+    torchtpu's "tpu" c10d backend; the sharded model gives the greedy tokens
+    of the unsharded one on the CPU."""
+    got = _check(*tiny_llama, LENGTHS[:4], 8, tensor_parallel_size=2,
+                 distributed_executor_backend="mp")
+    # two ranks, each holding half of the q/k/v heads: [(4 + 2 + 2) * 16 / 2, 64]
+    assert sorted(w[0] for w in got["workers"]) == [0, 1]
+    assert all(w[1].startswith("tpu") and w[2] == [64, 64] for w in got["workers"])
