@@ -122,6 +122,84 @@ def test_paged_attention_matches_reference(hq, hk, window, dtype):
     torch.testing.assert_close(out[:t].double(), ref, rtol=tol, atol=tol)
 
 
+GARBAGE = 1e15   # finite: a stale key or value beyond a sequence's end
+
+
+@pytest.mark.parametrize("qlens,ctxs,window", [
+    ([6, 1, 3, 1], [0, 13, 9, 0], None),   # any prefill: query rows padded to the token bucket
+    ([1, 1, 1], [7, 20, 2], None),         # decode only: one query row per request
+    ([5, 1, 3], [4, 14, 0], 6),            # sliding window
+])
+def test_padding_does_not_leak_into_real_results(qlens, ctxs, window):
+    """A step padded the way the backend pads it (torchtpu/vllm/attention.py:
+    tokens to the token bucket with slot -1, requests to the request bucket
+    and block-table columns to max_model_len with block 0, vLLM's null block;
+    query rows to the token bucket, or 1 when every request decodes), with
+    garbage wherever padding is: the padded tokens' queries, keys and values
+    are NaN, the slots of the requests' own blocks past their sequence end
+    hold huge finite values (the runner zeroes new blocks; attention must
+    not rely on it), blocks no request owns are NaN. The real tokens'
+    outputs must equal a float64 reference over their own keys, the cache
+    write must change exactly the real tokens' slots in every block but the
+    null block, and the null block must stay zero (every padded column reads
+    it, and a masked key's value still enters the output as 0 * value)."""
+    rng = np.random.default_rng(5)
+    torch.manual_seed(5)
+    nb, bs, hk, hq, d, mb = 40, 4, 2, 4, 16, 8
+    r = len(qlens)
+    seq = np.asarray(qlens) + np.asarray(ctxs)
+    need = -(-seq // bs)
+    # each request owns the blocks its sequence needs; the last block id is one
+    # of them (a padding write wrapping around would land in it)
+    ids = np.concatenate([[nb - 1], rng.permutation(np.arange(1, nb - 1))])[: need.sum()]
+    bt = np.zeros((r, mb), dtype=np.int64)       # padded columns: the null block
+    owned = np.split(ids, np.cumsum(need)[:-1])
+    for i, blocks in enumerate(owned):
+        bt[i, : len(blocks)] = blocks
+    pos = np.concatenate([np.arange(c, c + q) for q, c in zip(qlens, ctxs)])
+    req = np.concatenate([[i] * q for i, q in enumerate(qlens)])
+    qsl = np.concatenate([[0], np.cumsum(qlens)])
+    t = int(qsl[-1])
+
+    cache = torch.full((2, nb, bs, hk, d), float("nan"))
+    cache[:, 0] = 0                              # the null block, as the runner allocates it
+    for i, blocks in enumerate(owned):
+        own = cache[:, torch.as_tensor(blocks)].view(2, -1, hk, d)
+        own.fill_(GARBAGE)
+        own[:, : ctxs[i]] = torch.randn(2, ctxs[i], hk, d)   # the cached context
+        cache[:, torch.as_tensor(blocks)] = own.view(2, len(blocks), bs, hk, d)
+    q, key, val = torch.randn(t, hq, d), torch.randn(t, hk, d), torch.randn(t, hk, d)
+    slots = ops.slot_mapping(pos, req, bt, bs)
+    ref_cache = cache.clone()
+    ref_cache.view(2, -1, hk, d)[0][torch.as_tensor(slots)] = key
+    ref_cache.view(2, -1, hk, d)[1][torch.as_tensor(slots)] = val
+    ref = _reference(q, ref_cache, bt, qsl, seq, qlens, 0.25, window)
+
+    t_pad = ops.pad_to_bucket(t, 16)
+    r_pad = ops.pad_to_bucket(r, 4)
+    lq = 1 if max(qlens) == 1 else t_pad
+    nan = float("nan")
+    qp, kp, vp = (torch.full((t_pad,) + x.shape[1:], nan) for x in (q, key, val))
+    qp[:t], kp[:t], vp[:t] = q, key, val
+    sm = torch.full((t_pad,), -1, dtype=torch.int64)
+    sm[:t] = torch.as_tensor(slots)
+    btp = np.zeros((r_pad, mb), dtype=np.int64)
+    btp[:r] = bt
+    dc = cache.to(DEV)
+    ops.write_kv_cache(kp.to(DEV), vp.to(DEV), dc, sm.to(DEV))
+    plan = ops.plan_step(qsl, seq, num_tokens=t_pad, num_reqs=r_pad, max_query_len=lq,
+                         max_blocks=mb, block_size=bs, device=DEV)
+    out = ops.paged_attention(qp.to(DEV), dc, torch.as_tensor(btp).to(DEV), plan, 0.25,
+                              sliding_window=window).cpu()
+    got_cache = dc.cpu()
+
+    torch.testing.assert_close(got_cache[:, 1:], ref_cache[:, 1:], rtol=0, atol=0,
+                               equal_nan=True)
+    assert (got_cache[:, 0] == 0).all(), "padding tokens left non-zeros in the null block"
+    assert torch.isfinite(out[:t]).all()
+    torch.testing.assert_close(out[:t].double(), ref, rtol=1e-5, atol=1e-5)
+
+
 def test_same_bucket_compiles_nothing_new():
     """Two steps of different ragged lengths padded to the same buckets run
     the same programs: the second compiles nothing."""

@@ -29,10 +29,13 @@ copies) and a gather back to the ragged token order. Shapes depend only on
 (T, R, Lq, max_blocks), which the model runner pads to buckets, so a
 serving process compiles each bucket once.
 
-Padding: a token whose slot is negative (vLLM's PAD_SLOT_ID) writes into
-slot 0, i.e. block 0, which vLLM's block pool keeps as its null block and
-never hands to a request; padded query rows attend to key 0 only (so no row
-is fully masked) and their outputs are dropped.
+Padding: a token whose slot is negative (vLLM's PAD_SLOT_ID) writes zeros
+into slot 0, i.e. block 0, which vLLM's block pool keeps as its null block
+and never hands to a request (padded block-table entries point there, so it
+must stay finite: a masked key's value still enters the output as 0 *
+value); padded query rows attend to key 0 only (so no row is fully masked)
+and their outputs are dropped. tests/test_vllm_backend.py's padding test
+fills every padded place with garbage and checks the real rows.
 """
 from dataclasses import dataclass
 
@@ -85,8 +88,11 @@ def slot_mapping(positions, req_indices, block_table, block_size):
 
 def write_kv_cache(key, value, kv_cache, slot_mapping):
     """Scatters key/value [T, Hk, D] into kv_cache [2, NB, BS, Hk, D] at the
-    tokens' slots (in place). Negative slots (padding) go to slot 0, the
-    null block's."""
+    tokens' slots (in place). Negative slots (padding) write zeros into slot
+    0, the null block's: every request's padded block-table columns read the
+    null block, and a masked-out key still reaches the output as 0 * value
+    (NaN for a NaN value), so whatever the padded tokens' keys and values
+    are, the null block stays zero."""
     if kv_cache.dim() != 5 or kv_cache.shape[0] != 2:
         raise ValueError(f"write_kv_cache: kv_cache {tuple(kv_cache.shape)} is not "
                          f"[2, num_blocks, block_size, kv_heads, head_size]")
@@ -97,10 +103,11 @@ def write_kv_cache(key, value, kv_cache, slot_mapping):
         raise ValueError(f"write_kv_cache: key {tuple(key.shape)} / value "
                          f"{tuple(value.shape)} do not fit {t} slots of a cache with "
                          f"{hk} kv heads of size {d}")
+    pad = (slot_mapping < 0)[:, None, None]
     slots = slot_mapping.clamp(min=0)
     flat = kv_cache.view(2, nb * bs, hk, d)
-    flat[0].index_copy_(0, slots, key[:t].to(kv_cache.dtype))
-    flat[1].index_copy_(0, slots, value[:t].to(kv_cache.dtype))
+    flat[0].index_copy_(0, slots, torch.where(pad, 0, key[:t].to(kv_cache.dtype)))
+    flat[1].index_copy_(0, slots, torch.where(pad, 0, value[:t].to(kv_cache.dtype)))
 
 
 @dataclass
