@@ -25,6 +25,7 @@
 #include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -1027,14 +1028,38 @@ struct HostViews {
     const int64_t nbytes = static_cast<int64_t>(t.storage().nbytes());
     at::Tensor bytes = at::empty({nbytes}, at::TensorOptions().dtype(at::kByte));
     if (nbytes > 0) {
-      const int64_t sizes[1] = {nbytes}, strides[1] = {1};
-      const tt_tensor desc = {storage_handle(impl), TT_U8, 1, sizes, strides, 0};
       const c10::DeviceGuard guard(t.device());
-      check(tt_tensor_download(runtime(), &desc, bytes.mutable_data_ptr()), "copy to the host");
+      check(tt_storage_read_cached(runtime(), storage_handle(impl), bytes.mutable_data_ptr()),
+            "copy to the host");
     }
     storages.emplace_back(impl, bytes.storage());
     return bytes.storage();
   }
+
+  // Writes the host storage behind `host` back as the value of `tpu`'s
+  // storage, kept on the host; false when the kernel moved or resized the
+  // host tensor (the caller then copies it into its view).
+  bool write_back(const at::Tensor &host, const at::Tensor &tpu) {
+    const c10::StorageImpl *impl = tpu.storage().unsafeGetStorageImpl();
+    if (host.sizes() != tpu.sizes() || host.strides() != tpu.strides() ||
+        host.storage_offset() != tpu.storage_offset())
+      return false;
+    for (const auto &[k, v] : storages) {
+      if (k != impl) continue;
+      if (!host.storage().is_alias_of(v) || v.nbytes() != tpu.storage().nbytes()) return false;
+      if (std::find(written.begin(), written.end(), impl) != written.end()) return true;
+      const tt_dtype d = to_tt_dtype(tpu.scalar_type());
+      const c10::DeviceGuard guard(tpu.device());
+      check(tt_storage_write_host(runtime(), storage_handle(impl), d == TT_DTYPE_NONE ? TT_U8 : d,
+                                  v.data()),
+            "copy to tpu");
+      written.push_back(impl);
+      return true;
+    }
+    return false;
+  }
+
+  std::vector<const c10::StorageImpl *> written;
 
   at::Tensor view_of(const at::Tensor &t) {
     if (!t.defined() || !is_tpu(t)) return t;
@@ -1072,12 +1097,24 @@ bool has_lazy_bits(const c10::IValue &iv) {
   return false;
 }
 
-// A fresh host result on the device, with its sizes and strides.
+// A fresh host result on the device, with its sizes and strides: its value
+// stays on the host until a program reads it (tt_storage_write_host).
 at::Tensor tensor_to_device(const at::Tensor &t, c10::Device device) {
   if (!t.defined() || !t.device().is_cpu()) return t;
   if (t.is_conj() || t.is_neg() || !t.is_non_overlapping_and_dense()) return t.to(device);
   at::Tensor d = at::empty_strided(t.sizes(), t.strides(), t.options().device(device));
-  if (t.numel() > 0) upload(d, t);
+  const tt_dtype dtype = to_tt_dtype(t.scalar_type());
+  if (t.numel() == 0) return d;
+  if (dtype == TT_DTYPE_NONE) {
+    upload(d, t);
+    return d;
+  }
+  // Dense and non-overlapping: its elements are the numel * itemsize bytes
+  // from data_ptr, in the order d's strides give them.
+  const c10::DeviceGuard guard(device);
+  check(tt_storage_write_host(runtime(), storage_handle(d.storage().unsafeGetStorageImpl()),
+                              dtype, t.const_data_ptr()),
+        "copy to tpu");
   return d;
 }
 
@@ -1091,15 +1128,19 @@ c10::IValue to_device(const c10::IValue &iv, c10::Device device) {
   return iv;
 }
 
-// Copies a written host argument back into its tpu original.
-void copy_back(const c10::IValue &host, const c10::IValue &tpu) {
+// A written host argument back into its tpu original: its whole host
+// storage becomes the storage's value (kept on the host), or, when the
+// kernel resized or replaced it, copied into the view.
+void copy_back(HostViews &views, const c10::IValue &host, const c10::IValue &tpu) {
+  const auto back = [&](const at::Tensor &h, const at::Tensor &t) {
+    if (!t.defined() || !is_tpu(t)) return;
+    if (!views.write_back(h, t)) at::_copy_from_and_resize(h, t);
+  };
   if (host.isTensor() && tpu.isTensor()) {
-    const at::Tensor &t = tpu.toTensor();
-    if (t.defined() && is_tpu(t)) at::_copy_from_and_resize(host.toTensor(), t);
+    back(host.toTensor(), tpu.toTensor());
   } else if (host.isTensorList() && tpu.isTensorList()) {
     const std::vector<at::Tensor> h = host.toTensorVector(), d = tpu.toTensorVector();
-    for (size_t i = 0; i < h.size() && i < d.size(); i++)
-      if (d[i].defined() && is_tpu(d[i])) at::_copy_from_and_resize(h[i], d[i]);
+    for (size_t i = 0; i < h.size() && i < d.size(); i++) back(h[i], d[i]);
   }
 }
 
@@ -1136,7 +1177,7 @@ bool run_on_host(const OpInfo &info, const c10::OperatorHandle &op, torch::jit::
   if (const c10::OperatorHandle *eq = host_equivalent(info)) eq->callBoxed(stack);
   else op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
   for (size_t i = 0; i < nargs; i++)
-    if (!hosts[i].isNone()) copy_back(hosts[i], originals[i]);
+    if (!hosts[i].isNone()) copy_back(views, hosts[i], originals[i]);
   const size_t nrets = op.schema().returns().size();
   for (size_t r = 0; r < nrets; r++) {
     c10::IValue &ret = (*stack)[stack->size() - nrets + r];

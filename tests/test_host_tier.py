@@ -327,3 +327,115 @@ def test_explainer_names_the_shape_of_a_background_compile(capfd):
     assert line and "times on the host first" in line[0], err
     after = _core.recompile_causes()
     assert after.get("storage", 0) == before.get("storage", 0), (before, after)
+
+
+# --- host copies: the host tier's values stay on the host until a program reads them ---------
+
+def _device_only():
+    """The tier off for a block: every op runs a compiled program."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def block():
+        prev = torchtpu.host_tier()
+        torchtpu.set_host_tier(compile_after=0)
+        try:
+            yield
+        finally:
+            torchtpu.set_host_tier(*prev)
+    return block()
+
+
+def test_a_chain_of_host_calls_moves_nothing_to_the_device():
+    x = torch.randn(5, 7)
+    d = x.to("tpu")
+    torch.tpu.synchronize()
+    s0 = stats()
+    y = ((d * 3) + 1).tanh()  # three cold signatures: the host's
+    s1 = stats()
+    assert s1["host_calls"] == s0["host_calls"] + 3
+    assert s1["host_to_device_bytes"] == s0["host_to_device_bytes"]
+    assert s1["device_to_host_bytes"] - s0["device_to_host_bytes"] <= x.numel() * 4
+    assert s1["bytes_in_use"] == s0["bytes_in_use"]  # y holds no device memory yet
+    assert s1["host_copy_bytes"] > s0["host_copy_bytes"]
+    torch.testing.assert_close(y.cpu(), ((x * 3) + 1).tanh())
+    torch.testing.assert_close(y[2, 1:4].cpu(), ((x * 3) + 1).tanh()[2, 1:4])
+    with _device_only():  # a program reads y: uploaded then
+        z = y.sin()
+    assert stats()["host_to_device_bytes"] > s1["host_to_device_bytes"]
+    torch.testing.assert_close(z.cpu(), ((x * 3) + 1).tanh().sin())
+
+
+def test_a_host_copy_follows_every_write():
+    x = torch.randn(6, 4)
+    y = torch.sigmoid(x.to("tpu"))  # on the host
+    ref = torch.sigmoid(x)
+    torch.testing.assert_close(y[1].cpu(), ref[1])
+    with _device_only():
+        y.add_(1)  # a device write replaces the value
+    ref.add_(1)
+    torch.testing.assert_close(y.cpu(), ref)
+    y.mul_(2)  # a cold write: the whole storage's new value, on the host
+    ref.mul_(2)
+    torch.testing.assert_close(y.cpu(), ref)
+    with _device_only():
+        torch.testing.assert_close(y.sum(0).cpu(), ref.sum(0))
+    y[0] = 5.0  # a host write into part of the storage
+    ref[0] = 5.0
+    torch.testing.assert_close(y.cpu(), ref)
+    w = torch.exp(x.to("tpu"))  # on the host, then grown
+    w.resize_(40)
+    torch.testing.assert_close(w[:24].cpu(), torch.exp(x).reshape(-1))
+
+
+def test_cold_writes_through_views_keep_the_rest_of_the_storage():
+    base = torch.randn(4, 6)
+    big = base.to("tpu")
+    big[1:3, 2:5].add_(1)  # cold, a view of a device storage
+    base[1:3, 2:5].add_(1)
+    torch.testing.assert_close(big.cpu(), base)
+    out = torch.empty(3, 2).to("tpu")
+    torch.mul(big[:3, :2], 2, out=out)
+    torch.testing.assert_close(out.cpu(), base[:3, :2] * 2)
+    with _device_only():
+        torch.testing.assert_close((big * 1).cpu(), base)
+
+
+@pytest.mark.parametrize("reader", ["fused", "compile", "graph", "collective_free_copy"])
+def test_every_executor_reads_a_host_value(reader):
+    x = torch.randn(9, 5)
+    y = torch.cos(x.to("tpu"))  # on the host
+    ref = torch.cos(x) * 2 + 1
+
+    def f(t):
+        return t * 2 + 1
+
+    if reader == "fused":
+        with torchtpu.mode("fused"):
+            out = f(y)
+    elif reader == "compile":
+        out = torch.compile(f, backend="tpu")(y)
+    elif reader == "graph":
+        static_in = torch.cos(x.to("tpu"))  # a host value as the capture's input
+        g = torch.tpu.TPUGraph()
+        with torch.tpu.graph(g):
+            static_out = f(static_in)
+        g.replay()
+        out = static_out
+    else:
+        out = y.to("tpu:0", copy=True)
+        ref = torch.cos(x)
+    torch.testing.assert_close(out.cpu(), ref)
+
+
+def test_host_copies_are_freed_with_their_storages():
+    torch.tpu.synchronize()
+    base = stats()
+    for n in range(1, 20):
+        a = torch.randn(n, 3).to("tpu")
+        b = (a * 2).softmax(-1)  # cold: a is read (a cached copy), b on the host
+        b[0].cpu()
+        del a, b
+    s = stats()
+    assert s["host_copy_bytes"] == base["host_copy_bytes"]
+    assert s["bytes_in_use"] == base["bytes_in_use"]

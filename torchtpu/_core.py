@@ -86,6 +86,7 @@ class Stats(ctypes.Structure):  # tt_stats
         ("host_calls", ctypes.c_int64),
         ("background_compiles", ctypes.c_int64),
         ("compiles_pending", ctypes.c_int64),
+        ("host_copy_bytes", ctypes.c_int64),
     ]
 
 

@@ -251,6 +251,9 @@ typedef struct tt_stats {
   int64_t host_calls;
   int64_t background_compiles;
   int64_t compiles_pending;
+  // Host copies of storages (tt_storage_read_cached, tt_storage_write_host,
+  // partial reads): their bytes, caches and values kept on the host alike.
+  int64_t host_copy_bytes;
 } tt_stats;
 
 TT_API void tt_runtime_stats(tt_runtime *rt, tt_stats *out);
@@ -279,6 +282,21 @@ TT_API int tt_storage_device(const tt_storage *s);
 
 // Grows or shrinks the storage to `nbytes`, keeping the common prefix.
 TT_API tt_status tt_storage_resize(tt_storage *s, int64_t nbytes);
+
+// The host tier's copies (strict eager runs a cold signature with PyTorch's
+// CPU kernel, see tt_runtime_set_compile_after). tt_storage_read_cached
+// reads the storage's bytes (nbytes of them; zeros if it has no value) into
+// `host` and keeps a host copy while the storage keeps its value, so that a
+// weight read by many cold calls crosses to the host once.
+// tt_storage_write_host makes `bytes` (nbytes of them) the storage's value,
+// kept on the host and uploaded when a program first reads it: a chain of
+// cold calls moves nothing between host and device. The element type is the
+// storage's own when it has a value, else `dtype` (bytes when its elements
+// do not tile the storage). Neither counts in bytes_in_use while on the host
+// (tt_stats.host_copy_bytes does).
+TT_API tt_status tt_storage_read_cached(tt_runtime *rt, tt_storage *s, void *host);
+TT_API tt_status tt_storage_write_host(tt_runtime *rt, tt_storage *s, tt_dtype dtype,
+                                       const void *bytes);
 
 // The per-process device memory limit (torch.tpu.set_per_process_memory_fraction):
 // creating a storage whose `nbytes` would bring the bytes in use

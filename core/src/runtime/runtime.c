@@ -82,7 +82,6 @@ void tt_runtime_destroy(tt_runtime *rt) {
   tt_hlo_destroy(rt->hlo);
   for (int i = 0; i < TT_MAX_DEVICES; i++) free(rt->generators[i]);
   tt_scalar_cache_deinit(&rt->scalars, rt->pjrt);
-  free(rt->mirror.bytes);
   for (int i = 0; i < rt->nfallbacks; i++) free(rt->fallbacks[i].name);
   free(rt->fallbacks);
   free(rt->pending);

@@ -101,14 +101,16 @@ struct tt_runtime {
   tt_graph_stats graph_stats;  // graph capture and replay (graph.c)
   tt_scalar_cache scalars;
 
-  // The bytes of the one storage last read from the host in part
-  // (storage.c): `for x in t`, `t.tolist()` on a view, `all(t)` read a
-  // storage element by element, and reading the whole buffer for each made
-  // that quadratic. Valid while the storage keeps its buffer.
-  struct tt_host_mirror {
-    tt_storage *storage;
-    char *bytes;  // storage->nbytes of them
-  } mirror;
+  // Host copies of storages' bytes (storage.c). A copy of a storage that
+  // also has its device buffer is a cache: reads from the host (the host
+  // tier's inputs, `for x in t` element by element) cost no transfer while
+  // the storage keeps its value; such copies are evictable, oldest first,
+  // past TT_HOST_CACHE_MAX_BYTES. A copy without a buffer is the storage's
+  // value (the host tier's results): uploaded when a program first reads it.
+  struct tt_host_copies {
+    tt_storage *newest, *oldest;  // evictable copies, linked through host_prev/next
+    int64_t cached_bytes;         // theirs
+  } host;
 
   // Storages holding a device buffer, linked through their buf_prev/next
   // (storage.c): what a memory snapshot lists (tt_runtime_list_buffers).

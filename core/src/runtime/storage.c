@@ -14,10 +14,12 @@
 // its buffer or destroying it detaches it (a deferred read keeps the old
 // buffer, a deferred write to a dead storage is dropped).
 //
-// The bytes read for a partial copy are kept for the next one (rt->mirror,
-// one storage, up to TT_MIRROR_MAX_BYTES) until the storage's buffer changes:
+// Bytes read from the host are kept as the storage's host copy (rt->host,
+// evictable, up to TT_HOST_CACHE_MAX_BYTES in all) until its buffer changes:
 // element-by-element reads of one tensor then cost one transfer, not one per
-// element.
+// element, and the host tier's inputs cross once. The host tier's results
+// stay on the host (a storage's value without a buffer) until a program
+// reads them: a chain of cold calls moves nothing between host and device.
 #include "runtime/storage.h"
 
 #include <stdlib.h>
@@ -123,38 +125,69 @@ void tt_storage_release_buffer(tt_runtime *rt, tt_pjrt_buffer *b, int64_t bytes)
   rt->stats.buffers_in_use--;
 }
 
-// --- the host mirror ----------------------------------------------------------------
+// --- host copies -------------------------------------------------------------------
 
-#define TT_MIRROR_MAX_BYTES ((int64_t)64 << 20)
+// Evictable copies kept at most (their sum): reads element by element of a
+// few tensors and the host tier's inputs fit; a copy is at most a quarter.
+#define TT_HOST_CACHE_MAX_BYTES ((int64_t)256 << 20)
 
-// The mirror's bytes if they are s's, handed to the caller (the mirror is
-// then empty); else NULL.
-static char *mirror_take(tt_storage *s) {
-  tt_runtime *rt = s->rt;
-  if (rt->mirror.storage != s) return NULL;
-  char *bytes = rt->mirror.bytes;
-  rt->mirror.storage = NULL;
-  rt->mirror.bytes = NULL;
+static void cache_unlink(tt_storage *s) {
+  struct tt_host_copies *h = &s->rt->host;
+  if (s->host_prev) s->host_prev->host_next = s->host_next;
+  else h->newest = s->host_next;
+  if (s->host_next) s->host_next->host_prev = s->host_prev;
+  else h->oldest = s->host_prev;
+  s->host_prev = s->host_next = NULL;
+  s->host_cached = false;
+  h->cached_bytes -= s->nbytes;
+}
+
+// The storage's host copy, handed to the caller (the storage keeps none);
+// NULL if it has none.
+static char *host_take(tt_storage *s) {
+  char *bytes = s->host;
+  if (!bytes) return NULL;
+  if (s->host_cached) cache_unlink(s);
+  s->host = NULL;
+  s->rt->stats.host_copy_bytes -= s->nbytes;
   return bytes;
 }
 
-static void mirror_drop(tt_storage *s) { free(mirror_take(s)); }
+static void host_drop(tt_storage *s) { free(host_take(s)); }
 
-// Keeps `bytes` (malloc'd, s->nbytes long, the storage's current contents)
-// as the mirror, or frees them when too large to keep.
-static void mirror_keep(tt_storage *s, char *bytes) {
+// Makes `bytes` (malloc'd, s->nbytes long, the storage's current contents)
+// its host copy: an evictable cache beside its buffer (freed instead when
+// too large), or its value when it has no buffer.
+static void host_keep(tt_storage *s, char *bytes) {
   tt_runtime *rt = s->rt;
-  if (!s->buf || s->nbytes > TT_MIRROR_MAX_BYTES) {
+  struct tt_host_copies *h = &rt->host;
+  host_drop(s);
+  if (s->buf && s->nbytes > TT_HOST_CACHE_MAX_BYTES / 4) {
     free(bytes);
     return;
   }
-  free(rt->mirror.bytes);
-  rt->mirror.storage = s;
-  rt->mirror.bytes = bytes;
+  s->host = bytes;
+  rt->stats.host_copy_bytes += s->nbytes;
+  if (!s->buf) return;
+  while (h->oldest && h->cached_bytes + s->nbytes > TT_HOST_CACHE_MAX_BYTES)
+    host_drop(h->oldest);
+  s->host_cached = true;
+  s->host_next = h->newest;
+  if (h->newest) h->newest->host_prev = s;
+  else h->oldest = s;
+  h->newest = s;
+  h->cached_bytes += s->nbytes;
+}
+
+// A cached copy just read moves to the front of the list.
+static void host_touch(tt_storage *s) {
+  if (!s->host_cached || s->rt->host.newest == s) return;
+  char *bytes = host_take(s);
+  host_keep(s, bytes);
 }
 
 tt_pjrt_buffer *tt_storage_take_buffer(tt_storage *s, int64_t *out_bytes) {
-  mirror_drop(s);
+  host_drop(s);
   tt_pjrt_buffer *b = s->buf;
   if (b) list_remove(s);
   *out_bytes = s->dev_bytes;
@@ -167,7 +200,7 @@ void tt_storage_set_buffer(tt_storage *s, tt_pjrt_buffer *b, tt_dtype dtype,
                            int64_t numel) {
   tt_runtime *rt = s->rt;
   tt_exec_detach(rt->exec, s);
-  mirror_drop(s);
+  host_drop(s);
   if (s->buf) list_remove(s);
   tt_storage_release_buffer(rt, s->buf, s->dev_bytes);
   s->buf = b;
@@ -203,7 +236,7 @@ void tt_storage_free_unused(tt_storage *s) { free(s); }
 int64_t tt_storage_nbytes(const tt_storage *s) { return s->nbytes; }
 
 void tt_storage_facts_of(const tt_storage *s, tt_storage_facts *out) {
-  *out = (tt_storage_facts){.nbytes = s->nbytes, .has_buffer = s->buf != NULL,
+  *out = (tt_storage_facts){.nbytes = s->nbytes, .has_buffer = s->buf || s->host,
                             .dtype = s->dtype, .numel = s->numel};
 }
 int tt_storage_device(const tt_storage *s) { return s->device; }
@@ -222,6 +255,12 @@ static tt_status upload_flat(tt_storage *s, tt_dtype dtype, int64_t numel,
 
 tt_status tt_storage_materialize(tt_storage *s, tt_dtype dtype) {
   if (s->buf) return NULL;
+  if (s->host) {  // its value, on the host: uploaded, the copy kept as a cache
+    char *bytes = host_take(s);
+    tt_status st = upload_flat(s, s->dtype, s->numel, bytes);
+    host_keep(s, bytes);
+    return st;
+  }
   int64_t numel = s->nbytes / tt_dtype_size(dtype);
   void *zeros = calloc((size_t)(numel ? numel : 1), (size_t)tt_dtype_size(dtype));
   if (!zeros) return tt_make_status(TT_RESOURCE_EXHAUSTED, "storage: out of host memory");
@@ -232,6 +271,10 @@ tt_status tt_storage_materialize(tt_storage *s, tt_dtype dtype) {
 
 // Reads the whole storage into `host` (s->nbytes long; zeros if unwritten).
 static tt_status read_all(tt_storage *s, void *host) {
+  if (s->host) {
+    memcpy(host, s->host, (size_t)s->nbytes);
+    return NULL;
+  }
   memset(host, 0, (size_t)s->nbytes);
   if (!s->buf) return NULL;
   size_t n = (size_t)(s->numel * tt_dtype_size(s->dtype));
@@ -250,10 +293,10 @@ static tt_status read_all(tt_storage *s, void *host) {
   return NULL;
 }
 
-// The storage's bytes in a malloc'd array the caller then owns: the
-// mirror's, taken over, or read from the buffer.
+// The storage's bytes in a malloc'd array the caller then owns: its host
+// copy, taken over, or read from the buffer.
 static tt_status take_bytes(tt_storage *s, char **out) {
-  *out = mirror_take(s);
+  *out = host_take(s);
   if (*out) return NULL;
   char *all = malloc((size_t)(s->nbytes ? s->nbytes : 1));
   if (!all) return tt_make_status(TT_RESOURCE_EXHAUSTED, "copy_: out of host memory");
@@ -272,7 +315,7 @@ tt_status tt_storage_resize(tt_storage *s, int64_t nbytes) {
   tt_status st = NULL;
   void *old = NULL, *grown = NULL;
   TT_GOTO_IF_ERROR(st, tt_exec_sync_storage(rt->exec, s), done);
-  if (!s->buf) {
+  if (!s->buf && !s->host) {
     s->nbytes = nbytes;
     goto done;
   }
@@ -393,7 +436,7 @@ static tt_status upload_locked(const tt_tensor *dst, const void *host) {
   if (s->nbytes % tt_dtype_size(d) != 0) d = TT_U8;
   tt_status st = upload_flat(s, d, s->nbytes / tt_dtype_size(d), all);
   if (st) free(all);
-  else mirror_keep(s, all);  // the new buffer's bytes
+  else host_keep(s, all);  // the new buffer's bytes
   return st;
 }
 
@@ -406,10 +449,9 @@ tt_status tt_tensor_upload(tt_runtime *rt, const tt_tensor *dst,
   return st;
 }
 
-static tt_status download_locked(const tt_tensor *src, void *host) {
-  tt_storage *s = src->storage;
-  int64_t numel = tt_view_numel(src);
-  if (numel == 0) return NULL;
+// What every read from the host does first: deferred work runs, failed
+// device checks raise, a lost value is an error.
+static tt_status before_read(tt_storage *s) {
   // Any read from the host ends the graph, even of a value it doesn't hold:
   // graphs then end where the program syncs (loss.item()), so a training
   // step is one graph, the same every step, whatever the size bound cut.
@@ -421,11 +463,21 @@ static tt_status download_locked(const tt_tensor *src, void *host) {
     return tt_make_status(TT_FAILED_PRECONDITION,
                           "this tensor's value was lost: the fused graph that "
                           "computed it failed (see that error)");
-  // The whole storage in its buffer's dtype, or as its bytes (the host
-  // tier's read of a storage): one read of the buffer.
-  bool bytes = src->dtype == TT_U8 && s->buf &&
-               s->numel * tt_dtype_size(s->dtype) == tt_storage_nbytes(s);
-  if (tt_view_is_whole(src) && s->buf && (s->dtype == src->dtype || bytes)) {
+  return NULL;
+}
+
+static tt_status download_locked(const tt_tensor *src, void *host) {
+  tt_storage *s = src->storage;
+  int64_t numel = tt_view_numel(src);
+  if (numel == 0) return NULL;
+  TT_RETURN_IF_ERROR(before_read(s));
+  if (s->host) {
+    host_touch(s);
+    strided_copy(src, s->host, host, true);
+    return NULL;
+  }
+  // The whole storage in its buffer's dtype: one read of the buffer.
+  if (tt_view_is_whole(src) && s->buf && s->dtype == src->dtype) {
     size_t n = (size_t)(numel * tt_dtype_size(src->dtype));
     TT_RETURN_IF_ERROR(tt_pjrt_buffer_to_host(s->rt->pjrt, s->buf, host, n));
     s->rt->stats.device_to_host_bytes += (int64_t)n;
@@ -434,7 +486,7 @@ static tt_status download_locked(const tt_tensor *src, void *host) {
   char *all = NULL;
   TT_RETURN_IF_ERROR(take_bytes(s, &all));
   strided_copy(src, all, host, true);
-  mirror_keep(s, all);
+  host_keep(s, all);
   return NULL;
 }
 
@@ -445,4 +497,49 @@ tt_status tt_tensor_download(tt_runtime *rt, const tt_tensor *src,
   tt_status st = download_locked(src, host);
   pthread_mutex_unlock(&rt->mu);
   return st;
+}
+
+// --- the host tier's reads and writes ---------------------------------------------
+
+static tt_status read_cached_locked(tt_storage *s, void *host) {
+  TT_RETURN_IF_ERROR(before_read(s));
+  if (!s->host) {
+    char *all = NULL;
+    TT_RETURN_IF_ERROR(take_bytes(s, &all));
+    host_keep(s, all);
+    if (!s->host) {  // too large to keep: read again into `host`
+      return read_all(s, host);
+    }
+  }
+  host_touch(s);
+  memcpy(host, s->host, (size_t)s->nbytes);
+  return NULL;
+}
+
+tt_status tt_storage_read_cached(tt_runtime *rt, tt_storage *s, void *host) {
+  if (s->nbytes == 0) return NULL;
+  pthread_mutex_lock(&rt->mu);
+  tt_status st = read_cached_locked(s, host);
+  pthread_mutex_unlock(&rt->mu);
+  return st;
+}
+
+tt_status tt_storage_write_host(tt_runtime *rt, tt_storage *s, tt_dtype dtype,
+                                const void *bytes) {
+  if (dtype < 0 || dtype >= TT_DTYPE_COUNT)
+    return tt_make_status(TT_INVALID_ARGUMENT, "write to tpu: invalid dtype %d", (int)dtype);
+  if (s->nbytes == 0) return NULL;
+  char *copy = malloc((size_t)s->nbytes);
+  if (!copy) return tt_make_status(TT_RESOURCE_EXHAUSTED, "write to tpu: out of host memory");
+  memcpy(copy, bytes, (size_t)s->nbytes);
+  pthread_mutex_lock(&rt->mu);
+  // A storage with a value keeps its element type (as a partial upload
+  // does); a fresh one takes `dtype` when its elements tile the bytes.
+  if ((s->buf || s->host) && s->numel * tt_dtype_size(s->dtype) == s->nbytes) dtype = s->dtype;
+  if (s->nbytes % tt_dtype_size(dtype) != 0) dtype = TT_U8;
+  tt_storage_set_buffer(s, NULL, dtype, s->nbytes / tt_dtype_size(dtype));
+  s->lost = false;
+  host_keep(s, copy);
+  pthread_mutex_unlock(&rt->mu);
+  return NULL;
 }

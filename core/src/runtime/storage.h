@@ -32,6 +32,13 @@ struct tt_storage {
   tt_exec_mark mark;
   // rt->buffers' list, while buf is set (a memory snapshot's segments).
   tt_storage *buf_prev, *buf_next;
+  // Its bytes on the host (nbytes of them), current whenever set: with buf,
+  // an evictable cache in rt->host's list (host_cached); without, the value
+  // itself, in dtype/numel, uploaded when a program reads it (see
+  // rt->host in runtime.h).
+  char *host;
+  bool host_cached;
+  tt_storage *host_prev, *host_next;
 };
 
 // Replaces the storage's buffer (taking ownership of `b`) and updates the
@@ -44,7 +51,8 @@ void tt_storage_set_buffer(tt_storage *s, tt_pjrt_buffer *b, tt_dtype dtype,
 tt_pjrt_buffer *tt_storage_take_buffer(tt_storage *s, int64_t *out_bytes);
 // Destroys a buffer taken with tt_storage_take_buffer and uncounts it.
 void tt_storage_release_buffer(tt_runtime *rt, tt_pjrt_buffer *b, int64_t bytes);
-// Makes sure the storage has a buffer: zeros of `dtype` when it has none.
+// Makes sure the storage has a buffer: its host value uploaded, or zeros of
+// `dtype` when it has no value at all.
 tt_status tt_storage_materialize(tt_storage *s, tt_dtype dtype);
 // tt_storage_destroy with rt->mu already held (a storage the runtime made
 // for itself: a spill's dense copy).
