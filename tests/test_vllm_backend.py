@@ -85,7 +85,8 @@ def test_write_kv_cache_scatters_into_slots():
     (8, 2, 5, torch.float32),        # GQA with a sliding window
     (4, 2, None, torch.bfloat16),
 ])
-def test_paged_attention_matches_reference(hq, hk, window, dtype):
+@pytest.mark.parametrize("query_chunk", [None, 4, 3])   # per-request rows; chunked (6 = 4 + 2, 3 + 3)
+def test_paged_attention_matches_reference(hq, hk, window, dtype, query_chunk):
     rng = np.random.default_rng(2)
     torch.manual_seed(2)
     nb, bs, d, mb = 48, 4, 16, 6
@@ -113,8 +114,11 @@ def test_paged_attention_matches_reference(hq, hk, window, dtype):
     ops.write_kv_cache(kp.to(DEV), vp.to(DEV), dc, sm.to(DEV))
     btp = np.zeros((r_pad, mb), dtype=np.int64)
     btp[: len(qlens)] = bt
-    plan = ops.plan_step(qsl, seq, num_tokens=t_pad, num_reqs=r_pad, max_query_len=lq,
-                         max_blocks=mb, block_size=bs, device=DEV)
+    layout = dict(max_query_len=lq) if query_chunk is None else dict(query_chunk=query_chunk)
+    plan = ops.plan_step(qsl, seq, num_tokens=t_pad, num_reqs=r_pad, max_blocks=mb,
+                         block_size=bs, device=DEV, **layout)
+    if query_chunk is not None:
+        assert plan.num_groups == -(-t_pad // query_chunk) + r_pad
     out = ops.paged_attention(qp.to(DEV), dc, torch.as_tensor(btp).to(DEV), plan, 0.25,
                               sliding_window=window).cpu()
     assert out.shape == (t_pad, hq, d) and out.dtype == dtype
@@ -125,16 +129,19 @@ def test_paged_attention_matches_reference(hq, hk, window, dtype):
 GARBAGE = 1e15   # finite: a stale key or value beyond a sequence's end
 
 
-@pytest.mark.parametrize("qlens,ctxs,window", [
-    ([6, 1, 3, 1], [0, 13, 9, 0], None),   # any prefill: query rows padded to the token bucket
-    ([1, 1, 1], [7, 20, 2], None),         # decode only: one query row per request
-    ([5, 1, 3], [4, 14, 0], 6),            # sliding window
+@pytest.mark.parametrize("qlens,ctxs,window,query_chunk", [
+    ([6, 1, 3, 1], [0, 13, 9, 0], None, None),   # any prefill: rows padded to the token bucket
+    ([6, 1, 3, 1], [0, 13, 9, 0], None, 4),      # any prefill: groups of 4 query rows
+    ([1, 1, 1], [7, 20, 2], None, None),         # decode only: one query row per request
+    ([5, 1, 3], [4, 14, 0], 6, None),            # sliding window
+    ([5, 1, 3], [4, 14, 0], 6, 2),
 ])
-def test_padding_does_not_leak_into_real_results(qlens, ctxs, window):
+def test_padding_does_not_leak_into_real_results(qlens, ctxs, window, query_chunk):
     """A step padded the way the backend pads it (torchtpu/vllm/attention.py:
     tokens to the token bucket with slot -1, requests to the request bucket
     and block-table columns to max_model_len with block 0, vLLM's null block;
-    query rows to the token bucket, or 1 when every request decodes), with
+    query rows to the token bucket or in groups of query_chunk rows (padding
+    groups included), or 1 when every request decodes), with
     garbage wherever padding is: the padded tokens' queries, keys and values
     are NaN, the slots of the requests' own blocks past their sequence end
     hold huge finite values (the runner zeroes new blocks; attention must
@@ -187,8 +194,9 @@ def test_padding_does_not_leak_into_real_results(qlens, ctxs, window):
     btp[:r] = bt
     dc = cache.to(DEV)
     ops.write_kv_cache(kp.to(DEV), vp.to(DEV), dc, sm.to(DEV))
-    plan = ops.plan_step(qsl, seq, num_tokens=t_pad, num_reqs=r_pad, max_query_len=lq,
-                         max_blocks=mb, block_size=bs, device=DEV)
+    layout = dict(max_query_len=lq) if query_chunk is None else dict(query_chunk=query_chunk)
+    plan = ops.plan_step(qsl, seq, num_tokens=t_pad, num_reqs=r_pad, max_blocks=mb,
+                         block_size=bs, device=DEV, **layout)
     out = ops.paged_attention(qp.to(DEV), dc, torch.as_tensor(btp).to(DEV), plan, 0.25,
                               sliding_window=window).cpu()
     got_cache = dc.cpu()
@@ -200,7 +208,8 @@ def test_padding_does_not_leak_into_real_results(qlens, ctxs, window):
     torch.testing.assert_close(out[:t].double(), ref, rtol=1e-5, atol=1e-5)
 
 
-def test_same_bucket_compiles_nothing_new():
+@pytest.mark.parametrize("layout", [dict(max_query_len=8), dict(query_chunk=4)])
+def test_same_bucket_compiles_nothing_new(layout):
     """Two steps of different ragged lengths padded to the same buckets run
     the same programs: the second compiles nothing."""
     nb, bs, hk, hq, d, mb = 40, 4, 2, 4, 8, 4
@@ -216,8 +225,8 @@ def test_same_bucket_compiles_nothing_new():
         btp[: len(qlens)] = bt
         x = torch.randn(16, hq, d, device=DEV)
         ops.write_kv_cache(x[:, :hk], x[:, hk:], cache, torch.as_tensor(sm).to(DEV))
-        plan = ops.plan_step(qsl, seq, num_tokens=16, num_reqs=4, max_query_len=8,
-                             max_blocks=mb, block_size=bs, device=DEV)
+        plan = ops.plan_step(qsl, seq, num_tokens=16, num_reqs=4, max_blocks=mb,
+                             block_size=bs, device=DEV, **layout)
         return ops.paged_attention(x, cache, torch.as_tensor(btp).to(DEV), plan, 0.3).cpu()
 
     step([5, 1, 2], [0, 7, 3], 0)

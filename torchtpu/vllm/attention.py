@@ -7,12 +7,14 @@ step's plan (ops.PagedPlan), the padded block table and slot mapping, on
 keys and values into its cache, then attends (prefill, chunked prefill and
 decode in one call). Shapes are bucketed (powers of two) so each bucket's
 programs compile once: tokens (the runner pads the model's inputs to the
-same bucket), requests, the longest query, the blocks of the longest
-sequence.
+same bucket) and requests; the query layout (one row per request when all
+decode, else groups of QUERY_CHUNK rows) follows from them, and keys span
+the whole block-table width (max_model_len).
 
 KV cache per layer: [2, num_blocks, block_size, kv_heads, head_size],
 allocated by the model runner (model_runner.py), not by vLLM's allocator.
 """
+import os
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -25,6 +27,9 @@ from . import ops
 
 MIN_TOKENS = 16     # the smallest token bucket
 MIN_REQS = 4        # the smallest request bucket
+# query rows per group in a step with prefill (ops.plan_step's chunked
+# layout); 0: one group of token-bucket rows per request
+QUERY_CHUNK = int(os.environ.get("TORCHTPU_VLLM_QUERY_CHUNK", "8"))
 
 
 def token_bucket(n):
@@ -107,16 +112,22 @@ class TpuAttentionMetadataBuilder(AttentionMetadataBuilder[TpuAttentionMetadata]
         qlen = qsl[1:] - qsl[:-1]
         t_pad = token_bucket(num_tokens)
         r_pad = req_bucket(r, self.max_reqs)
-        # Two query-row shapes: 1 (every request decodes) or the token bucket
-        # (any prefill); keys: the whole block-table width. So a step's
-        # programs depend only on (tokens, requests) buckets, which warm-up
-        # enumerates. Both cost attention work (rows x keys) beyond the
-        # ragged minimum; see docs/vllm.md.
-        lq = 1 if (r == 0 or int(qlen.max()) <= 1) else t_pad
+        # The query layout depends only on (tokens, requests) buckets and on
+        # whether every request decodes, which warm-up enumerates: one row
+        # per request when every request decodes; with any prefill, groups
+        # of QUERY_CHUNK rows ((t_pad / C + r_pad) * C rows), or one group of
+        # t_pad rows per request where that is fewer rows (small buckets).
+        # Keys: the whole block-table width (see docs/vllm.md).
         mb = self.max_blocks
         dev = device()
-        plan = ops.plan_step(qsl, sl, num_tokens=t_pad, num_reqs=r_pad, max_query_len=lq,
-                             max_blocks=mb, block_size=self.block_size, device=dev)
+        kw = dict(num_tokens=t_pad, num_reqs=r_pad, max_blocks=mb,
+                  block_size=self.block_size, device=dev)
+        if r == 0 or int(qlen.max()) <= 1:
+            plan = ops.plan_step(qsl, sl, max_query_len=1, **kw)
+        elif QUERY_CHUNK > 0 and (-(-t_pad // QUERY_CHUNK) + r_pad) * QUERY_CHUNK < r_pad * t_pad:
+            plan = ops.plan_step(qsl, sl, query_chunk=QUERY_CHUNK, **kw)
+        else:
+            plan = ops.plan_step(qsl, sl, max_query_len=t_pad, **kw)
         bt = np.zeros((r_pad, mb), dtype=np.int64)
         src = np.asarray(block_table)[:r, :mb]
         bt[:r, :src.shape[1]] = src

@@ -19,14 +19,16 @@ sits at position seq_lens[r] - query_len[r] + i and, causally, sees keys
 0 .. that position. This one rule covers prefill (context 0), chunked
 prefill (context > 0) and decode (query_len 1).
 
-How it runs: the step's ragged layout becomes a padded one, [R, Lq] query
-rows, by a plan computed once per step on the host (PagedPlan: integer
-index tensors, shared by every layer). Each layer then does a fixed-shape
-gather of its requests' blocks, one scaled_dot_product_attention with a
+How it runs: the step's ragged layout becomes a padded one, [G, Lq] query
+rows in groups of one request's consecutive tokens (G = R, one group per
+request, or G = T / Lq + R groups of Lq rows: plan_step's two layouts), by
+a plan computed once per step on the host (PagedPlan: integer index
+tensors, shared by every layer). Each layer then does a fixed-shape gather
+of each group's request's blocks, one scaled_dot_product_attention with a
 boolean mask (causal offset, sequence end, sliding window; grouped-query
 heads folded by enable_gqa, which the "tpu" SDPA lowering handles without
 copies) and a gather back to the ragged token order. Shapes depend only on
-(T, R, Lq, max_blocks), which the model runner pads to buckets, so a
+(T, R, G, Lq, max_blocks), which the model runner pads to buckets, so a
 serving process compiles each bucket once.
 
 Padding: a token whose slot is negative (vLLM's PAD_SLOT_ID) writes zeros
@@ -114,20 +116,29 @@ def write_kv_cache(key, value, kv_cache, slot_mapping):
 class PagedPlan:
     """One step's ragged-to-padded plan, shared by every attention layer.
 
-    q_index  [R, Lq]  token of each padded query row (padding: 0)
-    out_index [T]     padded row (r * Lq + i) of each token (padding: 0)
-    mask     [R, 1, Lq, S] bool, S = max_blocks * block_size: key s takes
-                      part in row (r, i)
+    The step's query tokens are laid out in G groups of Lq rows; a group
+    holds consecutive tokens of one request and attends over that request's
+    keys. Per-request layout: G = num_reqs, group r is request r, Lq its
+    padded query length. Chunked layout: a request's tokens fill
+    ceil(query_len / Lq) groups, G = ceil(num_tokens / Lq) + num_reqs.
+
+    q_index  [G, Lq]  token of each padded query row (padding: 0)
+    out_index [T]     padded row (g * Lq + i) of each token (padding: 0)
+    mask     [G, 1, Lq, S] bool, S = max_blocks * block_size: key s takes
+                      part in row (g, i)
+    group_req [G]     request of each group (None: the identity)
     """
     q_index: torch.Tensor
     out_index: torch.Tensor
     mask: torch.Tensor
-    q_pos: torch.Tensor      # [R, Lq] position of each row (padding: -1)
+    q_pos: torch.Tensor      # [G, Lq] position of each row (padding: -1)
     num_tokens: int
     num_reqs: int
-    max_query_len: int
+    max_query_len: int       # Lq
     causal: bool = True
     windowed: dict = None    # sliding window -> its mask, made on first use
+    group_req: torch.Tensor = None
+    num_groups: int = None
 
     def mask_for(self, sliding_window):
         """The mask with a sliding window (key s > position - window) on top,
@@ -145,12 +156,18 @@ class PagedPlan:
         return m
 
 
-def plan_step(query_start_loc, seq_lens, *, num_tokens, num_reqs, max_query_len,
-              max_blocks, block_size, device, causal=True, sliding_window=None):
+def plan_step(query_start_loc, seq_lens, *, num_tokens, num_reqs, max_query_len=None,
+              max_blocks, block_size, device, causal=True, sliding_window=None,
+              query_chunk=None):
     """Builds the PagedPlan on the host from the step's CPU metadata
     (query_start_loc [r + 1], seq_lens [r], r <= num_reqs real requests) and
-    moves it to `device`. num_tokens, num_reqs, max_query_len, max_blocks are
-    the padded sizes (buckets) the programs are compiled for.
+    moves it to `device`. num_tokens, num_reqs, max_blocks and either
+    max_query_len (per-request layout: one group of max_query_len rows per
+    request) or query_chunk (chunked layout: groups of query_chunk rows,
+    ceil(num_tokens / query_chunk) + num_reqs of them) are the padded sizes
+    (buckets) the programs are compiled for. The chunked layout bounds the
+    padded query rows by num_tokens + num_reqs * query_chunk where the
+    per-request one needs num_reqs * (longest query).
     """
     qsl = np.asarray(query_start_loc, dtype=np.int64)
     sl = np.asarray(seq_lens, dtype=np.int64)
@@ -158,29 +175,44 @@ def plan_step(query_start_loc, seq_lens, *, num_tokens, num_reqs, max_query_len,
     if qsl.shape != (r + 1,):
         raise ValueError(f"plan_step: query_start_loc {tuple(qsl.shape)} needs "
                          f"len(seq_lens) + 1 = {r + 1} entries")
+    if (max_query_len is None) == (query_chunk is None):
+        raise ValueError("plan_step: give exactly one of max_query_len (per-request "
+                         "layout) and query_chunk (chunked layout)")
+    chunked = query_chunk is not None
+    lq = int(query_chunk if chunked else max_query_len)
     qlen = qsl[1:] - qsl[:-1]
-    if r > num_reqs or qsl[-1] > num_tokens or (r and qlen.max() > max_query_len):
+    if r > num_reqs or qsl[-1] > num_tokens or (r and not chunked and qlen.max() > lq):
         raise ValueError(f"plan_step: {r} requests, {qsl[-1]} tokens, longest query "
                          f"{qlen.max() if r else 0} exceed the padded sizes {num_reqs}, "
-                         f"{num_tokens}, {max_query_len}")
+                         f"{num_tokens}, {lq}")
     s_max = max_blocks * block_size
     if r and (sl.max() > s_max or (qlen > sl).any()):
         raise ValueError(f"plan_step: seq_lens {sl.tolist()} must be >= the query lengths "
                          f"{qlen.tolist()} and <= max_blocks * block_size = {s_max}")
-    lq = max_query_len
+    # groups of lq rows: each request's tokens in ceil(qlen / lq) of them (at
+    # least one, so the per-request layout's group r is request r)
+    ng = -(-num_tokens // lq) + num_reqs if chunked else num_reqs
+    nch = np.maximum(1, -(-qlen // lq))
+    first = np.concatenate([[0], np.cumsum(nch)])          # first group of each request
+    g_real = int(first[-1])
+    g_req = np.repeat(np.arange(r), nch)                    # [g_real]
+    g_off = (np.arange(g_real) - first[:-1][g_req]) * lq    # token offset in its request
     i = np.arange(lq)
-    q_index = np.zeros((num_reqs, lq), dtype=np.int64)
-    q_pos = np.full((num_reqs, lq), -1, dtype=np.int64)   # -1: padding row
-    kv_len = np.ones(num_reqs, dtype=np.int64)
-    live = i[None, :] < qlen[:, None]                      # [r, lq]
-    q_index[:r] = np.where(live, qsl[:-1, None] + i[None, :], 0)
-    q_pos[:r] = np.where(live, (sl - qlen)[:, None] + i[None, :], -1)
-    kv_len[:r] = np.maximum(sl, 1)
+    live = g_off[:, None] + i[None, :] < qlen[g_req][:, None]   # [g_real, lq]
+    q_index = np.zeros((ng, lq), dtype=np.int64)
+    q_pos = np.full((ng, lq), -1, dtype=np.int64)           # -1: padding row
+    kv_len = np.ones(ng, dtype=np.int64)
+    q_index[:g_real] = np.where(live, qsl[:-1][g_req][:, None] + g_off[:, None] + i, 0)
+    q_pos[:g_real] = np.where(live, (sl - qlen)[g_req][:, None] + g_off[:, None] + i, -1)
+    kv_len[:g_real] = np.maximum(sl[g_req], 1)
     out_index = np.zeros(num_tokens, dtype=np.int64)
-    for req in range(r):  # r small; the runner's step, not a layer's
-        out_index[qsl[req]:qsl[req + 1]] = req * lq + np.arange(qlen[req])
+    n = int(qsl[-1])
+    if n:
+        tok_req = np.repeat(np.arange(r), qlen)
+        k = np.arange(n) - qsl[:-1][tok_req]                 # index in its request
+        out_index[:n] = (first[:-1][tok_req] + k // lq) * lq + k % lq
     s = np.arange(s_max)
-    keep = np.broadcast_to(s[None, None, :] < kv_len[:, None, None], (num_reqs, lq, s_max)).copy()
+    keep = np.broadcast_to(s[None, None, :] < kv_len[:, None, None], (ng, lq, s_max)).copy()
     if causal:
         keep &= s[None, None, :] <= q_pos[:, :, None]
         if sliding_window is not None and sliding_window > 0:
@@ -189,10 +221,15 @@ def plan_step(query_start_loc, seq_lens, *, num_tokens, num_reqs, max_query_len,
     keep[pad] = False
     keep[pad, 0] = True   # padding rows see key 0: no row is fully masked
     to = lambda a, dt: torch.from_numpy(a).to(dt).to(device)  # noqa: E731
+    group_req = None
+    if chunked:   # padding groups read request 0's blocks (their rows see key 0 only)
+        gr = np.zeros(ng, dtype=np.int64)
+        gr[:g_real] = g_req
+        group_req = to(gr, torch.int64)
     return PagedPlan(q_index=to(q_index, torch.int64), out_index=to(out_index, torch.int64),
                      mask=to(keep[:, None], torch.bool), q_pos=to(q_pos, torch.int64),
                      num_tokens=num_tokens, num_reqs=num_reqs, max_query_len=lq,
-                     causal=causal)
+                     causal=causal, group_req=group_req, num_groups=ng)
 
 
 def paged_attention(query, kv_cache, block_table, plan, scale, sliding_window=None):
@@ -211,15 +248,18 @@ def paged_attention(query, kv_cache, block_table, plan, scale, sliding_window=No
         raise ValueError(f"paged_attention: block_table {tuple(block_table.shape)} and "
                          f"{t} tokens do not match the step plan ({plan.num_reqs} requests, "
                          f"{plan.num_tokens} tokens, {plan.mask.shape[-1]} keys)")
+    if plan.group_req is not None:
+        block_table = block_table.index_select(0, plan.group_req)
+    g = block_table.shape[0]
     ids = block_table.reshape(-1).long()
-    k = kv_cache[0].index_select(0, ids).view(r, mb * bs, hk, d).transpose(1, 2)
-    v = kv_cache[1].index_select(0, ids).view(r, mb * bs, hk, d).transpose(1, 2)
+    k = kv_cache[0].index_select(0, ids).view(g, mb * bs, hk, d).transpose(1, 2)
+    v = kv_cache[1].index_select(0, ids).view(g, mb * bs, hk, d).transpose(1, 2)
     q = query.index_select(0, plan.q_index.reshape(-1))
-    q = q.view(r, plan.max_query_len, hq, d).transpose(1, 2)   # [R, Hq, Lq, D]
+    q = q.view(g, plan.max_query_len, hq, d).transpose(1, 2)   # [G, Hq, Lq, D]
     o = F.scaled_dot_product_attention(q.to(k.dtype), k, v,
                                        attn_mask=plan.mask_for(sliding_window),
                                        scale=scale, enable_gqa=hq != hk)
-    o = o.transpose(1, 2).reshape(r * plan.max_query_len, hq, d)
+    o = o.transpose(1, 2).reshape(g * plan.max_query_len, hq, d)
     return o.index_select(0, plan.out_index)
 
 
