@@ -2,6 +2,7 @@
 #include "base/status.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,15 @@ struct tt_status_s {
 // Returned when even the error can't be allocated; never freed.
 static struct tt_status_s oom_status = {TT_RESOURCE_EXHAUSTED,
                                         (char *)"out of host memory"};
+
+// A cold signature's call (strict eager's host tier): made once per call
+// of such a signature, so not allocated; never freed nor annotated.
+static struct tt_status_s run_on_host_status = {
+    TT_RUN_ON_HOST, (char *)"its program is not compiled yet: run on the host"};
+
+tt_status tt_status_run_on_host(void) { return &run_on_host_status; }
+
+static bool is_static(tt_status s) { return s == &oom_status || s == &run_on_host_status; }
 
 static char *vformat(const char *fmt, va_list ap) {
   va_list ap2;
@@ -52,7 +62,7 @@ tt_status tt_make_status_at(tt_code code, const char *file, int line,
 }
 
 tt_status tt_status_annotate(tt_status s, const char *fmt, ...) {
-  if (s == NULL || s == &oom_status) return s;
+  if (s == NULL || is_static(s)) return s;
   va_list ap;
   va_start(ap, fmt);
   char *prefix = vformat(fmt, ap);
@@ -74,7 +84,7 @@ tt_code tt_status_code(tt_status s) { return s ? s->code : TT_OK; }
 const char *tt_status_message(tt_status s) { return s ? s->message : "OK"; }
 
 void tt_status_free(tt_status s) {
-  if (s == NULL || s == &oom_status) return;
+  if (s == NULL || is_static(s)) return;
   free(s->message);
   free(s);
 }

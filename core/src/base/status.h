@@ -18,6 +18,11 @@ tt_status tt_make_status_at(tt_code code, const char *file, int line,
 #define tt_make_status(code, ...) \
   tt_make_status_at((code), __FILE__, __LINE__, __VA_ARGS__)
 
+// TT_RUN_ON_HOST, the host tier's answer for every call of a cold signature:
+// a static status (no allocation), which tt_status_free and
+// tt_status_annotate leave alone.
+tt_status tt_status_run_on_host(void);
+
 // Prepends "<prefix>: " to the message of `s` (if non-NULL) and returns it.
 tt_status tt_status_annotate(tt_status s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -364,8 +364,7 @@ static tt_status cold_call(strict *x, const tt_op_call *call, const tt_slot *slo
   else if (!plan->unlowered && plan->calls >= rt->compile_after)
     TT_RETURN_IF_ERROR(tt_bg_submit(rt->bg, plan->text, plan->text_len, &plan->job));
   rt->stats.host_calls++;
-  return tt_make_status(TT_RUN_ON_HOST, "%s: its program is not compiled yet",
-                        tt_op_name(call->op));
+  return tt_status_run_on_host();
 }
 
 // --- lowering and compiling on a miss ---------------------------------------------------------
