@@ -206,7 +206,7 @@ static const tt_scalar *scalar_arg(const tt_op_call *call, const tt_param *p) {
 
 // Everything that can fail before the op joins the graph: room, storage
 // buffers for new parameters, generators, fresh storages.
-// Storage parameters that had no buffer yet (zeros) are marked in `empty`
+// Storage parameters that had no value yet (zeros) are marked in `empty`
 // (the first 64).
 static tt_status prepare(tt_runtime *rt, tt_fused *f, const tt_op_call *call,
                          const tt_slot *slots, const tt_program *plan,
@@ -233,7 +233,7 @@ static tt_status prepare(tt_runtime *rt, tt_fused *f, const tt_op_call *call,
       return tt_make_status(TT_FAILED_PRECONDITION,
                             "%s: an input's value was lost: the fused graph "
                             "that computed it failed (see that error)", name);
-    if (!s->buf && i < 64) *empty |= 1ull << i;
+    if (!s->buf && !s->host && i < 64) *empty |= 1ull << i;
     TT_RETURN_IF_ERROR(tt_storage_materialize(s, p->dtype));
     if (s->dtype != p->dtype || s->numel != p->numel)
       return tt_make_status(TT_INTERNAL, "%s: storage changed under its plan", name);
