@@ -401,7 +401,7 @@ def test_cold_writes_through_views_keep_the_rest_of_the_storage():
         torch.testing.assert_close((big * 1).cpu(), base)
 
 
-@pytest.mark.parametrize("reader", ["fused", "compile", "graph", "collective_free_copy"])
+@pytest.mark.parametrize("reader", ["fused", "compile", "graph", "copy"])
 def test_every_executor_reads_a_host_value(reader):
     x = torch.randn(9, 5)
     y = torch.cos(x.to("tpu"))  # on the host
