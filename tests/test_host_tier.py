@@ -439,3 +439,29 @@ def test_host_copies_are_freed_with_their_storages():
     s = stats()
     assert s["host_copy_bytes"] == base["host_copy_bytes"]
     assert s["bytes_in_use"] == base["bytes_in_use"]
+
+
+def test_storages_never_written_stay_without_a_value():
+    """A cold call or a partial read of a storage nothing wrote yet keeps no
+    host copy of its implicit zeros: a device program then still sees the
+    storage's real size (it saw a 0-element value before)."""
+    x = torch.empty(3, device="tpu")
+    torch.testing.assert_close((x + 1).cpu(), x.cpu() + 1)  # cold
+    z = torch.empty(2, 3, device="tpu")
+    z[1].cpu()  # a partial read
+    with _device_only():
+        torch.testing.assert_close((x * 1).cpu(), x.cpu())
+        torch.testing.assert_close((z * 1).cpu(), z.cpu())
+
+
+def test_a_partial_write_into_a_host_value_stays_on_the_host():
+    x = torch.randn(4, 5)
+    y = torch.tanh(x.to("tpu"))  # a host value
+    s0 = stats()
+    y[2, 1:3] = torch.tensor([7.0, 8.0])
+    ref = torch.tanh(x)
+    ref[2, 1:3] = torch.tensor([7.0, 8.0])
+    assert stats()["host_to_device_bytes"] == s0["host_to_device_bytes"]
+    torch.testing.assert_close(y.cpu(), ref)
+    with _device_only():
+        torch.testing.assert_close((y * 2).cpu(), ref * 2)

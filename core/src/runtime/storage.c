@@ -155,22 +155,30 @@ static char *host_take(tt_storage *s) {
 
 static void host_drop(tt_storage *s) { free(host_take(s)); }
 
-// Makes `bytes` (malloc'd, s->nbytes long, the storage's current contents)
-// its host copy: an evictable cache beside its buffer (freed instead when
-// too large), or its value when it has no buffer.
+// Makes `bytes` (malloc'd, s->nbytes long) the value of a storage without a
+// buffer, kept on the host (s->dtype and s->numel say its elements).
+static void host_set_value(tt_storage *s, char *bytes) {
+  host_drop(s);
+  s->host = bytes;
+  s->rt->stats.host_copy_bytes += s->nbytes;
+}
+
+// Keeps `bytes` (malloc'd, s->nbytes long, the current contents of its
+// buffer) as the storage's evictable host copy; frees them when it has no
+// buffer (a storage never written has no value to copy: its zeros stay
+// implicit) or they are too large to keep.
 static void host_keep(tt_storage *s, char *bytes) {
   tt_runtime *rt = s->rt;
   struct tt_host_copies *h = &rt->host;
   host_drop(s);
-  if (s->buf && s->nbytes > TT_HOST_CACHE_MAX_BYTES / 4) {
+  if (!s->buf || s->nbytes > TT_HOST_CACHE_MAX_BYTES / 4) {
     free(bytes);
     return;
   }
-  s->host = bytes;
-  rt->stats.host_copy_bytes += s->nbytes;
-  if (!s->buf) return;
   while (h->oldest && h->cached_bytes + s->nbytes > TT_HOST_CACHE_MAX_BYTES)
     host_drop(h->oldest);
+  s->host = bytes;
+  rt->stats.host_copy_bytes += s->nbytes;
   s->host_cached = true;
   s->host_next = h->newest;
   if (h->newest) h->newest->host_prev = s;
@@ -258,7 +266,8 @@ tt_status tt_storage_materialize(tt_storage *s, tt_dtype dtype) {
   if (s->host) {  // its value, on the host: uploaded, the copy kept as a cache
     char *bytes = host_take(s);
     tt_status st = upload_flat(s, s->dtype, s->numel, bytes);
-    host_keep(s, bytes);
+    if (st) host_set_value(s, bytes);  // still its value
+    else host_keep(s, bytes);
     return st;
   }
   int64_t numel = s->nbytes / tt_dtype_size(dtype);
@@ -429,6 +438,10 @@ static tt_status upload_locked(const tt_tensor *dst, const void *host) {
   if (numel == 0) return NULL;
   if (tt_view_is_whole(dst)) return upload_flat(s, dst->dtype, numel, host);
   TT_RETURN_IF_ERROR(tt_exec_sync_storage(s->rt->exec, s));
+  if (!s->buf && s->host) {  // a value on the host: patched there
+    strided_copy(dst, s->host, (char *)host, false);
+    return NULL;
+  }
   char *all = NULL;
   TT_RETURN_IF_ERROR(take_bytes(s, &all));
   strided_copy(dst, all, (char *)host, false);
@@ -503,16 +516,17 @@ tt_status tt_tensor_download(tt_runtime *rt, const tt_tensor *src,
 
 static tt_status read_cached_locked(tt_storage *s, void *host) {
   TT_RETURN_IF_ERROR(before_read(s));
-  if (!s->host) {
-    char *all = NULL;
-    TT_RETURN_IF_ERROR(take_bytes(s, &all));
-    host_keep(s, all);
-    if (!s->host) {  // too large to keep: read again into `host`
-      return read_all(s, host);
-    }
+  if (s->host) {
+    host_touch(s);
+    memcpy(host, s->host, (size_t)s->nbytes);
+    return NULL;
   }
-  host_touch(s);
-  memcpy(host, s->host, (size_t)s->nbytes);
+  TT_RETURN_IF_ERROR(read_all(s, host));
+  char *copy = s->buf ? malloc((size_t)s->nbytes) : NULL;
+  if (copy) {
+    memcpy(copy, host, (size_t)s->nbytes);
+    host_keep(s, copy);
+  }
   return NULL;
 }
 
@@ -539,7 +553,7 @@ tt_status tt_storage_write_host(tt_runtime *rt, tt_storage *s, tt_dtype dtype,
   if (s->nbytes % tt_dtype_size(dtype) != 0) dtype = TT_U8;
   tt_storage_set_buffer(s, NULL, dtype, s->nbytes / tt_dtype_size(dtype));
   s->lost = false;
-  host_keep(s, copy);
+  host_set_value(s, copy);
   pthread_mutex_unlock(&rt->mu);
   return NULL;
 }
