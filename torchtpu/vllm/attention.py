@@ -29,7 +29,15 @@ MIN_TOKENS = 16     # the smallest token bucket
 MIN_REQS = 4        # the smallest request bucket
 # query rows per group in a step with prefill (ops.plan_step's chunked
 # layout); 0: one group of token-bucket rows per request
-QUERY_CHUNK = int(os.environ.get("TORCHTPU_VLLM_QUERY_CHUNK", "8"))
+def _query_chunk():
+    raw = os.environ.get("TORCHTPU_VLLM_QUERY_CHUNK", "8")
+    if not raw.isdigit():
+        raise ValueError(f"TORCHTPU_VLLM_QUERY_CHUNK={raw!r}: expected a whole number of "
+                         f"query rows >= 0 (0: one group of token-bucket rows per request)")
+    return int(raw)
+
+
+QUERY_CHUNK = _query_chunk()
 
 
 def token_bucket(n):
