@@ -347,7 +347,7 @@ def _device_only():
 
 
 def test_a_chain_of_host_calls_moves_nothing_to_the_device():
-    x = torch.randn(5, 7)
+    x = torch.randn(5, 1229)  # a shape no other test uses: a compiled signature runs on the device
     d = x.to("tpu")
     torch.tpu.synchronize()
     s0 = stats()
@@ -455,8 +455,12 @@ def test_storages_never_written_stay_without_a_value():
 
 
 def test_a_partial_write_into_a_host_value_stays_on_the_host():
-    x = torch.randn(4, 5)
+    # a shape no other test uses: a signature compiled earlier in the process
+    # (or in the persistent cache) would run on the device and leave no host value
+    x = torch.randn(4, 1237)
+    s0 = stats()
     y = torch.tanh(x.to("tpu"))  # a host value
+    assert stats()["host_calls"] == s0["host_calls"] + 1
     s0 = stats()
     y[2, 1:3] = torch.tensor([7.0, 8.0])
     ref = torch.tanh(x)
