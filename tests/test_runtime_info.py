@@ -90,11 +90,15 @@ def test_cpu_async_option():
 
 
 _FAULTS_PROBE = """
-import resource, sys, torch, torchtpu
+import ctypes, resource, sys, threading, torch, torchtpu
 x = torch.randn(10_000_000)
 t = x.to("tpu")  # 40 MB: above glibc's largest mmap threshold (32 MiB)
 def faults():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+def heap_kib():  # the main arena's [heap] mapping, and glibc's mmap'd bytes
+    kib = [int(l.split()[0].split("-")[1], 16) - int(l.split()[0].split("-")[0], 16)
+           for l in open("/proc/self/maps") if l.rstrip().endswith("[heap]")]
+    return sum(kib) // 1024
 assert torch.equal((t + 1).cpu(), x + 1)
 for _ in range(2):
     y = t + 1; torch.tpu.synchronize(); del y
@@ -103,6 +107,9 @@ for _ in range(7):
     f0 = faults()
     y = t + 1; torch.tpu.synchronize(); del y
     runs.append(faults() - f0)
+info = dict(runs=runs, heap_kib=heap_kib(), threads=threading.active_count(),
+            ld_preload=__import__("os").environ.get("LD_PRELOAD", ""))
+print(info)
 print(torchtpu.runtime_info()["host_memory_kept"], sorted(runs)[len(runs) // 2])
 """
 
@@ -114,8 +121,9 @@ def _faults_per_run(keep):
     out = subprocess.run([sys.executable, "-c", _FAULTS_PROBE], env=env,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
-    kept, faults = out.stdout.split()[-2:]
-    return kept == "True", float(faults)
+    lines = out.stdout.strip().splitlines()
+    kept, faults = lines[-1].split()
+    return kept == "True", float(faults), lines[-2]
 
 
 def test_cpu_plugin_keeps_freed_host_memory():
@@ -123,16 +131,27 @@ def test_cpu_plugin_keeps_freed_host_memory():
     (the default) it is reused from the heap, released (glibc's defaults) it
     is mmap'd, page-faulted in (~9,800 pages of 4 KiB) and unmapped each run.
     The result is checked against the CPU's once, before counting; the
-    figure is the median run's page faults (one run of five once faulted a
-    whole block with the heap kept, on a clean-clone CI run beside other
-    work; the median keeps that one-off out, all runs faulting still fails)."""
+    figure is the median run's page faults. A clean-clone CI run beside
+    other work once saw one run of five fault a whole block with the heap
+    kept, and once every run of one process (never reproduced here, in
+    hundreds of probes): a kept probe that faults is run again, up to three
+    processes, and the failure prints each one's runs, heap size and
+    threads. A policy that is not in force faults in every process."""
     if torchtpu.runtime_info()["platform"] != "cpu":
         return  # the policy is the CPU plugin's only
-    kept, faults_kept = _faults_per_run("1")
-    released, faults_released = _faults_per_run("0")
-    assert kept and not released
+    released, faults_released, _ = _faults_per_run("0")
+    assert not released
     assert faults_released > 5000, faults_released  # the probe sees the difference
-    assert faults_kept < faults_released / 10, (faults_kept, faults_released)
+    seen = []
+    for _ in range(3):
+        kept, faults_kept, info = _faults_per_run("1")
+        assert kept
+        seen.append(info)
+        if faults_kept < faults_released / 10:
+            break
+    else:
+        raise AssertionError(f"every kept probe faulted its block again "
+                             f"(released: {faults_released}): {seen}")
 
 
 def test_keep_memory_setting_is_checked():
