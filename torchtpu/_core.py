@@ -105,7 +105,7 @@ class FusedStats(ctypes.Structure):  # tt_fused_stats
     _fields_ = [(name, ctypes.c_int64) for name in (
         "graphs", "ops", "pending_ops", "last_graph_ops", "last_graph_params",
         "last_graph_outputs", "last_graph_bytes", "lowered_ops", "replayed_ops",
-        "last_graph_instructions", "bound_splits")]
+        "last_graph_instructions", "bound_splits", "donated_buffers", "donated_bytes")]
 
 
 class ProfileEvent(ctypes.Structure):  # tt_profile_event

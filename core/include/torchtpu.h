@@ -203,6 +203,8 @@ typedef struct tt_fused_stats {
                                // reused its lowering (no StableHLO built)
   int64_t last_graph_instructions;  // StableHLO instructions of the last graph
   int64_t bound_splits;        // graphs flushed because they reached a bound
+  int64_t donated_buffers;     // parameters' buffers a flush let its program
+  int64_t donated_bytes;       // write in place (the storages it rewrote)
 } tt_fused_stats;
 
 TT_API void tt_runtime_fused_stats(tt_runtime *rt, tt_fused_stats *out);

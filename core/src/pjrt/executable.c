@@ -168,6 +168,7 @@ tt_status tt_pjrt_exe_deserialize(tt_pjrt *p, const void *data, size_t len,
 enum { SMALL = 32 };
 
 void tt_pjrt_exe_set_aliasing(tt_pjrt_exe *e) { e->aliasing = true; }
+bool tt_pjrt_exe_aliasing(const tt_pjrt_exe *e) { return e->aliasing; }
 
 // The arguments an aliasing program must not donate: all but donate[i],
 // written to `small` (room for SMALL) when they fit, else to the heap (the

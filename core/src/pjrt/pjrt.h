@@ -98,6 +98,7 @@ tt_status tt_pjrt_exe_deserialize(tt_pjrt *p, const void *data, size_t len,
 // Marks `e` as compiled from a module whose parameters may alias outputs
 // (tf.aliasing_output): its launches then donate only what they say.
 void tt_pjrt_exe_set_aliasing(tt_pjrt_exe *e);
+bool tt_pjrt_exe_aliasing(const tt_pjrt_exe *e);
 
 // Launches `e` on `device` with `nargs` arguments. Returns immediately with
 // the output buffers (owned by the caller; `outs` has room for

@@ -7,6 +7,7 @@
 // the directory. Disk trouble never fails the call: it is counted in
 // tt_stats and the program is compiled as usual.
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "runtime/compile.h"
@@ -118,8 +119,15 @@ static tt_status make_meta(tt_runtime *rt, const char *text, size_t len, char *l
   return NULL;
 }
 
+// Every executable enters the cache here (compiled, loaded from disk or
+// adopted from the background compiler): one whose module lets parameters
+// alias results is marked so, or PJRT would donate every aliased argument
+// of its launches, wanted or not (tt_pjrt_execute donates only what it is
+// told to for a marked one).
 static tt_status insert(tt_runtime *rt, const char *text, size_t len, tt_prog_meta *meta,
                         tt_pjrt_exe **out) {
+  static const char kAlias[] = "tf.aliasing_output";
+  if (memmem(text, len, kAlias, sizeof kAlias - 1)) tt_pjrt_exe_set_aliasing(*out);
   tt_status st = tt_prog_cache_insert(rt->progs, text, len, *out, meta);
   if (st) {  // still ours
     tt_pjrt_exe_destroy(rt->pjrt, *out);

@@ -31,10 +31,14 @@
 // live outputs reuses its executable. Lowering resumes at the first op that
 // differs.
 //
-// The program a graph capture ends with declares which parameters may share
-// their buffer with the output that rewrites their storage
-// (tf.aliasing_output; capture_aliases): graph replays donate those buffers.
-// Fused flushes themselves donate nothing.
+// A graph's program declares which parameters may share their buffer with
+// the output that rewrites their storage (tf.aliasing_output; aliases), and
+// the flush donates those buffers: an in-place write into part of a large
+// storage (a KV cache's index_copy_, a slice assignment) is then written in
+// place instead of copying the whole storage into a new buffer. Donating is
+// safe whatever the program declares: the storage's buffer is replaced by
+// the flush's output anyway, and no other storage or parameter holds it.
+// Graph replays of a capture's program donate them too (graph.c).
 //
 // Leaves out: graphs across devices (an op on another device flushes
 // first), keeping a graph across a failed flush (its pending values are
@@ -88,9 +92,9 @@ typedef struct tt_fused {
   bool told_split;   // the first split by a bound was reported
   bool capturing;    // between capture_begin and capture_end
   bool ending;       // capture_end's flush: the program a graph will replay
-  int32_t *alias;    // capture: per parameter, the output it may alias or -1
+  int32_t *alias;    // per parameter, the live output it may alias or -1
   int cap_alias;
-  bool aliased;      // the last program run was compiled with `alias`
+  bool aliased;      // the program run declares `alias` (its buffers are donated)
   char split[200];   // why the capture was split ("": it holds)
   // Traces: the graphs recorded so far, the ops of this one (while it is
   // lowered), or the trace it follows and how many of its ops matched.
@@ -550,6 +554,7 @@ static tt_status launch(tt_fused *f, tt_pjrt_exe *exe, const tt_hlo *types,
   size_t np = (size_t)(f->nparams ? f->nparams : 1);
   tt_pjrt_buffer **args = calloc(np, sizeof *args);
   tt_pjrt_buffer **rng = calloc(np, sizeof *rng);
+  bool *donate = NULL;  // when the program aliases: the buffers it may write in place
   int nrng = 0, cap = 16;
   while (cap < 2 * f->nparams + 2) cap *= 2;
   scalar_temps temps = {calloc((size_t)cap, sizeof(tt_pjrt_buffer *)),
@@ -560,11 +565,26 @@ static tt_status launch(tt_fused *f, tt_pjrt_exe *exe, const tt_hlo *types,
     goto cleanup;
   }
   TT_GOTO_IF_ERROR(st, gather(rt, f, args, &temps, rng, &nrng), cleanup);
+  if (f->aliased) {
+    donate = calloc(np, sizeof *donate);
+    if (!donate) {
+      st = tt_make_status(TT_RESOURCE_EXHAUSTED, "out of memory");
+      goto cleanup;
+    }
+  }
+  int64_t donated = 0, donated_bytes = 0;
+  for (int i = 0; donate && i < f->nparams; i++) {
+    donate[i] = f->alias[i] >= 0;
+    donated += donate[i];
+    donated_bytes += donate[i] ? f->params[i].storage->nbytes : 0;
+  }
   tt_pjrt_event *done = NULL;
   char what[128] = "";
   if (tt_profile_on(rt)) describe(f, what, sizeof what);
   TT_GOTO_IF_ERROR(st, tt_profile_execute(rt, TT_PROFILE_FUSED, what, exe, f->device, args,
-                                          f->nparams, NULL, outs, &done), cleanup);
+                                          f->nparams, donate, outs, &done), cleanup);
+  f->stats.donated_buffers += donated;
+  f->stats.donated_bytes += donated_bytes;
   f->epoch++;  // the storages leave the graph: set_buffer must not detach
   for (int i = 0; i < nlive; i++) {
     const tt_hlo_type *ty = tt_hlo_type_of(types, outv[i]);
@@ -594,6 +614,7 @@ cleanup:
   free(outs);
   free(args);
   free(rng);
+  free(donate);
   return st;
 }
 
@@ -615,11 +636,13 @@ static void keep_trace(tt_fused *f, tt_trace *followed, const tt_hv *outv, int n
   f->b = fresh;  // the trace took the builder
 }
 
-// Ending a capture, parameter i may alias live output j when the graph writes
-// the storage it reads and the two have one flat type: a graph replay can
-// then donate the input's buffer (graph.c). False when none does (or no memory).
-static bool capture_aliases(tt_fused *f, tt_storage **live, int nlive, const tt_hv *outv) {
-  if (!f->ending || f->nparams == 0 ||
+// Parameter i may alias live output j when the graph writes the storage it
+// reads and the two have one flat type (`types` types the outputs): the
+// flush donates the parameter's buffer, and a graph replay of a capture's
+// program can too (graph.c). False when none does (or no memory).
+static bool aliases(tt_fused *f, const tt_hlo *types, tt_storage **live, int nlive,
+                    const tt_hv *outv) {
+  if (f->nparams == 0 ||
       !reserve((void **)&f->alias, &f->cap_alias, f->nparams, sizeof *f->alias))
     return false;
   bool any = false;
@@ -628,7 +651,7 @@ static bool capture_aliases(tt_fused *f, tt_storage **live, int nlive, const tt_
     tt_storage *s = live[j];
     int i = s->mark.param;
     if (i < 0 || f->params[i].storage != s || f->params[i].was_empty) continue;
-    const tt_hlo_type *ty = tt_hlo_type_of(f->b, outv[j]);
+    const tt_hlo_type *ty = tt_hlo_type_of(types, outv[j]);
     if (ty->dtype != f->params[i].dtype || ty->rank != 1 || ty->dims[0] != f->params[i].numel)
       continue;
     f->alias[i] = j;
@@ -651,6 +674,7 @@ static tt_status program_for(tt_fused *f, tt_storage **live, int nlive, const tt
     *types = tt_trace_builder(f->tr);
     if (*exe) {
       f->stats.last_graph_bytes = (int64_t)tt_hlo_body_bytes(*types);
+      f->aliased = tt_pjrt_exe_aliasing(*exe) && aliases(f, *types, live, nlive, outv);
       return NULL;
     }
     followed = f->tr;
@@ -658,13 +682,12 @@ static tt_status program_for(tt_fused *f, tt_storage **live, int nlive, const tt
   if (f->tr) TT_RETURN_IF_ERROR(leave_trace(f));
   const char *text = NULL;
   size_t len = 0;
-  bool aliased = capture_aliases(f, live, nlive, outv);
+  bool aliased = aliases(f, f->b, live, nlive, outv);
   TT_RETURN_IF_ERROR(tt_hlo_finish_aliased(f->b, outv, n, aliased ? f->alias : NULL,
                                            &text, &len));
   f->stats.last_graph_bytes = (int64_t)len;
   TT_RETURN_IF_ERROR(tt_runtime_compile(f->base.rt, text, len, exe));
-  if (aliased) tt_pjrt_exe_set_aliasing(*exe);
-  f->aliased = aliased;
+  f->aliased = aliased && tt_pjrt_exe_aliasing(*exe);  // (compile.c marks it)
   *types = f->b;  // stays alive when a new trace takes it
   keep_trace(f, followed, outv, n, *exe);
   return NULL;
