@@ -175,14 +175,20 @@ def main():
     llm.generate(ins, sp, use_tqdm=False)
     # the same prompts again would hit vLLM's prefix cache and skip their
     # prefill, which Hugging Face has to do: emptied before each timed run
+    f0 = torchtpu.modes.fused_stats()
     outs, dt = timed(lambda: llm.generate(ins, sp, use_tqdm=False), args.repeat,
                      before=llm.reset_prefix_cache)
+    f1 = torchtpu.modes.fused_stats()
     c_after = torch.tpu._get_cache_stats()["compiles"]
+    runs = max(1, args.repeat)
+    graphs = (f1["graphs"] - f0["graphs"]) / runs
+    donated = (f1["donated_bytes"] - f0["donated_bytes"]) / runs / 2**20
     got = [list(o.outputs[0].token_ids) for o in outs]
     same = sum(a == b for a, b in zip(got, want))
     rows.append(("vLLM LLM.generate, tpu", dt,
                  f"{c_after - c_warm} compiles after warm-up; same tokens as HF cpu: "
-                 f"{same}/{args.requests}"))
+                 f"{same}/{args.requests}; per run {graphs:.0f} fused graphs, "
+                 f"{donated:.0f} MiB written in place (donated)"))
 
     base = rows[0][1]
     print(f"serving: {args.requests} requests, prompts {min(lens)}..{max(lens)} tokens, "

@@ -87,6 +87,8 @@ class Stats(ctypes.Structure):  # tt_stats
         ("background_compiles", ctypes.c_int64),
         ("compiles_pending", ctypes.c_int64),
         ("host_copy_bytes", ctypes.c_int64),
+        ("donated_buffers", ctypes.c_int64),
+        ("donated_bytes", ctypes.c_int64),
     ]
 
 

@@ -256,6 +256,10 @@ typedef struct tt_stats {
   // Host copies of storages (tt_storage_read_cached, tt_storage_write_host,
   // partial reads): their bytes, caches and values kept on the host alike.
   int64_t host_copy_bytes;
+  // Buffers of storages an op, a fused flush or a graph replay rewrote that
+  // its program was let write in place (donated), and their bytes.
+  int64_t donated_buffers;
+  int64_t donated_bytes;
 } tt_stats;
 
 TT_API void tt_runtime_stats(tt_runtime *rt, tt_stats *out);

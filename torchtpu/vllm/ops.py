@@ -105,11 +105,14 @@ def write_kv_cache(key, value, kv_cache, slot_mapping):
         raise ValueError(f"write_kv_cache: key {tuple(key.shape)} / value "
                          f"{tuple(value.shape)} do not fit {t} slots of a cache with "
                          f"{hk} kv heads of size {d}")
-    pad = (slot_mapping < 0)[:, None, None]
+    pad = (slot_mapping < 0)[None, :, None, None]
     slots = slot_mapping.clamp(min=0)
-    flat = kv_cache.view(2, nb * bs, hk, d)
-    flat[0].index_copy_(0, slots, torch.where(pad, 0, key[:t].to(kv_cache.dtype)))
-    flat[1].index_copy_(0, slots, torch.where(pad, 0, value[:t].to(kv_cache.dtype)))
+    # One index_copy_ into the whole cache, not one per half: a write through
+    # the view flat[0] reads the half out and patches it back (two copies of
+    # it per step), while a write into the whole storage is a scatter into
+    # the buffer that fused eager donates: in place, whatever the cache size.
+    kv = torch.stack([key[:t], value[:t]]).to(kv_cache.dtype)
+    kv_cache.view(2, nb * bs, hk, d).index_copy_(1, slots, torch.where(pad, 0, kv))
 
 
 @dataclass

@@ -976,6 +976,31 @@ static tt_status patch_view(tt_lower_ctx *c, int slot, tt_hv v, int64_t numel) {
   return NULL;
 }
 
+// Finishes the module; a storage the op rewrites may take its new value in
+// its old buffer (tt_program_param_alias): an in-place op on a large
+// storage (index_copy_, a slice assignment) then writes in place when the
+// executor donates that buffer, instead of copying the storage.
+static tt_status finish_aliased(tt_lower_ctx *c, const tt_program *prog, const tt_hv *outv,
+                                int nout, const char **text, size_t *len) {
+  // (the program takes c's parameter list after this)
+  tt_program whole = {.params = c->params, .nparams = c->nparams,
+                      .outs = prog->outs, .nouts = prog->nouts};
+  int32_t *alias = NULL;
+  for (int i = 0; i < whole.nparams; i++) {
+    int o = tt_program_param_alias(&whole, i);
+    if (o < 0) continue;
+    if (!alias) {
+      alias = malloc((size_t)whole.nparams * sizeof *alias);
+      if (!alias) return tt_make_status(TT_RESOURCE_EXHAUSTED, "out of memory");
+      for (int k = 0; k < whole.nparams; k++) alias[k] = -1;
+    }
+    alias[i] = o;
+  }
+  tt_status st = tt_hlo_finish_aliased(c->b, outv, nout + prog->nchecks, alias, text, len);
+  free(alias);
+  return st;
+}
+
 void tt_lower_write_arg(tt_lower_ctx *c, int i, tt_hv v) {
   if (c->opts.infer_only) return;
   int s = find_slot(c, i, -1);
@@ -1065,8 +1090,7 @@ static tt_status finish(tt_lower_ctx *c, tt_program *prog, const char **text,
     *graph_outs = outv;  // the recorder keeps the values; no module
     return NULL;
   }
-  if (!st && !c->opts.infer_only)
-    st = tt_hlo_finish(c->b, outv, nout + prog->nchecks, text, len);
+  if (!st && !c->opts.infer_only) st = finish_aliased(c, prog, outv, nout, text, len);
   free(outv);
   return st;
 }

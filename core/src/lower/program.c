@@ -13,6 +13,17 @@ int64_t tt_facts_buffer_numel(const tt_storage_facts *f, tt_dtype view_dtype) {
   return f->nbytes / tt_dtype_size(view_dtype);
 }
 
+int tt_program_param_alias(const tt_program *p, int param) {
+  const tt_param *q = &p->params[param];
+  if (q->kind != TT_PARAM_STORAGE) return -1;
+  for (int o = 0; o < p->nouts; o++) {
+    const tt_out *out = &p->outs[o];
+    if (!out->fresh && out->slot == q->slot)
+      return out->dtype == q->dtype && out->numel == q->numel ? o : -1;
+  }
+  return -1;
+}
+
 void tt_program_deinit(tt_program *p) {
   if (!p) return;
   free(p->params);

@@ -92,4 +92,10 @@ typedef struct tt_program {
 
 void tt_program_deinit(tt_program *p);
 
+// The output that rewrites storage parameter `param`'s storage with the
+// parameter's flat type (XLA may write it into the parameter's buffer when
+// that buffer is donated: tf.aliasing_output), or -1. The module a program
+// is lowered to declares exactly these aliases.
+int tt_program_param_alias(const tt_program *p, int param);
+
 #endif

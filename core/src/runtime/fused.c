@@ -585,6 +585,8 @@ static tt_status launch(tt_fused *f, tt_pjrt_exe *exe, const tt_hlo *types,
                                           f->nparams, donate, outs, &done), cleanup);
   f->stats.donated_buffers += donated;
   f->stats.donated_bytes += donated_bytes;
+  rt->stats.donated_buffers += donated;
+  rt->stats.donated_bytes += donated_bytes;
   f->epoch++;  // the storages leave the graph: set_buffer must not detach
   for (int i = 0; i < nlive; i++) {
     const tt_hlo_type *ty = tt_hlo_type_of(types, outv[i]);

@@ -717,6 +717,8 @@ static tt_status replay_locked(tt_runtime *rt, tt_graph *g, const tt_tensor *inp
   rt->graph_stats.replays++;
   rt->graph_stats.donated_buffers += donated;
   rt->graph_stats.donated_bytes += donated_bytes;
+  rt->stats.donated_buffers += donated;
+  rt->stats.donated_bytes += donated_bytes;
 cleanup:
   for (int i = 0; i < nrng; i++) tt_pjrt_buffer_destroy(rt->pjrt, rng[i]);
   free(args);

@@ -90,6 +90,19 @@ static tt_status gather_args(tt_runtime *rt, const tt_op_call *call,
   return NULL;
 }
 
+// The storage buffers the op's program may write its new values into: the
+// storages it rewrites (their old buffers are dropped when the outputs
+// replace them, and a storage is one parameter, so nothing else reads them).
+static void donations(tt_runtime *rt, const tt_plan *plan, const tt_slot *slots,
+                      bool *donate) {
+  for (int i = 0; i < plan->prog.nparams; i++) {
+    donate[i] = tt_program_param_alias(&plan->prog, i) >= 0;
+    if (!donate[i]) continue;
+    rt->stats.donated_buffers++;
+    rt->stats.donated_bytes += slots[plan->prog.params[i].slot].t->storage->nbytes;
+  }
+}
+
 // Hands the program's outputs to fresh storages and written storages.
 static tt_status scatter_outputs(tt_runtime *rt, const tt_op_call *call,
                                  const tt_plan *plan, const tt_slot *slots,
@@ -142,9 +155,19 @@ static tt_status run_plan(tt_runtime *rt, const tt_op_call *call,
     goto cleanup;
   }
   TT_GOTO_IF_ERROR(st, gather_args(rt, call, plan, slots, args, temps, &ntemps), cleanup);
-  TT_GOTO_IF_ERROR(st, tt_profile_execute(rt, TT_PROFILE_OP, tt_op_name(call->op), plan->exe,
-                                          call->device, args, plan->prog.nparams, NULL,
-                                          outs, &done), cleanup);
+  bool stack_donate[16], *donate = NULL;
+  if (tt_pjrt_exe_aliasing(plan->exe)) {
+    donate = heap ? calloc(na, sizeof *donate) : stack_donate;
+    if (!donate) {
+      st = tt_make_status(TT_RESOURCE_EXHAUSTED, "out of memory");
+      goto cleanup;
+    }
+    donations(rt, plan, slots, donate);
+  }
+  st = tt_profile_execute(rt, TT_PROFILE_OP, tt_op_name(call->op), plan->exe, call->device,
+                          args, plan->prog.nparams, donate, outs, &done);
+  if (heap) free(donate);
+  if (st) goto cleanup;
   rt->stats.op_calls++;
   st = scatter_outputs(rt, call, plan, slots, outs, results, cap, nres);
   for (int k = 0; k < plan->prog.nchecks; k++) {  // read at the next sync
