@@ -93,13 +93,14 @@ static tt_status gather_args(tt_runtime *rt, const tt_op_call *call,
 // The storage buffers the op's program may write its new values into: the
 // storages it rewrites (their old buffers are dropped when the outputs
 // replace them, and a storage is one parameter, so nothing else reads them).
-static void donations(tt_runtime *rt, const tt_plan *plan, const tt_slot *slots,
-                      bool *donate) {
+// *n and *bytes: how many, and their size.
+static void donations(const tt_plan *plan, const tt_slot *slots, bool *donate,
+                      int64_t *n, int64_t *bytes) {
   for (int i = 0; i < plan->prog.nparams; i++) {
     donate[i] = tt_program_param_alias(&plan->prog, i) >= 0;
     if (!donate[i]) continue;
-    rt->stats.donated_buffers++;
-    rt->stats.donated_bytes += slots[plan->prog.params[i].slot].t->storage->nbytes;
+    (*n)++;
+    *bytes += slots[plan->prog.params[i].slot].t->storage->nbytes;
   }
 }
 
@@ -156,19 +157,22 @@ static tt_status run_plan(tt_runtime *rt, const tt_op_call *call,
   }
   TT_GOTO_IF_ERROR(st, gather_args(rt, call, plan, slots, args, temps, &ntemps), cleanup);
   bool stack_donate[16], *donate = NULL;
+  int64_t donated = 0, donated_bytes = 0;
   if (tt_pjrt_exe_aliasing(plan->exe)) {
     donate = heap ? calloc(na, sizeof *donate) : stack_donate;
     if (!donate) {
       st = tt_make_status(TT_RESOURCE_EXHAUSTED, "out of memory");
       goto cleanup;
     }
-    donations(rt, plan, slots, donate);
+    donations(plan, slots, donate, &donated, &donated_bytes);
   }
   st = tt_profile_execute(rt, TT_PROFILE_OP, tt_op_name(call->op), plan->exe, call->device,
                           args, plan->prog.nparams, donate, outs, &done);
   if (heap) free(donate);
   if (st) goto cleanup;
   rt->stats.op_calls++;
+  rt->stats.donated_buffers += donated;  // counted once launched, as fused.c and graph.c do
+  rt->stats.donated_bytes += donated_bytes;
   st = scatter_outputs(rt, call, plan, slots, outs, results, cap, nres);
   for (int k = 0; k < plan->prog.nchecks; k++) {  // read at the next sync
     tt_status ck = tt_checks_push(rt, outs[plan->prog.nouts + k], &plan->prog.checks[k],
